@@ -1,0 +1,28 @@
+"""quickq-guard: Kubernetes admission guardrails for GPU inference and training workloads.
+
+The public API is what the webhook and the CLI use themselves:
+
+    from webhook import load_policies, evaluate
+    policies = load_policies()              # the shipped policies/, or a directory of yours
+    decision = evaluate(pod, policies)      # operation="UPDATE", old_object=... for updates
+    decision.allowed, decision.message, decision.warnings, decision.patch
+"""
+
+from webhook.engine import evaluate
+from webhook.policy import Config, Policy, PolicyError, PolicySet, load_config, load_policies
+from webhook.results import Decision, Finding, Resource, Result
+
+__all__ = [
+    "Config",
+    "Decision",
+    "Finding",
+    "Policy",
+    "PolicyError",
+    "PolicySet",
+    "Resource",
+    "Result",
+    "evaluate",
+    "load_config",
+    "load_policies",
+]
+__version__ = "0.1.0"

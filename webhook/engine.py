@@ -1,0 +1,229 @@
+"""evaluate(): one object and a policy set in, one Decision out. Pure: no I/O, no globals.
+
+The webhook, the CLI and users' scripts all call this function, which is what makes the
+offline verdict equal the one given at `kubectl apply`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import replace
+from fnmatch import fnmatchcase
+from typing import Any
+
+from webhook.patch import PatchError, apply_patch
+from webhook.policy import Policy, PolicySet
+from webhook.results import Decision, Finding, Resource, Result
+from webhook.workload import InvalidObject, Workload, read_workload
+
+MIRROR_POD_ANNOTATION = "kubernetes.io/config.mirror"
+
+
+def evaluate(
+    obj: Any,
+    policies: PolicySet,
+    *,
+    operation: str = "CREATE",
+    old_object: Any = None,
+    namespace: str | None = None,
+    username: str | None = None,
+    groups: Iterable[str] = (),
+    source: str = "",
+) -> Decision:
+    """Judge one object as the API server would hand it to the webhook.
+
+    Mutate policies run first and validate policies judge the patched object, as the validating
+    webhook does after the mutating one. On UPDATE, a violation `old_object` already had (same
+    policy and container) is only a warning. In dry-run mode nothing is denied or patched.
+    """
+    resource = describe(obj, namespace, source)
+    config = policies.config
+    dry_run = config.mode == "dry-run"
+    try:
+        workload = read_workload(obj, config.nodeTemplateGroups)
+    except InvalidObject as error:
+        return _error(resource, str(error), dry_run)
+    if workload is None:
+        return _skipped(resource, policies, f"kind {resource.kind} is not judged")
+    excluded = _exclusion(workload, resource.namespace, username, tuple(groups), policies)
+    if excluded:
+        return _skipped(resource, policies, excluded)
+
+    results: dict[str, Result] = {}
+    current: Any = obj
+    patch: list[dict[str, Any]] = []
+    mutate_allowed = not (workload.is_pod and operation != "CREATE")
+    for policy in policies.policies:
+        if policy.type != "mutate":
+            continue
+        if not mutate_allowed:
+            results[policy.id] = _result(policy, "skip", reason="a Pod is mutated on CREATE only")
+            continue
+        result = _run(policy, workload, resource.namespace, operation)
+        results[policy.id] = result
+        ops = result.patch
+        if ops and policy.action == "enforce" and not dry_run:
+            try:
+                current = apply_patch(current, ops)
+                workload = read_workload(current, config.nodeTemplateGroups) or workload
+            except (PatchError, InvalidObject) as error:
+                results[policy.id] = _result(policy, "error", reason=f"patch failed: {error}")
+                continue
+            patch.extend(ops)
+
+    old_keys = _violation_keys(old_object, policies, resource.namespace, operation) \
+        if operation == "UPDATE" and old_object is not None else frozenset()
+    for policy in policies.policies:
+        if policy.type != "validate":
+            continue
+        result = _run(policy, workload, resource.namespace, operation)
+        if old_keys and result.status == "fail":
+            result = replace(result, findings=tuple(
+                replace(f, preexisting=True) if (policy.id, f.container) in old_keys else f
+                for f in result.findings))
+        results[policy.id] = result
+
+    ordered = tuple(results[policy.id] for policy in policies.policies)
+    return _decide(resource, ordered, dry_run, tuple(patch), current if patch else None)
+
+
+def describe(obj: Any, namespace: str | None = None, source: str = "") -> Resource:
+    """Name an object for messages, whatever shape it has."""
+    if not isinstance(obj, Mapping):
+        return Resource("", "", namespace or "", "", source)
+    metadata = obj.get("metadata")
+    metadata = metadata if isinstance(metadata, Mapping) else {}
+    name = metadata.get("name") or metadata.get("generateName") or ""
+    own_namespace = metadata.get("namespace")
+    return Resource(
+        api_version=_text(obj.get("apiVersion")),
+        kind=_text(obj.get("kind")),
+        namespace=_text(own_namespace) or namespace or "",
+        name=_text(name),
+        source=source,
+    )
+
+
+def _text(value: Any) -> str:
+    return value if isinstance(value, str) else ""
+
+
+def _run(policy: Policy, workload: Workload, namespace: str, operation: str) -> Result:
+    if policy.action == "off":
+        return _result(policy, "skip", reason="the policy is off")
+    if workload.is_node_template and not policy.rule.node_templates:
+        return _result(policy, "skip", reason="not applicable to NodeTemplate")
+    if not policy.applies(workload.kind, namespace, operation, workload.labels):
+        return _result(policy, "skip", reason="the policy does not match this object")
+    try:
+        findings = policy.rule.check(workload, policy.params)
+    except Exception as error:  # a rule bug must not take the webhook down with it
+        return _result(policy, "error",
+                       reason=f"rule {policy.rule.name} failed ({type(error).__name__})")
+    if not findings:
+        return _result(policy, "pass")
+    if policy.message:
+        findings = [replace(f, message=f"{f.message} ({policy.message})") for f in findings]
+    status = "patch" if policy.type == "mutate" else "fail"
+    return _result(policy, status, tuple(findings))
+
+
+def _result(policy: Policy, status: Any, findings: tuple[Finding, ...] = (),
+            reason: str = "") -> Result:
+    return Result(policy.id, policy.type, policy.action, status, findings, reason)
+
+
+def _violation_keys(old_object: Any, policies: PolicySet, namespace: str,
+                    operation: str) -> frozenset[tuple[str, str | None]]:
+    """(policy, container) of every validate violation the old object already had."""
+    try:
+        workload = read_workload(old_object, policies.config.nodeTemplateGroups)
+    except InvalidObject:
+        return frozenset()
+    if workload is None:
+        return frozenset()
+    keys = set()
+    for policy in policies.policies:
+        if policy.type == "validate":
+            for found in _run(policy, workload, namespace, operation).findings:
+                keys.add((policy.id, found.container))
+    return frozenset(keys)
+
+
+def _exclusion(workload: Workload, namespace: str, username: str | None,
+               groups: tuple[str, ...], policies: PolicySet) -> str:
+    """Why the object is left alone, or '' when it is judged."""
+    config = policies.config
+    if namespace and any(fnmatchcase(namespace, p) for p in config.excludeNamespaces):
+        return f"namespace {namespace} is excluded"
+    if username and any(fnmatchcase(username, p) for p in config.excludeUsers):
+        return f"user {username} is excluded"
+    for group in groups:
+        if any(fnmatchcase(group, p) for p in config.excludeGroups):
+            return f"group {group} is excluded"
+    if workload.is_pod:
+        metadata = workload.obj.get("metadata") or {}
+        annotations = metadata.get("annotations")
+        if isinstance(annotations, Mapping) and MIRROR_POD_ANNOTATION in annotations:
+            return "a mirror pod of a static pod is managed by the kubelet"
+    return ""
+
+
+def _skipped(resource: Resource, policies: PolicySet, reason: str) -> Decision:
+    results = tuple(Result(p.id, p.type, p.action, "skip", (), reason)
+                    for p in policies.policies)
+    return Decision(resource, results, allowed=True)
+
+
+def _error(resource: Resource, problem: str, dry_run: bool) -> Decision:
+    result = Result(None, "validate", "enforce", "error", (), problem)
+    message = f"{resource}: cannot be judged: {problem}"
+    if dry_run:
+        return Decision(resource, (result,), allowed=True, warnings=(f"[dry-run] {message}",))
+    return Decision(resource, (result,), allowed=False, message=message)
+
+
+def _decide(resource: Resource, results: tuple[Result, ...], dry_run: bool,
+            patch: tuple[dict[str, Any], ...], patched: Any) -> Decision:
+    """Turn results into the verdict: denials, warnings, audit annotations and the patch."""
+    denials: list[str] = []
+    warnings: list[str] = []
+    audit: dict[str, list[str]] = {}
+    for result in results:
+        if result.status == "error":
+            line = f"[{result.policy}] {result.reason}"
+            (warnings if dry_run else denials).append(line)
+            continue
+        if result.status not in ("fail", "patch"):
+            continue
+        for found in result.findings:
+            line = f"[{result.policy}] {found.message}"
+            if result.action == "audit":
+                audit.setdefault(str(result.policy), []).append(found.message)
+            elif result.action == "warn":
+                prefix = "would patch: " if result.status == "patch" else ""
+                warnings.append(f"[{result.policy}] {prefix}{found.message}")
+            elif result.status == "patch":
+                if dry_run:
+                    warnings.append(f"[{result.policy}] would patch: {found.message}")
+                    audit.setdefault(str(result.policy), []).append(f"would patch: {found.message}")
+            elif found.preexisting:
+                warnings.append(f"{line} (already violated before this update)")
+            elif dry_run:
+                warnings.append(f"[{result.policy}] would deny: {found.message}")
+                audit.setdefault(str(result.policy), []).append(f"would deny: {found.message}")
+            else:
+                denials.append(f"{line} (field: {found.path})")
+    message = ""
+    if denials:
+        message = f"{resource} is denied by quickq-guard:\n" + "\n".join(f"- {d}" for d in denials)
+    return Decision(
+        resource=resource,
+        results=results,
+        allowed=not denials,
+        message=message,
+        warnings=tuple(warnings),
+        audit_annotations={key: "; ".join(values) for key, values in audit.items()},
+        patch=patch,
+        patched=patched,
+    )

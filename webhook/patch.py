@@ -1,0 +1,130 @@
+"""RFC 6902 JSON patches: building paths and applying them without copying whole objects.
+
+Rules emit `add` operations on JSON pointers built here; the engine applies them with
+`apply_patch`, which copies only the containers along each path so that evaluating a large
+object stays cheap (jsonpatch deep-copies the whole document on every call).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+Path = tuple[str | int, ...]
+Operation = dict[str, Any]
+
+
+class PatchError(ValueError):
+    """A patch does not apply to the object it was built for."""
+
+
+def escape(segment: str | int) -> str:
+    """One JSON-pointer reference token (RFC 6901: `~` is `~0`, `/` is `~1`)."""
+    return str(segment).replace("~", "~0").replace("/", "~1")
+
+
+def pointer(path: Path) -> str:
+    """The JSON pointer of a path: ("metadata", "labels", "app.kubernetes.io/name") ->
+    /metadata/labels/app.kubernetes.io~1name."""
+    return "".join("/" + escape(segment) for segment in path)
+
+
+def unescape(token: str) -> str:
+    return token.replace("~1", "/").replace("~0", "~")
+
+
+def split_pointer(text: str) -> list[str]:
+    if text == "":
+        return []
+    if not text.startswith("/"):
+        raise PatchError(f"JSON pointer {text!r} does not start with '/'")
+    return [unescape(token) for token in text[1:].split("/")]
+
+
+def add(path: Path, value: Any) -> Operation:
+    return {"op": "add", "path": pointer(path), "value": value}
+
+
+def apply_patch(document: Any, operations: list[Operation]) -> Any:
+    """The document with the operations applied; the input is never modified.
+
+    Supports add, replace and remove, the operations quickq-guard's rules emit, with RFC 6902
+    semantics: an `add` whose parent is missing fails instead of inventing it.
+    """
+    for operation in operations:
+        document = _apply_one(document, operation)
+    return document
+
+
+def _apply_one(document: Any, operation: Operation) -> Any:
+    op = operation.get("op")
+    tokens = split_pointer(operation.get("path", ""))
+    if not tokens:
+        if op in ("add", "replace"):
+            return operation["value"]
+        raise PatchError(f"cannot {op} the whole document")
+    root = _shallow_copy(document)
+    parent = root
+    for token in tokens[:-1]:
+        child = _child(parent, token, operation)
+        copied = _shallow_copy(child)
+        _set(parent, token, copied)
+        parent = copied
+    last = tokens[-1]
+    if op == "add":
+        if isinstance(parent, list):
+            if last == "-":
+                parent.append(operation["value"])
+            else:
+                index = _index(parent, last, operation, allow_end=True)
+                parent.insert(index, operation["value"])
+        elif isinstance(parent, dict):
+            parent[last] = operation["value"]
+        else:
+            raise PatchError(f"{operation['path']}: parent is not an object or array")
+    elif op == "replace":
+        _child(parent, last, operation)
+        _set(parent, last, operation["value"])
+    elif op == "remove":
+        _child(parent, last, operation)
+        if isinstance(parent, list):
+            del parent[_index(parent, last, operation)]
+        else:
+            del parent[last]
+    else:
+        raise PatchError(f"unsupported patch operation {op!r}")
+    return root
+
+
+def _shallow_copy(value: Any) -> Any:
+    if isinstance(value, dict):
+        return dict(value)
+    if isinstance(value, list):
+        return list(value)
+    return value
+
+
+def _index(array: list[Any], token: str, operation: Operation, allow_end: bool = False) -> int:
+    if not token.isdigit() or (len(token) > 1 and token.startswith("0")):
+        raise PatchError(f"{operation['path']}: {token!r} is not an array index")
+    index = int(token)
+    limit = len(array) if allow_end else len(array) - 1
+    if index > limit:
+        raise PatchError(f"{operation['path']}: index {index} is out of range")
+    return index
+
+
+def _child(parent: Any, token: str, operation: Operation) -> Any:
+    if isinstance(parent, dict):
+        if token not in parent:
+            raise PatchError(f"{operation['path']}: member {token!r} does not exist")
+        return parent[token]
+    if isinstance(parent, list):
+        return parent[_index(parent, token, operation)]
+    raise PatchError(f"{operation['path']}: cannot descend into a scalar")
+
+
+def _set(parent: Any, token: str, value: Any) -> None:
+    if isinstance(parent, dict):
+        parent[token] = value
+    else:
+        parent[int(token)] = value

@@ -1,0 +1,266 @@
+"""Policy files and the global config: pydantic models, and `load_policies`.
+
+A broken policy must never be silently ignored: every problem fails the load with the file,
+the field and the reason.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from fnmatch import fnmatchcase
+from importlib import resources
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+from webhook.rules import RULES, Rule
+from webhook.rules._base import Params
+
+Action = Literal["enforce", "warn", "audit", "off"]
+Operation = Literal["CREATE", "UPDATE"]
+# Policy ids are audit-annotation keys, so they must be qualified names (at most 63 chars).
+_POLICY_ID = r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$"
+
+
+class PolicyError(ValueError):
+    """A policy file or config that cannot be loaded; the message names file, field and reason."""
+
+
+class Model(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class LabelSelectorRequirement(Model):
+    key: str
+    operator: Literal["In", "NotIn", "Exists", "DoesNotExist"]
+    values: tuple[str, ...] = ()
+
+
+class LabelSelector(Model):
+    matchLabels: dict[str, str] = Field(default_factory=dict)
+    matchExpressions: tuple[LabelSelectorRequirement, ...] = ()
+
+    def matches(self, labels: Mapping[str, Any]) -> bool:
+        for key, value in self.matchLabels.items():
+            if labels.get(key) != value:
+                return False
+        for expression in self.matchExpressions:
+            present = expression.key in labels
+            value = labels.get(expression.key)
+            if expression.operator == "In" and value not in expression.values:
+                return False
+            if expression.operator == "NotIn" and present and value in expression.values:
+                return False
+            if expression.operator == "Exists" and not present:
+                return False
+            if expression.operator == "DoesNotExist" and present:
+                return False
+        return True
+
+
+class Match(Model):
+    """Which objects a policy judges. Namespaces are globs; an empty `kinds` means all judged."""
+
+    kinds: tuple[str, ...] = ()
+    namespaces: tuple[str, ...] = ("*",)
+    excludeNamespaces: tuple[str, ...] = ()
+    operations: tuple[Operation, ...] = ("CREATE", "UPDATE")
+    selector: LabelSelector | None = None
+
+
+class PolicyFile(Model):
+    """One policy document, as written in policies/<id>.yaml."""
+
+    id: str = Field(pattern=_POLICY_ID)
+    description: str = Field(min_length=1)
+    type: Literal["validate", "mutate"]
+    action: Action
+    rule: str | None = None  # the registered rule; defaults to the id
+    match: Match = Match()
+    params: dict[str, Any] = Field(default_factory=dict)
+    message: str | None = None
+
+
+class PolicyOverride(Model):
+    """What the global config may change of a policy: its action and its params."""
+
+    action: Action | None = None
+    params: dict[str, Any] = Field(default_factory=dict)
+
+
+class Config(Model):
+    """The global config: mode, exclusions, accepted NodeTemplate groups, policy overrides."""
+
+    mode: Literal["enforce", "dry-run"] = "enforce"
+    excludeNamespaces: tuple[str, ...] = ("kube-system", "kube-public", "kube-node-lease")
+    excludeUsers: tuple[str, ...] = ()
+    excludeGroups: tuple[str, ...] = ()
+    nodeTemplateGroups: tuple[str, ...] = ("quickq", "quickq.io")
+    policies: dict[str, PolicyOverride] = Field(default_factory=dict)
+
+    @field_validator("nodeTemplateGroups")
+    @classmethod
+    def _groups_not_empty(cls, value: tuple[str, ...]) -> tuple[str, ...]:
+        if any(not group for group in value):
+            raise ValueError("a NodeTemplate group may not be empty")
+        return value
+
+
+@dataclass(frozen=True, slots=True)
+class Policy:
+    """A loaded policy: the file's fields, its rule and its validated params."""
+
+    id: str
+    description: str
+    type: str
+    action: Action
+    rule: Rule
+    params: Params
+    match: Match
+    message: str | None
+    source: str
+
+    def applies(self, kind: str, namespace: str, operation: str,
+                labels: Mapping[str, Any]) -> bool:
+        match = self.match
+        if match.kinds and kind not in match.kinds:
+            return False
+        if operation not in match.operations:
+            return False
+        if match.namespaces != ("*",) and not _glob_any(namespace, match.namespaces):
+            return False
+        if match.excludeNamespaces and _glob_any(namespace, match.excludeNamespaces):
+            return False
+        return match.selector is None or match.selector.matches(labels)
+
+
+@dataclass(frozen=True, slots=True)
+class PolicySet:
+    """The policies in force and the global config they run under."""
+
+    policies: tuple[Policy, ...]
+    config: Config
+
+    def get(self, policy_id: str) -> Policy:
+        for policy in self.policies:
+            if policy.id == policy_id:
+                return policy
+        raise KeyError(policy_id)
+
+
+def _glob_any(name: str, patterns: Iterable[str]) -> bool:
+    return any(fnmatchcase(name, pattern) for pattern in patterns)
+
+
+def default_policies_dir() -> Path:
+    """The shipped policies: `policies/` of a checkout, or the copy inside an installed wheel."""
+    checkout = Path(__file__).resolve().parent.parent / "policies"
+    if checkout.is_dir():
+        return checkout
+    return Path(str(resources.files("webhook.policies")))
+
+
+def load_policies(directory: str | Path | None = None,
+                  config: str | Path | Config | None = None) -> PolicySet:
+    """Every policy in the directory's *.yaml / *.yml files (default: the shipped ones), with
+    the global config (a file, a Config, or the defaults) applied. Raises PolicyError."""
+    directory = Path(directory) if directory is not None else default_policies_dir()
+    if not isinstance(config, Config):
+        config = load_config(config)
+    if not directory.is_dir():
+        raise PolicyError(f"{directory}: not a directory of policy files")
+    files = sorted(p for p in directory.iterdir()
+                   if p.suffix in (".yaml", ".yml") and p.is_file() and not p.name.startswith("."))
+    policies: list[Policy] = []
+    for path in files:
+        for number, document in enumerate(_read_yaml(path), start=1):
+            if document is None:
+                continue
+            where = f"{path}" if number == 1 else f"{path}: document {number}"
+            policies.append(_build(document, where, config))
+    if not policies:
+        raise PolicyError(f"{directory}: no policies found (expected one YAML file per policy)")
+    seen: dict[str, str] = {}
+    for policy in policies:
+        if policy.id in seen:
+            raise PolicyError(f"{policy.source}: policy id {policy.id!r} is already defined "
+                              f"in {seen[policy.id]}")
+        seen[policy.id] = policy.source
+    unknown = sorted(set(config.policies) - set(seen))
+    if unknown:
+        raise PolicyError(f"config: policies: no policy with id {', '.join(map(repr, unknown))} "
+                          f"(loaded: {', '.join(sorted(seen))})")
+    return PolicySet(tuple(policies), config)
+
+
+def load_config(path: str | Path | None) -> Config:
+    """The global config file, or the defaults when there is none."""
+    if path is None:
+        return Config()
+    path = Path(path)
+    documents = [d for d in _read_yaml(path) if d is not None]
+    if len(documents) > 1:
+        raise PolicyError(f"{path}: expected one config document, found {len(documents)}")
+    data = documents[0] if documents else {}
+    try:
+        return Config.model_validate(data)
+    except ValidationError as error:
+        raise PolicyError(f"{path}: {_explain(error)}") from None
+
+
+def _read_yaml(path: Path) -> list[Any]:
+    try:
+        with path.open("rb") as stream:
+            return list(yaml.load_all(stream, Loader=_LOADER))
+    except OSError as error:
+        raise PolicyError(f"{path}: cannot read: {error.strerror}") from None
+    except yaml.YAMLError as error:
+        raise PolicyError(f"{path}: invalid YAML: {_yaml_problem(error)}") from None
+
+
+def _yaml_problem(error: yaml.YAMLError) -> str:
+    mark = getattr(error, "problem_mark", None)
+    problem = getattr(error, "problem", None) or str(error)
+    return f"{problem} (line {mark.line + 1}, column {mark.column + 1})" if mark else problem
+
+
+def _build(document: Any, where: str, config: Config) -> Policy:
+    if not isinstance(document, dict):
+        raise PolicyError(f"{where}: expected a policy (a mapping), got {type(document).__name__}")
+    try:
+        spec = PolicyFile.model_validate(document)
+    except ValidationError as error:
+        raise PolicyError(f"{where}: {_explain(error)}") from None
+    rule_name = spec.rule or spec.id
+    rule = RULES.get(rule_name)
+    if rule is None:
+        raise PolicyError(f"{where}: rule: unknown rule {rule_name!r} "
+                          f"(known: {', '.join(sorted(RULES))})")
+    if rule.type != spec.type:
+        raise PolicyError(f"{where}: type: rule {rule_name!r} is a {rule.type} rule, "
+                          f"not {spec.type}")
+    override = config.policies.get(spec.id, PolicyOverride())
+    params = {**spec.params, **override.params}
+    try:
+        validated = rule.params.model_validate(params)
+    except ValidationError as error:
+        raise PolicyError(f"{where}: params: {_explain(error)}") from None
+    return Policy(id=spec.id, description=spec.description.strip(), type=spec.type,
+                  action=override.action or spec.action, rule=rule, params=validated,
+                  match=spec.match, message=spec.message, source=where)
+
+
+def _explain(error: ValidationError) -> str:
+    """pydantic's errors as one line per field: `match.kinds: Input should be a valid list`."""
+    parts = []
+    for item in error.errors():
+        field = ".".join(str(part) for part in item["loc"]) or "(document)"
+        reason = "unknown field" if item["type"] == "extra_forbidden" else item["msg"]
+        parts.append(f"{field}: {reason}")
+    return "; ".join(parts)
+
+
+_LOADER: Any = getattr(yaml, "CSafeLoader", yaml.SafeLoader)

@@ -1,0 +1,53 @@
+"""The rule registry: each policy names one of these rules and gives it parameters.
+
+A rule is a plain function `(workload, params) -> list[Finding]`, found in the module of its
+family under the name of its default policy id (`disallow-root-user` is
+`security.disallow_root_user`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from webhook.results import Finding
+from webhook.rules import gpu, images, labels, probes, resources, secrets, security
+from webhook.rules._base import NoParams, Params
+from webhook.workload import Workload
+
+RuleType = Literal["validate", "mutate"]
+
+
+@dataclass(frozen=True, slots=True)
+class Rule:
+    name: str
+    type: RuleType
+    check: Callable[[Workload, Any], list[Finding]]
+    params: type[Params]
+    node_templates: bool = True  # False: the rule is about pods only
+
+
+RULES: dict[str, Rule] = {
+    rule.name: rule
+    for rule in (
+        Rule("require-requests", "validate", resources.require_requests,
+             resources.RequireRequestsParams),
+        Rule("valid-resource-quantities", "validate", resources.valid_resource_quantities,
+             NoParams),
+        Rule("disallow-latest-tag", "validate", images.disallow_latest_tag, NoParams),
+        Rule("disallow-root-user", "validate", security.disallow_root_user, NoParams),
+        Rule("require-gpu-limits", "validate", gpu.require_gpu_limits, gpu.GpuParams),
+        Rule("gpu-priority-class", "validate", gpu.gpu_priority_class, gpu.GpuParams,
+             node_templates=False),
+        Rule("no-plaintext-secrets", "validate", secrets.no_plaintext_secrets,
+             secrets.PlaintextSecretParams),
+        Rule("liveness-probe-tolerance", "validate", probes.liveness_probe_tolerance,
+             probes.LivenessToleranceParams),
+        Rule("require-labels", "validate", labels.require_labels, labels.RequireLabelsParams),
+        Rule("inject-startup-probe", "mutate", probes.inject_startup_probe,
+             probes.StartupProbeParams),
+        Rule("inject-gpu-toleration", "mutate", gpu.inject_gpu_toleration,
+             gpu.GpuTolerationParams),
+    )
+}

@@ -1,0 +1,38 @@
+"""What every rule module shares: the parameter base model and finding helpers."""
+
+from __future__ import annotations
+
+from fnmatch import fnmatchcase
+
+from pydantic import BaseModel, ConfigDict
+
+from webhook.patch import Path
+from webhook.results import Finding
+from webhook.workload import Container, dotted
+
+
+class Params(BaseModel):
+    """A rule's parameters: a typo in a policy's `params` fails at load, naming the field."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)
+
+
+class NoParams(Params):
+    pass
+
+
+def finding(container: Container | None, message: str, path: Path) -> Finding:
+    """A finding whose message starts with the container it is about."""
+    if container is None:
+        return Finding(message=message, path=dotted(path))
+    return Finding(message=f"{container.label}: {message}", path=dotted(path),
+                   container=container.name)
+
+
+def matches_any(name: str, patterns: tuple[str, ...]) -> bool:
+    return any(fnmatchcase(name, pattern) for pattern in patterns)
+
+
+def resource_field(container: Container, which: str, resource: str) -> str:
+    """How a message names a resource field: resources.limits.cpu, resources.limits[nvidia.com/gpu]."""
+    return dotted(("resources", which, resource))

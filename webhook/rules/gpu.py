@@ -1,0 +1,130 @@
+"""GPUs: whole devices, limits equal to requests, a priority class and a toleration.
+
+GPU resources are named by glob patterns in each policy's `gpuResources` parameter.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping
+from decimal import Decimal
+from typing import Any
+
+from webhook.patch import add
+from webhook.quantity import is_whole, parse_quantity
+from webhook.results import Finding
+from webhook.rules._base import Params, finding, matches_any, resource_field
+from webhook.workload import Container, Workload, dotted
+
+DEFAULT_GPU_RESOURCES = ("nvidia.com/gpu", "amd.com/gpu", "nvidia.com/mig-*")
+
+
+class GpuParams(Params):
+    gpuResources: tuple[str, ...] = DEFAULT_GPU_RESOURCES
+
+
+def gpus(container: Container, patterns: tuple[str, ...]) -> Iterator[tuple[str, str, Any]]:
+    """(requests|limits, resource name, value) for each GPU resource of a container."""
+    for which in ("requests", "limits"):
+        for name, value in container.resources(which).items():
+            if matches_any(name, patterns):
+                yield which, name, value
+
+
+def gpu_resources_used(workload: Workload, patterns: tuple[str, ...]) -> set[str]:
+    """GPU resource names that some container asks a count above zero of."""
+    used = set()
+    for container in workload.containers:
+        for _, name, value in gpus(container, patterns):
+            amount = parse_quantity(value)
+            if amount is not None and amount > 0:
+                used.add(name)
+    return used
+
+
+def require_gpu_limits(workload: Workload, params: GpuParams) -> list[Finding]:
+    """A GPU request has an equal limit, and GPU counts are positive whole numbers.
+
+    A GPU only in limits is fine: the API server copies the limit into the request.
+    """
+    findings = []
+    for container in workload.containers:
+        requests, limits = container.resources("requests"), container.resources("limits")
+        for which, name, value in gpus(container, params.gpuResources):
+            amount = parse_quantity(value)
+            if amount is not None and (amount <= 0 or not is_whole(amount)):
+                findings.append(finding(
+                    container, f"{resource_field(container, which, name)} must be a whole "
+                    f"number of GPUs above 0, not {value}",
+                    container.field_path("resources", which, name)))
+            if which != "requests":
+                continue
+            limit = limits.get(name)
+            if limit is None:
+                findings.append(finding(
+                    container, f"add {resource_field(container, 'limits', name)}: {value} "
+                    f"(equal to {resource_field(container, 'requests', name)})",
+                    container.field_path("resources", "limits", name)))
+            elif _differ(parse_quantity(limit), amount):
+                findings.append(finding(
+                    container, f"set {resource_field(container, 'limits', name)} equal to "
+                    f"{resource_field(container, 'requests', name)} ({limit} != {requests[name]})",
+                    container.field_path("resources", "limits", name)))
+    return findings
+
+
+def _differ(limit: Decimal | None, request: Decimal | None) -> bool:
+    return limit is not None and request is not None and limit != request
+
+
+def gpu_priority_class(workload: Workload, params: GpuParams) -> list[Finding]:
+    """A pod that uses GPUs sets priorityClassName, so cheap jobs cannot preempt it at random."""
+    if workload.is_node_template or not gpu_resources_used(workload, params.gpuResources):
+        return []
+    if workload.pod_spec.get("priorityClassName"):
+        return []
+    path = (*workload.pod_spec_path, "priorityClassName")
+    return [finding(None, f"set {dotted(path)} (a PriorityClass name) so this GPU workload "
+                    "is not preempted by lower-priority work", path)]
+
+
+class GpuTolerationParams(GpuParams):
+    # GPU resource pattern -> the taint key GPU nodes of that vendor carry.
+    taintKeys: Mapping[str, str] = {
+        "nvidia.com/*": "nvidia.com/gpu",
+        "amd.com/*": "amd.com/gpu",
+    }
+    effect: str = "NoSchedule"
+
+
+def tolerates(toleration: Mapping[str, Any], key: str, effect: str) -> bool:
+    """True when an existing toleration already tolerates the GPU taint `key:effect`."""
+    if toleration.get("operator") != "Exists":
+        return False
+    if toleration.get("effect") not in (None, "", effect):
+        return False
+    return toleration.get("key") in (key, None, "")
+
+
+def inject_gpu_toleration(workload: Workload, params: GpuTolerationParams) -> list[Finding]:
+    """A GPU pod tolerates its vendor's GPU-node taint, or it stays Pending forever."""
+    used = gpu_resources_used(workload, params.gpuResources)
+    keys: list[str] = []
+    for name in sorted(used):
+        for pattern, key in params.taintKeys.items():
+            if matches_any(name, (pattern,)) and key not in keys:
+                keys.append(key)
+                break
+    tolerations_path = (*workload.pod_spec_path, "tolerations")
+    existing = workload.pod_spec.get("tolerations")
+    current = existing if isinstance(existing, list) else []
+    missing = [key for key in keys if not any(tolerates(t, key, params.effect) for t in current)]
+    if not missing:
+        return []
+    new = [{"key": key, "operator": "Exists", "effect": params.effect} for key in missing]
+    if existing is None:
+        ops = (add(tolerations_path, new),)
+    else:
+        ops = tuple(add((*tolerations_path, "-"), toleration) for toleration in new)
+    shown = ", ".join(f"{key}:{params.effect}" for key in missing)
+    return [Finding(message=f"add a toleration for the GPU taint {shown} so the pod can "
+                    "schedule on GPU nodes", path=dotted(tolerations_path), patch=ops)]

@@ -1,0 +1,49 @@
+"""Image pinning: `latest` or no tag makes a rollout unrepeatable and its rollback a guess."""
+
+from __future__ import annotations
+
+from webhook.results import Finding
+from webhook.rules._base import NoParams, finding
+from webhook.workload import Workload
+
+
+def image_pin_problem(image: str) -> str | None:
+    """Why an image reference is not pinned, or None when it is.
+
+    A digest pins it whatever the tag says (app:latest@sha256:...). A registry `host:port` is
+    not a tag: the tag is looked for only after the last `/`.
+    """
+    name, at, digest = image.partition("@")
+    if at:
+        return None if ":" in digest and digest.split(":", 1)[1] else "has an empty digest"
+    last = name.rsplit("/", 1)[-1]
+    if ":" not in last:
+        return "has no tag"
+    tag = last.split(":", 1)[1]
+    if not tag:
+        return "has an empty tag"
+    if tag == "latest":
+        return "uses the 'latest' tag"
+    return None
+
+
+def disallow_latest_tag(workload: Workload, params: NoParams) -> list[Finding]:
+    """Every image (containers, initContainers, ephemeralContainers) has a pinned tag or digest."""
+    findings = []
+    for container in workload.containers:
+        image = container.data.get("image")
+        path = container.field_path("image")
+        if not isinstance(image, str) or not image.strip():
+            findings.append(finding(container, "set image to a pinned reference "
+                                    "(registry/app:1.2.3 or registry/app@sha256:...)", path))
+            continue
+        problem = image_pin_problem(image)
+        if problem:
+            repository = image.partition("@")[0]
+            if ":" in repository.rsplit("/", 1)[-1]:
+                repository = repository.rsplit(":", 1)[0]
+            findings.append(finding(
+                container,
+                f"image '{image}' {problem}; pin it to a version ({repository}:1.2.3) "
+                f"or a digest ({repository}@sha256:...)", path))
+    return findings

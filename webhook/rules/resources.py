@@ -1,0 +1,62 @@
+"""Resource requests and quantities: the scheduler can only place what declares its needs."""
+
+from __future__ import annotations
+
+from webhook.quantity import parse_quantity
+from webhook.results import Finding
+from webhook.rules._base import NoParams, Params, finding, resource_field
+from webhook.workload import Workload
+
+
+class RequireRequestsParams(Params):
+    resources: tuple[str, ...] = ("cpu", "memory")
+
+
+def require_requests(workload: Workload, params: RequireRequestsParams) -> list[Finding]:
+    """Every container and initContainer requests cpu and memory.
+
+    A limit without a request counts as a request: the API server defaults the request to the
+    limit before admission, so the offline verdict matches the cluster's.
+    """
+    findings = []
+    for container in workload.containers:
+        if container.group == "ephemeralContainers":
+            continue  # ephemeral containers cannot carry resources
+        requests, limits = container.resources("requests"), container.resources("limits")
+        for name in params.resources:
+            if requests.get(name) is None and limits.get(name) is None:
+                findings.append(finding(
+                    container, f"add {resource_field(container, 'requests', name)}",
+                    container.field_path("resources", "requests", name)))
+    return findings
+
+
+def valid_resource_quantities(workload: Workload, params: NoParams) -> list[Finding]:
+    """Every request and limit is a valid quantity, and no request exceeds its limit."""
+    findings = []
+    for container in workload.containers:
+        amounts = {}
+        texts = {}
+        for which in ("requests", "limits"):
+            for name, value in container.resources(which).items():
+                amount = parse_quantity(value)
+                if amount is None:
+                    shown = repr(value) if isinstance(value, str) else str(value)
+                    findings.append(finding(
+                        container,
+                        f"{resource_field(container, which, name)} {shown} is not a valid "
+                        "quantity; use a non-negative amount such as 500m, 2, 256Mi or 1Gi",
+                        container.field_path("resources", which, name)))
+                else:
+                    amounts[which, name] = amount
+                    texts[which, name] = str(value)
+        for (which, name), request in amounts.items():
+            limit = amounts.get(("limits", name))
+            if which == "requests" and limit is not None and request > limit:
+                findings.append(finding(
+                    container,
+                    f"{resource_field(container, 'requests', name)} "
+                    f"({texts[which, name]}) exceeds {resource_field(container, 'limits', name)} "
+                    f"({texts['limits', name]}); lower the request or raise the limit",
+                    container.field_path("resources", "requests", name)))
+    return findings

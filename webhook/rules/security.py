@@ -1,0 +1,43 @@
+"""Non-root processes: a container escape from root is a node compromise."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from webhook.results import Finding
+from webhook.rules._base import NoParams, finding
+from webhook.workload import Workload
+
+
+def _int_or_none(value: Any) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+def disallow_root_user(workload: Workload, params: NoParams) -> list[Finding]:
+    """Every container runs as a non-root user.
+
+    The effective runAsUser and runAsNonRoot are the container's when set, else the pod's:
+    root is uid 0, or an unset uid without runAsNonRoot: true (the image's USER decides).
+    """
+    pod = workload.pod_security_context
+    pod_user = _int_or_none(pod.get("runAsUser"))
+    findings = []
+    for container in workload.containers:
+        own = container.security_context
+        own_user = _int_or_none(own.get("runAsUser"))
+        user = own_user if own_user is not None else pod_user
+        non_root = own.get("runAsNonRoot")
+        if non_root is None:
+            non_root = pod.get("runAsNonRoot")
+        if user == 0:
+            where = (container.field_path("securityContext", "runAsUser") if own_user == 0
+                     else (*workload.pod_spec_path, "securityContext", "runAsUser"))
+            findings.append(finding(
+                container, "runs as root (runAsUser: 0); set securityContext.runAsUser "
+                "to a non-zero uid", where))
+        elif user is None and non_root is not True:
+            findings.append(finding(
+                container, "may run as root; set securityContext.runAsNonRoot: true "
+                "or a non-zero securityContext.runAsUser",
+                container.field_path("securityContext", "runAsNonRoot")))
+    return findings

@@ -1,0 +1,217 @@
+"""A Pod, a pod controller or a NodeTemplate, seen as containers with their paths.
+
+Rules never care which kind they judge: they get a `Workload` whose containers know where
+they live (`spec.template.spec.containers[1]` in a Deployment, `spec` in a NodeTemplate),
+so every message and patch uses the object's own paths.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from webhook.patch import Path
+
+# Where each judged kind keeps its pod spec, by (API group, kind).
+POD_SPEC_PATHS: dict[tuple[str, str], Path] = {
+    ("", "Pod"): ("spec",),
+    ("apps", "Deployment"): ("spec", "template", "spec"),
+    ("apps", "ReplicaSet"): ("spec", "template", "spec"),
+    ("apps", "StatefulSet"): ("spec", "template", "spec"),
+    ("apps", "DaemonSet"): ("spec", "template", "spec"),
+    ("batch", "Job"): ("spec", "template", "spec"),
+    ("batch", "CronJob"): ("spec", "jobTemplate", "spec", "template", "spec"),
+}
+JUDGED_KINDS = frozenset(kind for _, kind in POD_SPEC_PATHS) | {"NodeTemplate"}
+CONTAINER_GROUPS = ("containers", "initContainers", "ephemeralContainers")
+PROBES = ("livenessProbe", "readinessProbe", "startupProbe")
+# A NodeTemplate keeps its probes under spec.health; the spec itself is the container.
+NODE_TEMPLATE_PROBES = {"livenessProbe": "liveness", "readinessProbe": "readiness",
+                        "startupProbe": "startup"}
+_EMPTY: Mapping[str, Any] = {}
+
+
+class InvalidObject(ValueError):
+    """The object cannot be judged: not a mapping, no kind, a field of the wrong type."""
+
+
+@dataclass(frozen=True, slots=True)
+class Container:
+    """One container (or a NodeTemplate's spec) and where it lives in the object."""
+
+    name: str
+    group: str  # containers | initContainers | ephemeralContainers | nodeTemplate
+    path: Path
+    data: Mapping[str, Any]
+
+    @property
+    def label(self) -> str:
+        if self.group == "nodeTemplate":
+            return "spec"
+        return f"{self.group[:-1]} '{self.name}'"
+
+    def field_path(self, *names: str | int) -> Path:
+        """The path of a field of this container; a probe name maps to spec.health.* in a
+        NodeTemplate."""
+        if self.group == "nodeTemplate" and names and names[0] in NODE_TEMPLATE_PROBES:
+            return (*self.path, "health", NODE_TEMPLATE_PROBES[str(names[0])], *names[1:])
+        return (*self.path, *names)
+
+    def probe(self, name: str) -> Mapping[str, Any] | None:
+        if self.group == "nodeTemplate":
+            health = self.data.get("health") or _EMPTY
+            found = health.get(NODE_TEMPLATE_PROBES[name])
+        else:
+            found = self.data.get(name)
+        return found if isinstance(found, Mapping) else None
+
+    def resources(self, which: str) -> Mapping[str, Any]:
+        """requests or limits; missing means empty."""
+        resources = self.data.get("resources") or _EMPTY
+        return resources.get(which) or _EMPTY
+
+    @property
+    def security_context(self) -> Mapping[str, Any]:
+        return self.data.get("securityContext") or _EMPTY
+
+
+@dataclass(frozen=True, slots=True)
+class Workload:
+    """The parts of an object that rules judge."""
+
+    obj: Mapping[str, Any]
+    kind: str
+    pod_spec: Mapping[str, Any]  # a NodeTemplate's spec stands in for it
+    pod_spec_path: Path
+    containers: tuple[Container, ...]
+    labels: Mapping[str, Any]
+
+    @property
+    def is_node_template(self) -> bool:
+        return self.kind == "NodeTemplate"
+
+    @property
+    def is_pod(self) -> bool:
+        return self.kind == "Pod"
+
+    @property
+    def pod_security_context(self) -> Mapping[str, Any]:
+        """Pod-level securityContext; a NodeTemplate has only the container-level one."""
+        if self.is_node_template:
+            return _EMPTY
+        return self.pod_spec.get("securityContext") or _EMPTY
+
+
+def api_group(api_version: str) -> str:
+    return api_version.rpartition("/")[0] if "/" in api_version else ""
+
+
+def read_workload(obj: Any, node_template_groups: Sequence[str]) -> Workload | None:
+    """The workload view of an object, or None for a kind quickq-guard does not judge.
+
+    Raises InvalidObject, naming the field, when a field rules rely on has the wrong type.
+    """
+    if not isinstance(obj, Mapping):
+        raise InvalidObject(f"expected a Kubernetes object (a mapping), got {_type(obj)}")
+    kind, api_version = obj.get("kind"), obj.get("apiVersion")
+    if not isinstance(kind, str) or not kind:
+        raise InvalidObject("the object has no 'kind'")
+    if not isinstance(api_version, str) or not api_version:
+        raise InvalidObject(f"the {kind} has no 'apiVersion'")
+    group = api_group(api_version)
+    metadata = _mapping(obj.get("metadata"), ("metadata",))
+    labels = _mapping(metadata.get("labels"), ("metadata", "labels"))
+    if kind == "NodeTemplate":
+        if group not in node_template_groups:
+            return None
+        spec = _mapping(obj.get("spec"), ("spec",))
+        container = _container(spec, "nodeTemplate", ("spec",), "spec")
+        return Workload(obj, kind, spec, ("spec",), (container,), labels)
+    spec_path = POD_SPEC_PATHS.get((group, kind))
+    if spec_path is None:
+        return None
+    pod_spec = _dig(obj, spec_path)
+    containers: list[Container] = []
+    for container_group in CONTAINER_GROUPS:
+        items = pod_spec.get(container_group)
+        if items is None:
+            continue
+        list_path = (*spec_path, container_group)
+        if not isinstance(items, list):
+            raise InvalidObject(f"{dotted(list_path)}: expected a list, got {_type(items)}")
+        for index, item in enumerate(items):
+            item_path = (*list_path, index)
+            if not isinstance(item, Mapping):
+                raise InvalidObject(f"{dotted(item_path)}: expected a mapping, got {_type(item)}")
+            name = item.get("name")
+            label = name if isinstance(name, str) and name else f"#{index}"
+            containers.append(_container(item, container_group, item_path, label))
+    _mapping(pod_spec.get("securityContext"), (*spec_path, "securityContext"))
+    _list_of_mappings(pod_spec.get("tolerations"), (*spec_path, "tolerations"))
+    return Workload(obj, kind, pod_spec, spec_path, tuple(containers), labels)
+
+
+def _container(data: Mapping[str, Any], group: str, path: Path, name: str) -> Container:
+    resources = _mapping(data.get("resources"), (*path, "resources"))
+    _mapping(resources.get("requests"), (*path, "resources", "requests"))
+    _mapping(resources.get("limits"), (*path, "resources", "limits"))
+    _list_of_mappings(data.get("env"), (*path, "env"))
+    _mapping(data.get("securityContext"), (*path, "securityContext"))
+    if group == "nodeTemplate":
+        health = _mapping(data.get("health"), (*path, "health"))
+        for probe in NODE_TEMPLATE_PROBES.values():
+            _mapping(health.get(probe), (*path, "health", probe))
+        _list_of_mappings(data.get("tolerations"), (*path, "tolerations"))
+    else:
+        for probe in PROBES:
+            _mapping(data.get(probe), (*path, probe))
+    return Container(name, group, path, data)
+
+
+def _dig(obj: Mapping[str, Any], path: Path) -> Mapping[str, Any]:
+    current: Mapping[str, Any] = obj
+    for depth in range(len(path)):
+        current = _mapping(current.get(str(path[depth])), path[: depth + 1])
+    return current
+
+
+def _mapping(value: Any, path: Path) -> Mapping[str, Any]:
+    if value is None:
+        return _EMPTY
+    if not isinstance(value, Mapping):
+        raise InvalidObject(f"{dotted(path)}: expected a mapping, got {_type(value)}")
+    return value
+
+
+def _list_of_mappings(value: Any, path: Path) -> None:
+    if value is None:
+        return
+    if not isinstance(value, list):
+        raise InvalidObject(f"{dotted(path)}: expected a list, got {_type(value)}")
+    for index, item in enumerate(value):
+        if not isinstance(item, Mapping):
+            raise InvalidObject(f"{dotted((*path, index))}: expected a mapping, got {_type(item)}")
+
+
+def _type(value: Any) -> str:
+    names = {dict: "a mapping", list: "a list", str: "a string", bool: "a boolean",
+             int: "a number", float: "a number", type(None): "null"}
+    return names.get(type(value), type(value).__name__)
+
+
+_PLAIN = re.compile(r"^[A-Za-z_][A-Za-z0-9_-]*$")
+
+
+def dotted(path: Path) -> str:
+    """A path as people read it: spec.containers[0].resources.limits[nvidia.com/gpu]."""
+    text = ""
+    for segment in path:
+        if isinstance(segment, int):
+            text += f"[{segment}]"
+        elif _PLAIN.match(segment):
+            text += f".{segment}" if text else segment
+        else:
+            text += f"[{segment}]"
+    return text
