@@ -44,8 +44,8 @@ class LabelSelector(Model):
     matchExpressions: tuple[LabelSelectorRequirement, ...] = ()
 
     def matches(self, labels: Mapping[str, Any]) -> bool:
-        for key, value in self.matchLabels.items():
-            if labels.get(key) != value:
+        for key, wanted in self.matchLabels.items():
+            if labels.get(key) != wanted:
                 return False
         for expression in self.matchExpressions:
             present = expression.key in labels

@@ -7,6 +7,7 @@ family under the name of its default policy id (`disallow-root-user` is
 
 from __future__ import annotations
 
+import builtins
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Literal
@@ -24,7 +25,7 @@ class Rule:
     name: str
     type: RuleType
     check: Callable[[Workload, Any], list[Finding]]
-    params: type[Params]
+    params: builtins.type[Params]
     node_templates: bool = True  # False: the rule is about pods only
 
 

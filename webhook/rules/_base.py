@@ -34,5 +34,5 @@ def matches_any(name: str, patterns: tuple[str, ...]) -> bool:
 
 
 def resource_field(container: Container, which: str, resource: str) -> str:
-    """How a message names a resource field: resources.limits.cpu, resources.limits[nvidia.com/gpu]."""
+    """How a message names a resource field: resources.limits[nvidia.com/gpu]."""
     return dotted(("resources", which, resource))

@@ -121,6 +121,7 @@ def inject_gpu_toleration(workload: Workload, params: GpuTolerationParams) -> li
     if not missing:
         return []
     new = [{"key": key, "operator": "Exists", "effect": params.effect} for key in missing]
+    ops: tuple[dict[str, Any], ...]
     if existing is None:
         ops = (add(tolerations_path, new),)
     else:

@@ -5,6 +5,7 @@ Messages name the variable and never echo its value.
 
 from __future__ import annotations
 
+import itertools
 import re
 from functools import cached_property
 
@@ -43,7 +44,7 @@ class PlaintextSecretParams(Params):
             return False
         if any(word in self._words for word in words):
             return True
-        return any(pair in self._pairs for pair in zip(words, words[1:], strict=False))
+        return any(pair in self._pairs for pair in itertools.pairwise(words))
 
 
 def no_plaintext_secrets(workload: Workload, params: PlaintextSecretParams) -> list[Finding]:

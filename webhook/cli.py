@@ -1,0 +1,290 @@
+"""The `quickq-guard` command: check, policies, lint, serve, certs.
+
+Exit codes: 0 when nothing enforced fails, 1 when something would be denied, 2 on usage,
+policy or parse errors.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from collections.abc import Iterable, Sequence
+from typing import Any, TextIO
+
+from webhook.engine import evaluate
+from webhook.manifests import Document, read_paths
+from webhook.policy import PolicyError, PolicySet, load_config, load_policies
+from webhook.results import Decision, Result
+
+EXIT_OK, EXIT_DENIED, EXIT_ERROR = 0, 1, 2
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = _parser()
+    args = parser.parse_args(argv)
+    try:
+        return int(args.command(args))
+    except PolicyError as error:
+        print(f"quickq-guard: {error}", file=sys.stderr)
+        return EXIT_ERROR
+    except KeyboardInterrupt:
+        return 130
+    except BrokenPipeError:  # `quickq-guard check ... | head`
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return EXIT_OK
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="quickq-guard",
+        description="Kubernetes admission guardrails for GPU inference and training workloads.")
+    parser.add_argument("--version", action="version", version="quickq-guard 0.1.0")
+    commands = parser.add_subparsers(title="commands", required=True, metavar="COMMAND")
+    _check_parser(commands)
+    _policies_parser(commands)
+    _lint_parser(commands)
+    _serve_parser(commands)
+    _certs_parser(commands)
+    return parser
+
+
+def _policy_options(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--policies", metavar="DIR",
+                        help="directory of policy files (default: the shipped policies/)")
+    parser.add_argument("--config", metavar="FILE",
+                        help="global config: mode, exclusions, per-policy overrides")
+
+
+def _check_parser(commands: Any) -> None:
+    parser = commands.add_parser(
+        "check", help="judge manifests offline, as the webhook would at kubectl apply",
+        description="Judge YAML/JSON manifests (files, directories, or - for stdin) with the "
+                    "same engine the webhook runs.")
+    parser.add_argument("paths", nargs="+", metavar="PATH", help="file, directory or -")
+    _policy_options(parser)
+    parser.add_argument("--output", "-o", choices=("table", "json"), default="table")
+    parser.add_argument("--fix", action="store_true",
+                        help="print the manifests with the mutate policies' patches applied")
+    parser.set_defaults(command=check)
+
+
+def _policies_parser(commands: Any) -> None:
+    parser = commands.add_parser("policies", help="list the loaded policies")
+    _policy_options(parser)
+    parser.set_defaults(command=list_policies)
+
+
+def _lint_parser(commands: Any) -> None:
+    parser = commands.add_parser(
+        "lint", help="validate NodeTemplates against the NodeTemplate schema",
+        description="Validate QuickQ NodeTemplates (fields, types, resource units).")
+    parser.add_argument("paths", nargs="+", metavar="FILE", help="file, directory or -")
+    parser.add_argument("--schema", action="store_true",
+                        help="print the NodeTemplate JSON Schema instead")
+    parser.set_defaults(command=lint)
+
+
+def _serve_parser(commands: Any) -> None:
+    parser = commands.add_parser("serve", help="run the admission webhook over TLS")
+    _policy_options(parser)
+    parser.add_argument("--cert", default="certs/tls.crt", help="serving certificate (PEM)")
+    parser.add_argument("--key", default="certs/tls.key", help="serving key (PEM)")
+    parser.add_argument("--host", default="0.0.0.0")
+    parser.add_argument("--port", type=int, default=8443)
+    parser.add_argument("--workers", type=int, default=1)
+    parser.add_argument("--mode", choices=("enforce", "dry-run"),
+                        help="override the config's mode")
+    parser.add_argument("--self-signed", action="store_true",
+                        help="create a CA and serving certificate under certs/ first "
+                             "(the default when the certificate does not exist)")
+    parser.add_argument("--client-ca", metavar="FILE",
+                        help="require client certificates signed by this CA")
+    parser.set_defaults(command=_serve)
+
+
+def _certs_parser(commands: Any) -> None:
+    parser = commands.add_parser("certs", help="create a CA and a serving certificate")
+    parser.add_argument("--service", default="quickq-guard")
+    parser.add_argument("--namespace", default="quickq-guard")
+    parser.add_argument("--out", default="certs", metavar="DIR")
+    parser.add_argument("--days", type=int, default=365)
+    parser.set_defaults(command=_certs)
+
+
+def _serve(args: argparse.Namespace) -> int:
+    from webhook import server  # type: ignore[attr-defined,unused-ignore]
+
+    return int(server.run(args))
+
+
+def _certs(args: argparse.Namespace) -> int:
+    from webhook import certs  # type: ignore[attr-defined,unused-ignore]
+
+    return int(certs.run(args))
+
+
+def _load(args: argparse.Namespace) -> PolicySet:
+    return load_policies(args.policies, load_config(args.config))
+
+
+def check(args: argparse.Namespace) -> int:
+    policies = _load(args)
+    documents = list(read_paths(args.paths))
+    decisions = [_judge(document, policies) for document in documents]
+    if args.fix:
+        _print_fixed(documents, decisions, sys.stdout)
+    elif args.output == "json":
+        json.dump(report(decisions), sys.stdout, indent=2, default=str)
+        sys.stdout.write("\n")
+    else:
+        color = sys.stdout.isatty() and "NO_COLOR" not in os.environ
+        _print_table(decisions, sys.stdout, color=color)
+    return exit_code(decisions)
+
+
+def _judge(document: Document, policies: PolicySet) -> Decision:
+    if document.error:
+        return _read_error(document)
+    return evaluate(document.obj, policies, source=document.source)
+
+
+def _read_error(document: Document) -> Decision:
+    from webhook.results import Resource
+
+    resource = Resource("", "", "", "", document.source)
+    result = Result(None, "validate", "enforce", "error", (), document.error)
+    return Decision(resource, (result,), allowed=False,
+                    message=f"{document.source}: {document.error}")
+
+
+def exit_code(decisions: Iterable[Decision]) -> int:
+    code = EXIT_OK
+    for decision in decisions:
+        if any(result.status == "error" for result in decision.results):
+            return EXIT_ERROR
+        if not decision.allowed:
+            code = EXIT_DENIED
+    return code
+
+
+def report(decisions: Sequence[Decision]) -> dict[str, Any]:
+    """The JSON output contract: a summary and one result per resource x policy."""
+    summary = {"resources": len(decisions), "pass": 0, "fail": 0, "warn": 0, "patch": 0,
+               "skip": 0, "error": 0}
+    results = []
+    for decision in decisions:
+        resource = decision.resource
+        for result in decision.results:
+            summary[_summary_key(result)] += 1
+            results.append({
+                "resource": {"apiVersion": resource.api_version, "kind": resource.kind,
+                             "namespace": resource.namespace, "name": resource.name,
+                             "source": resource.source},
+                "policy": result.policy,
+                "action": result.action,
+                "result": result.status,
+                "message": result.message,
+                "path": result.findings[0].path if result.findings else "",
+                "patch": result.patch,
+                "findings": [{"container": f.container, "path": f.path, "message": f.message,
+                              "preexisting": f.preexisting} for f in result.findings],
+            })
+    return {"summary": summary, "results": results}
+
+
+def _summary_key(result: Result) -> str:
+    if result.status == "fail" and result.action != "enforce":
+        return "warn"
+    return result.status
+
+
+_LABELS = {"deny": ("DENY", "31"), "warn": ("WARN", "33"), "audit": ("AUDIT", "36"),
+           "patch": ("PATCH", "32"), "error": ("ERROR", "31;1")}
+
+
+def _verdict(decision: Decision, result: Result) -> str:
+    if result.status == "error":
+        return "error"
+    if result.status == "patch":
+        return "audit" if result.action == "audit" else "patch" if result.action == "enforce" \
+            else "warn"
+    if result.action in ("warn", "audit"):
+        return result.action
+    return "deny" if decision.allowed is False else "warn"
+
+
+def _print_table(decisions: Sequence[Decision], out: TextIO, color: bool) -> None:
+    """One line per finding, then a summary line."""
+    def paint(text: str, code: str) -> str:
+        return f"\033[{code}m{text}\033[0m" if color else text
+
+    for decision in decisions:
+        for result in decision.results:
+            if result.status not in ("fail", "patch", "error"):
+                continue
+            verdict = _verdict(decision, result)
+            label, code = _LABELS[verdict]
+            lines = [f.message + (" (existing)" if f.preexisting else "")
+                     for f in result.findings] or [result.reason]
+            for line in lines:
+                out.write(f"{paint(f'{label:<5}', code)}  {result.policy or '-':<26} "
+                          f"{decision.resource}  {line}  [{decision.resource.source}]\n")
+    summary = report(decisions)["summary"]
+    denied = sum(1 for d in decisions if not d.allowed)
+    out.write(f"{summary['resources']} resources, {denied} denied: "
+              + ", ".join(f"{summary[k]} {k}" for k in
+                          ("pass", "fail", "warn", "patch", "skip", "error")) + "\n")
+
+
+def _print_fixed(documents: Sequence[Document], decisions: Sequence[Decision],
+                 out: TextIO) -> None:
+    """Every readable manifest, with its patch applied where a mutate policy has one."""
+    import yaml
+
+    objects = [decision.patched if decision.patched is not None else document.obj
+               for document, decision in zip(documents, decisions, strict=True)
+               if not document.error]
+    if objects:
+        out.write(yaml.safe_dump_all(objects, sort_keys=False))
+
+
+def list_policies(args: argparse.Namespace) -> int:
+    policies = _load(args)
+    print(f"{'ID':<28}{'TYPE':<10}{'ACTION':<9}DESCRIPTION   (mode: {policies.config.mode})")
+    for policy in policies.policies:
+        print(f"{policy.id:<28}{policy.type:<10}{policy.action:<9}{policy.description}")
+    return EXIT_OK
+
+
+def lint(args: argparse.Namespace) -> int:
+    from webhook import nodetemplate
+
+    if args.schema:
+        sys.stdout.write(nodetemplate.schema_text())
+        return EXIT_OK
+    code, checked = EXIT_OK, 0
+    for document in read_paths(args.paths):
+        if document.error:
+            print(f"{document.source}: {document.error}")
+            code = EXIT_ERROR
+            continue
+        obj = document.obj
+        if not (isinstance(obj, dict) and obj.get("kind") == "NodeTemplate"):
+            continue
+        checked += 1
+        name = (obj.get("metadata") or {}).get("name", "") if isinstance(
+            obj.get("metadata"), dict) else ""
+        problems = nodetemplate.lint(obj)
+        for problem in problems:
+            print(f"{document.source}: NodeTemplate {name}: {problem}")
+        if problems and code == EXIT_OK:
+            code = EXIT_DENIED
+    print(f"{checked} NodeTemplate(s) checked" + ("" if code == EXIT_OK else ", problems found"),
+          file=sys.stderr)
+    return code
+
+
+if __name__ == "__main__":
+    sys.exit(main())
