@@ -1,0 +1,159 @@
+"""Certificates: in `helm` mode the chart is its own CA, and the API server
+must trust the serving certificate through the caBundle it injects."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from chart_helpers import (
+    FULLNAME,
+    NAMESPACE,
+    b64decode,
+    find,
+    helm_template,
+    helm_template_with_cluster,
+)
+from cryptography import x509
+from cryptography.hazmat.primitives.asymmetric import ec, padding, rsa
+
+SERVICE_DNS = [FULLNAME, f"{FULLNAME}.{NAMESPACE}", f"{FULLNAME}.{NAMESPACE}.svc",
+               f"{FULLNAME}.{NAMESPACE}.svc.cluster.local"]
+WEBHOOK_KINDS = ("ValidatingWebhookConfiguration", "MutatingWebhookConfiguration")
+
+
+def verify_signed_by(cert: x509.Certificate, issuer: x509.Certificate) -> None:
+    """Raise unless `issuer`'s key produced `cert`'s signature."""
+    key = issuer.public_key()
+    assert cert.signature_hash_algorithm is not None
+    if isinstance(key, rsa.RSAPublicKey):
+        key.verify(cert.signature, cert.tbs_certificate_bytes, padding.PKCS1v15(),
+                   cert.signature_hash_algorithm)
+    elif isinstance(key, ec.EllipticCurvePublicKey):
+        key.verify(cert.signature, cert.tbs_certificate_bytes,
+                   ec.ECDSA(cert.signature_hash_algorithm))
+    else:
+        pytest.fail(f"unexpected CA key type {type(key).__name__}")
+
+
+@pytest.fixture(scope="module")
+def helm_mode() -> list[dict[str, Any]]:
+    return helm_template({"certs": {"mode": "helm"}})
+
+
+def test_secret_holds_tls_pair_and_ca(helm_mode: list[dict[str, Any]]) -> None:
+    secret = find(helm_mode, "Secret", f"{FULLNAME}-tls")
+    assert secret["type"] == "kubernetes.io/tls"
+    assert set(secret["data"]) == {"tls.crt", "tls.key", "ca.crt"}
+
+
+def test_ca_bundle_is_the_secret_ca(helm_mode: list[dict[str, Any]]) -> None:
+    ca = find(helm_mode, "Secret", f"{FULLNAME}-tls")["data"]["ca.crt"]
+    for kind in WEBHOOK_KINDS:
+        for hook in find(helm_mode, kind)["webhooks"]:
+            assert hook["clientConfig"]["caBundle"] == ca, kind
+
+
+def test_serving_cert_chains_to_ca_with_service_names(helm_mode: list[dict[str, Any]]) -> None:
+    data = find(helm_mode, "Secret", f"{FULLNAME}-tls")["data"]
+    ca = x509.load_pem_x509_certificate(b64decode(data["ca.crt"]))
+    leaf = x509.load_pem_x509_certificate(b64decode(data["tls.crt"]))
+    assert leaf.issuer == ca.subject
+    verify_signed_by(leaf, ca)
+    assert ca.extensions.get_extension_for_class(x509.BasicConstraints).value.ca
+    sans = leaf.extensions.get_extension_for_class(x509.SubjectAlternativeName).value
+    assert sorted(sans.get_values_for_type(x509.DNSName)) == sorted(SERVICE_DNS)
+    usages = leaf.extensions.get_extension_for_class(x509.ExtendedKeyUsage).value
+    assert x509.oid.ExtendedKeyUsageOID.SERVER_AUTH in usages
+    assert leaf.not_valid_after_utc > ca.not_valid_before_utc
+
+
+def test_webhooks_call_the_service(helm_mode: list[dict[str, Any]]) -> None:
+    service = find(helm_mode, "Service")
+    assert service["metadata"]["name"] == FULLNAME
+    for kind, path in zip(WEBHOOK_KINDS, ("/validate", "/mutate"), strict=True):
+        ref = find(helm_mode, kind)["webhooks"][0]["clientConfig"]["service"]
+        assert ref == {"name": FULLNAME, "namespace": NAMESPACE, "path": path,
+                       "port": service["spec"]["ports"][0]["port"]}
+
+
+def test_render_generates_a_fresh_ca_without_cluster() -> None:
+    """No cluster to look up: each render generates (so reuse is only via lookup)."""
+    first = find(helm_template(), "Secret")["data"]["ca.crt"]
+    second = find(helm_template(), "Secret")["data"]["ca.crt"]
+    assert first != second
+
+
+def test_cert_manager_mode_injects_ca() -> None:
+    docs = helm_template({"certs": {"mode": "cert-manager"}})
+    assert not [d for d in docs if d["kind"] == "Secret"]
+    cert = find(docs, "Certificate", f"{FULLNAME}-serving")
+    assert cert["spec"]["secretName"] == f"{FULLNAME}-tls"
+    assert sorted(cert["spec"]["dnsNames"]) == sorted(SERVICE_DNS)
+    for kind in WEBHOOK_KINDS:
+        config = find(docs, kind)
+        assert config["metadata"]["annotations"]["cert-manager.io/inject-ca-from"] == \
+            f"{NAMESPACE}/{FULLNAME}-serving"
+        assert "caBundle" not in config["webhooks"][0]["clientConfig"]
+    # Self-bootstrapped CA: self-signed issuer -> CA certificate -> CA issuer -> serving.
+    ca_cert = find(docs, "Certificate", f"{FULLNAME}-ca")
+    assert ca_cert["spec"]["isCA"] is True
+    assert cert["spec"]["issuerRef"]["name"] == find(docs, "Issuer", f"{FULLNAME}-ca") \
+        ["metadata"]["name"]
+
+
+def test_cert_manager_mode_with_existing_issuer() -> None:
+    ref = {"name": "corp-ca", "kind": "ClusterIssuer", "group": "cert-manager.io"}
+    docs = helm_template({"certs": {"mode": "cert-manager", "certManager": {"issuerRef": ref}}})
+    assert [d["kind"] for d in docs if d["kind"] in ("Issuer", "Certificate")] == \
+        ["Certificate"]
+    assert find(docs, "Certificate")["spec"]["issuerRef"] == ref
+
+
+def test_secret_mode_uses_given_secret_and_bundle(external_ca_bundle: str) -> None:
+    docs = helm_template({"certs": {"mode": "secret", "secret": {
+        "name": "corp-webhook-tls", "caBundle": external_ca_bundle}}})
+    assert not [d for d in docs if d["kind"] in ("Secret", "Certificate")]
+    volumes = find(docs, "Deployment")["spec"]["template"]["spec"]["volumes"]
+    assert {"name": "tls", "secret": {"secretName": "corp-webhook-tls"}} in volumes
+    for kind in WEBHOOK_KINDS:
+        assert find(docs, kind)["webhooks"][0]["clientConfig"]["caBundle"] == \
+            external_ca_bundle
+
+
+def previous_install_secret(ca: str, crt: str, key: str) -> dict[str, Any]:
+    """The TLS Secret as an earlier `helm install` of this release left it."""
+    return {
+        "apiVersion": "v1", "kind": "Secret", "type": "kubernetes.io/tls",
+        "metadata": {
+            "name": f"{FULLNAME}-tls", "namespace": NAMESPACE,
+            "labels": {"app.kubernetes.io/managed-by": "Helm"},
+            "annotations": {"meta.helm.sh/release-name": FULLNAME,
+                            "meta.helm.sh/release-namespace": NAMESPACE},
+        },
+        "data": {"tls.crt": crt, "tls.key": key, "ca.crt": ca},
+    }
+
+
+def test_upgrade_keeps_existing_certificates(helm_mode: list[dict[str, Any]]) -> None:
+    """helm upgrade must not swap the CA under running pods: lookup reuses it."""
+    old = find(helm_mode, "Secret")["data"]
+    path = f"/api/v1/namespaces/{NAMESPACE}/secrets/{FULLNAME}-tls"
+    objects = {path: previous_install_secret(old["ca.crt"], old["tls.crt"], old["tls.key"])}
+    docs = helm_template_with_cluster(objects)
+    assert find(docs, "Secret")["data"] == old
+    for kind in WEBHOOK_KINDS:
+        assert find(docs, kind)["webhooks"][0]["clientConfig"]["caBundle"] == old["ca.crt"]
+    rotated = helm_template_with_cluster(objects, {"certs": {"helm": {"rotate": True}}})
+    assert find(rotated, "Secret")["data"]["ca.crt"] != old["ca.crt"]
+
+
+def test_incomplete_existing_secret_is_regenerated() -> None:
+    """A Secret missing ca.crt (e.g. hand-made) cannot feed the caBundle: regenerate."""
+    path = f"/api/v1/namespaces/{NAMESPACE}/secrets/{FULLNAME}-tls"
+    broken = previous_install_secret("", "Zm9v", "YmFy")
+    del broken["data"]["ca.crt"]
+    docs = helm_template_with_cluster({path: broken})
+    data = find(docs, "Secret")["data"]
+    assert data["tls.crt"] != "Zm9v"
+    x509.load_pem_x509_certificate(b64decode(data["ca.crt"]))

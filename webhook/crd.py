@@ -1,0 +1,203 @@
+"""Turn the NodeTemplate pydantic JSON Schema into a CRD's structural schema.
+
+`quickq-guard lint` validates NodeTemplates with a pydantic model; the
+optional CustomResourceDefinition in the Helm chart carries the same rules
+so the API server rejects a malformed NodeTemplate before the webhook is
+even asked. Kubernetes accepts only a *structural* OpenAPI v3 subset: no
+`$ref`, every node typed, no `additionalProperties: false`, booleans for
+`exclusiveMinimum`, and so on. `openapi_v3_schema()` does that translation;
+`main()` writes it into the chart (`python -m webhook.crd`), and a chart test
+checks the committed file matches.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import Any
+
+Schema = dict[str, Any]
+
+SCHEMA_FILE = (Path(__file__).resolve().parent.parent
+               / "charts" / "quickq-guard" / "files" / "nodetemplate-schema.json")
+
+# Keywords a CRD schema may carry unchanged (value validations and docs).
+KEPT = frozenset({
+    "description", "maximum", "minimum", "maxLength", "minLength", "pattern",
+    "maxItems", "minItems", "multipleOf", "maxProperties", "minProperties",
+})
+# Formats the API server knows; others are dropped rather than warned about.
+FORMATS = frozenset({
+    "int32", "int64", "float", "double", "byte", "binary", "date", "date-time",
+    "duration", "email", "hostname", "ipv4", "ipv6", "uri", "uuid", "password",
+})
+# Top-level fields the API server owns: their shape is fixed by Kubernetes.
+SERVER_OWNED = {"apiVersion": {"type": "string"}, "kind": {"type": "string"},
+                "metadata": {"type": "object"}}
+PRESERVE = "x-kubernetes-preserve-unknown-fields"
+INT_OR_STRING = "x-kubernetes-int-or-string"
+
+
+def resolve(node: Schema, defs: Mapping[str, Schema], seen: tuple[str, ...]) -> Schema:
+    """Inline a `$ref` to `#/$defs/X`, refusing recursive models CRDs cannot express."""
+    ref = node.get("$ref")
+    if ref is None:
+        return node
+    name = ref.rsplit("/", 1)[-1]
+    if name in seen:
+        raise ValueError(f"recursive schema through {name!r} cannot become a CRD schema")
+    target = dict(defs[name])
+    # Siblings of $ref (e.g. a field description) win over the referenced model's.
+    target.update({k: v for k, v in node.items() if k != "$ref"})
+    return resolve(target, defs, (*seen, name))
+
+
+def split_null(variants: list[Schema]) -> tuple[list[Schema], bool]:
+    """Separate `{"type": "null"}` (pydantic's Optional) from the real variants."""
+    real = [v for v in variants if v.get("type") != "null"]
+    return real, len(real) != len(variants)
+
+
+def is_scalar_number_or_string(variant: Schema) -> bool:
+    return variant.get("type") in ("integer", "number", "string")
+
+
+def convert_union(node: Schema, variants: list[Schema], defs: Mapping[str, Schema],
+                  seen: tuple[str, ...]) -> Schema:
+    """anyOf/oneOf: Optional[X] -> nullable X; int|str (quantities) -> int-or-string;
+    anything else -> an object or value that the API server keeps as sent."""
+    resolved = [resolve(v, defs, seen) for v in variants]
+    real, nullable = split_null(resolved)
+    out: Schema
+    if len(real) == 1:
+        out = convert({**real[0], **{k: v for k, v in node.items()
+                                     if k in ("description",)}}, defs, seen)
+    elif real and all(is_scalar_number_or_string(v) for v in real) and \
+            any(v.get("type") == "string" for v in real):
+        out = {INT_OR_STRING: True}
+    elif real and all(v.get("type") == "object" for v in real):
+        out = {"type": "object", PRESERVE: True}
+    else:
+        out = {PRESERVE: True}
+    if "description" in node:
+        out["description"] = node["description"]
+    if nullable:
+        out["nullable"] = True
+    return out
+
+
+def convert_enum(values: list[Any], out: Schema) -> None:
+    """Keep an enum (or a const) minus null, which CRDs express as nullable."""
+    kept = [v for v in values if v is not None]
+    if len(kept) != len(values):
+        out["nullable"] = True
+    if kept:
+        out["enum"] = kept
+
+
+def convert_object(node: Schema, out: Schema, defs: Mapping[str, Schema],
+                   seen: tuple[str, ...]) -> None:
+    """properties/required/additionalProperties; `false` is implied by pruning."""
+    properties = node.get("properties")
+    extra = node.get("additionalProperties")
+    if properties:
+        out["properties"] = {name: convert(sub, defs, seen) for name, sub in properties.items()}
+        if node.get("required"):
+            out["required"] = list(node["required"])
+        if extra is True or isinstance(extra, dict):
+            out[PRESERVE] = True  # a model with extra="allow": keep unknown fields
+    elif isinstance(extra, dict) and extra:
+        out["additionalProperties"] = convert(extra, defs, seen)
+    elif extra is not False:
+        out[PRESERVE] = True  # dict[str, Any] or a free-form object
+
+
+def convert(node: Schema, defs: Mapping[str, Schema], seen: tuple[str, ...] = ()) -> Schema:
+    """Convert one JSON Schema node (pydantic flavour) to a structural CRD node."""
+    node = resolve(node, defs, seen)
+    for union in ("anyOf", "oneOf"):
+        if union in node:
+            return convert_union(node, node[union], defs, seen)
+    if "allOf" in node and len(node["allOf"]) == 1:
+        merged = {**node["allOf"][0], **{k: v for k, v in node.items() if k != "allOf"}}
+        return convert(merged, defs, seen)
+    out: Schema = {k: v for k, v in node.items() if k in KEPT}
+    kind = node.get("type")
+    if isinstance(kind, list):
+        types = [t for t in kind if t != "null"]
+        if len(types) != len(kind):
+            out["nullable"] = True
+        kind = types[0] if len(types) == 1 else None
+    if "const" in node:
+        convert_enum([node["const"]], out)
+    if "enum" in node:
+        convert_enum(list(node["enum"]), out)
+    if node.get("format") in FORMATS:
+        out["format"] = node["format"]
+    for bound, plain in (("exclusiveMinimum", "minimum"), ("exclusiveMaximum", "maximum")):
+        if isinstance(node.get(bound), int | float) and not isinstance(node[bound], bool):
+            out[plain] = node[bound]
+            out[bound] = True
+    if kind is None and "enum" in out:
+        kind = "string" if all(isinstance(v, str) for v in out["enum"]) else None
+    if kind is None and ("properties" in node or "additionalProperties" in node):
+        kind = "object"
+    if kind is None:
+        out.pop("enum", None)
+        out[PRESERVE] = True
+        return out
+    out["type"] = kind
+    if kind == "object":
+        convert_object(node, out, defs, seen)
+    elif kind == "array":
+        out["items"] = convert(node.get("items") or {}, defs, seen)
+    return out
+
+
+def structural(schema: Schema) -> Schema:
+    """The full CRD schema: the API server owns apiVersion, kind and metadata."""
+    defs = schema.get("$defs", {})
+    root = convert(schema, defs)
+    if root.get("type") != "object":
+        raise ValueError("a NodeTemplate schema must describe an object")
+    root["properties"] = {**root.get("properties", {}), **SERVER_OWNED}
+    root["required"] = [r for r in root.get("required", []) if r not in SERVER_OWNED]
+    if not root["required"]:
+        del root["required"]
+    root.pop("nullable", None)
+    return root
+
+
+def openapi_v3_schema(source: Callable[[], Schema] | None = None) -> Schema:
+    """The NodeTemplate CRD's openAPIV3Schema, from the model `lint` validates with."""
+    if source is None:
+        from webhook.nodetemplate import json_schema
+
+        source = json_schema
+    return structural(source())
+
+
+def render(schema: Schema) -> str:
+    """Stable text, so the committed file diffs cleanly when the model changes."""
+    return json.dumps(schema, indent=2, sort_keys=True) + "\n"
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Write the chart's CRD schema (or, with --check, fail if it is stale)."""
+    args = sys.argv[1:] if argv is None else argv
+    text = render(openapi_v3_schema())
+    if "--check" in args:
+        if not SCHEMA_FILE.is_file() or SCHEMA_FILE.read_text() != text:
+            print(f"{SCHEMA_FILE} is stale: run `python -m webhook.crd`", file=sys.stderr)
+            return 1
+        return 0
+    SCHEMA_FILE.parent.mkdir(parents=True, exist_ok=True)
+    SCHEMA_FILE.write_text(text)
+    print(f"wrote {SCHEMA_FILE}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
