@@ -152,16 +152,21 @@ KubernetesConstructor.add_constructor(  # type: ignore[type-var]
     "tag:yaml.org,2002:timestamp", yaml.constructor.SafeConstructor.construct_yaml_str)
 
 # libyaml's parser when PyYAML was built with it (PyPI's wheels are): several times faster.
+try:
+    from yaml.cyaml import CParser  # type: ignore[attr-defined]
+except ImportError:  # pragma: no cover - PyYAML built without libyaml
+    CParser = None
+
 _BASES: tuple[type, ...] = (
-    (yaml.CParser,) if yaml.__with_libyaml__
+    (CParser,) if CParser is not None
     else (yaml.reader.Reader, yaml.scanner.Scanner, yaml.parser.Parser, yaml.composer.Composer)
 )
 
 
 class KubernetesLoader(*_BASES, KubernetesConstructor, KubernetesResolver):  # type: ignore[misc]
     def __init__(self, stream: bytes | str) -> None:
-        if yaml.__with_libyaml__:
-            yaml.CParser.__init__(self, stream)
+        if CParser is not None:
+            CParser.__init__(self, stream)
         else:  # pragma: no cover
             yaml.reader.Reader.__init__(self, stream)
             yaml.scanner.Scanner.__init__(self)
