@@ -155,7 +155,7 @@ KubernetesConstructor.add_constructor(  # type: ignore[type-var]
 try:
     from yaml.cyaml import CParser  # type: ignore[attr-defined]
 except ImportError:  # pragma: no cover - PyYAML built without libyaml
-    CParser = None
+    CParser = None  # type: ignore[misc,assignment]
 
 _BASES: tuple[type, ...] = (
     (CParser,) if CParser is not None
