@@ -1,0 +1,154 @@
+"""The webhook Deployment: highly available, locked down, and wired so that
+policy, config and certificate changes reach the server without a restart."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+import yaml
+from chart_helpers import CHART, FULLNAME, NAMESPACE, REPO, find, helm_template
+
+
+@pytest.fixture(scope="module")
+def docs() -> list[dict[str, Any]]:
+    return helm_template()
+
+
+@pytest.fixture(scope="module")
+def pod(docs: list[dict[str, Any]]) -> dict[str, Any]:
+    spec: dict[str, Any] = find(docs, "Deployment")["spec"]["template"]["spec"]
+    return spec
+
+
+@pytest.fixture(scope="module")
+def container(pod: dict[str, Any]) -> dict[str, Any]:
+    (only,) = pod["containers"]
+    return dict(only)
+
+
+def test_replicas_spread_and_disruption_budget(docs: list[dict[str, Any]],
+                                               pod: dict[str, Any]) -> None:
+    assert find(docs, "Deployment")["spec"]["replicas"] == 2
+    anti = pod["affinity"]["podAntiAffinity"]["preferredDuringSchedulingIgnoredDuringExecution"]
+    assert anti[0]["podAffinityTerm"]["topologyKey"] == "kubernetes.io/hostname"
+    (spread,) = pod["topologySpreadConstraints"]
+    assert spread["topologyKey"] == "topology.kubernetes.io/zone"
+    selector = find(docs, "Deployment")["spec"]["selector"]["matchLabels"]
+    assert spread["labelSelector"]["matchLabels"] == selector
+    pdb = find(docs, "PodDisruptionBudget")["spec"]
+    assert pdb["minAvailable"] == 1 and pdb["selector"]["matchLabels"] == selector
+
+
+def test_security_context_is_non_root_read_only(pod: dict[str, Any],
+                                                container: dict[str, Any]) -> None:
+    ctx = container["securityContext"]
+    assert ctx["runAsNonRoot"] is True
+    assert isinstance(ctx["runAsUser"], int) and ctx["runAsUser"] > 0
+    assert ctx["readOnlyRootFilesystem"] is True
+    assert ctx["allowPrivilegeEscalation"] is False
+    assert ctx["capabilities"] == {"drop": ["ALL"]}
+    assert ctx["seccompProfile"] == {"type": "RuntimeDefault"}
+    assert pod["securityContext"]["seccompProfile"] == {"type": "RuntimeDefault"}
+    assert pod["automountServiceAccountToken"] is False
+
+
+def test_probes_use_https_health_endpoints(container: dict[str, Any]) -> None:
+    expected = {"startupProbe": "/healthz", "readinessProbe": "/readyz",
+                "livenessProbe": "/healthz"}
+    for probe, path in expected.items():
+        get = container[probe]["httpGet"]
+        assert (get["path"], get["port"], get["scheme"]) == (path, "https", "HTTPS")
+    assert container["ports"] == [{"name": "https", "containerPort": 8443, "protocol": "TCP"}]
+    live = container["livenessProbe"]
+    assert live["failureThreshold"] * live["periodSeconds"] >= 60
+
+
+def test_resources_fit_the_footprint(container: dict[str, Any]) -> None:
+    assert set(container["resources"]["requests"]) >= {"cpu", "memory"}
+    assert container["resources"]["limits"]["memory"] == "128Mi"
+
+
+def test_image_is_pinned_to_app_version(container: dict[str, Any]) -> None:
+    app_version = yaml.safe_load((CHART / "Chart.yaml").read_text())["appVersion"]
+    assert container["image"].endswith(f":{app_version}")
+    assert app_version == "0.1.0"
+
+
+def test_labels(docs: list[dict[str, Any]]) -> None:
+    for doc in docs:
+        labels = doc["metadata"]["labels"]
+        assert labels["app"] == "quickq-guard"
+        for key in ("name", "instance", "version", "managed-by"):
+            assert f"app.kubernetes.io/{key}" in labels, (doc["kind"], key)
+    template = find(docs, "Deployment")["spec"]["template"]["metadata"]["labels"]
+    assert template["app"] == "quickq-guard"
+
+
+def test_server_args_match_mounts(container: dict[str, Any]) -> None:
+    args = container["args"]
+    for flag in ("--cert=/etc/quickq-guard/tls/tls.crt", "--key=/etc/quickq-guard/tls/tls.key",
+                 "--policies=/etc/quickq-guard/policies",
+                 "--config=/etc/quickq-guard/config/config.yaml", "--port=8443"):
+        assert flag in args
+
+
+def test_reloadable_mounts_have_no_subpath_and_no_restart_checksum(
+        docs: list[dict[str, Any]], pod: dict[str, Any], container: dict[str, Any]) -> None:
+    mounts = {m["name"]: m for m in container["volumeMounts"]}
+    assert mounts["tls"]["mountPath"] == "/etc/quickq-guard/tls"
+    assert mounts["policies"]["mountPath"] == "/etc/quickq-guard/policies"
+    assert mounts["config"]["mountPath"] == "/etc/quickq-guard/config"
+    assert not [m for m in container["volumeMounts"] if "subPath" in m or "subPathExpr" in m]
+    volumes = {v["name"]: v for v in pod["volumes"]}
+    assert volumes["policies"]["configMap"]["name"] == f"{FULLNAME}-policies"
+    assert volumes["config"]["configMap"]["name"] == f"{FULLNAME}-config"
+    assert "items" not in volumes["policies"]["configMap"]
+    annotations = find(docs, "Deployment")["spec"]["template"]["metadata"].get(
+        "annotations", {})
+    assert not [a for a in annotations if "checksum" in a]
+
+
+def test_policies_configmap_holds_every_shipped_policy(docs: list[dict[str, Any]]) -> None:
+    shipped = {p.name: p.read_text() for p in (REPO / "policies").glob("*.yaml")}
+    assert shipped, "the repository ships no policies"
+    data = find(docs, "ConfigMap", f"{FULLNAME}-policies")["data"]
+    assert set(data) == set(shipped)
+    for name, text in shipped.items():
+        assert yaml.safe_load(data[name]) == yaml.safe_load(text), name
+
+
+def test_policies_come_through_the_symlink_not_a_copy() -> None:
+    link = CHART / "policies"
+    assert link.is_symlink() and link.resolve() == (REPO / "policies").resolve()
+
+
+def test_config_carries_overrides_and_release_namespace() -> None:
+    overrides = {"require-labels": {"action": "enforce", "params": {"labels": ["app", "team"]}},
+                 "gpu-priority-class": {"action": "off"}}
+    docs = helm_template({"policies": overrides, "config": {"excludeUsers": ["ci-bot"]},
+                          "nodeTemplate": {"groups": ["quickq", "quickq.io"]}},
+                         namespace="guard")
+    config = yaml.safe_load(find(docs, "ConfigMap", f"{FULLNAME}-config")["data"]["config.yaml"])
+    assert config == {
+        "mode": "enforce",
+        "excludeNamespaces": ["kube-system", "kube-public", "kube-node-lease", "guard"],
+        "excludeUsers": ["ci-bot"], "excludeGroups": [],
+        "nodeTemplateGroups": ["quickq", "quickq.io"], "policies": overrides,
+    }
+
+
+def test_extra_policy_files_are_added() -> None:
+    text = "id: team-quota\ntype: validate\naction: warn\n"
+    docs = helm_template({"extraPolicies": {"team-quota.yaml": text}})
+    data = find(docs, "ConfigMap", f"{FULLNAME}-policies")["data"]
+    assert data["team-quota.yaml"].strip() == text.strip()
+    assert "require-requests.yaml" in data
+
+
+def test_namespaced_objects_land_in_release_namespace(docs: list[dict[str, Any]]) -> None:
+    cluster_scoped = {"ValidatingWebhookConfiguration", "MutatingWebhookConfiguration",
+                      "CustomResourceDefinition"}
+    for doc in docs:
+        if doc["kind"] not in cluster_scoped:
+            assert doc["metadata"]["namespace"] == NAMESPACE, doc["kind"]
