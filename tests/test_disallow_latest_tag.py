@@ -1,0 +1,60 @@
+"""disallow-latest-tag: every image is pinned by a version tag or a digest."""
+
+from __future__ import annotations
+
+import pytest
+from builders import container, judge, messages, paths, pod, result
+
+DIGEST = "sha256:" + "a" * 64
+
+
+@pytest.mark.parametrize("image", [
+    "registry.example.com/app:1.2.3",
+    "app:1.0",
+    "registry:5000/app:2.1",
+    f"app@{DIGEST}",
+    f"app:latest@{DIGEST}",
+    f"registry:5000/team/app@{DIGEST}",
+])
+def test_pinned_images_pass(image):
+    assert result(judge(pod(container(image=image))), "disallow-latest-tag").status == "pass"
+
+
+@pytest.mark.parametrize(("image", "problem"), [
+    ("app:latest", "uses the 'latest' tag"),
+    ("app", "has no tag"),
+    ("registry:5000/app", "has no tag"),
+    ("registry.example.com/team/app", "has no tag"),
+    ("app:", "has an empty tag"),
+    ("app@", "has an empty digest"),
+])
+def test_unpinned_images_are_denied(image, problem):
+    decision = judge(pod(container(image=image)))
+    assert not decision.allowed
+    [message] = messages(decision, "disallow-latest-tag")
+    assert message.startswith(f"container 'app': image '{image}' {problem}; pin it")
+    assert paths(decision, "disallow-latest-tag") == ["spec.containers[0].image"]
+
+
+def test_message_suggests_a_pinned_reference_keeping_the_registry_port():
+    decision = judge(pod(container(image="registry:5000/app:latest")))
+    [message] = messages(decision, "disallow-latest-tag")
+    assert "(registry:5000/app:1.2.3)" in message
+    assert "(registry:5000/app@sha256:...)" in message
+
+
+def test_init_and_ephemeral_container_images_are_judged():
+    decision = judge(pod(
+        container(),
+        initContainers=[container("init", image="busybox")],
+        ephemeralContainers=[{"name": "debug", "image": "busybox:latest"}],
+    ))
+    assert paths(decision, "disallow-latest-tag") == [
+        "spec.initContainers[0].image", "spec.ephemeralContainers[0].image"]
+    assert messages(decision, "disallow-latest-tag")[1].startswith("ephemeralContainer 'debug'")
+
+
+def test_missing_image_is_denied():
+    decision = judge(pod(container(image=None)))
+    [message] = messages(decision, "disallow-latest-tag")
+    assert "set image to a pinned reference" in message
