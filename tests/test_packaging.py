@@ -17,7 +17,8 @@ def test_wheel_ships_policies_and_finds_them_outside_a_checkout(tmp_path: Path) 
     wheel = next((tmp_path / "dist").glob("quickq_guard-*.whl"))
     names = zipfile.ZipFile(wheel).namelist()
     shipped = sorted(n for n in names if n.startswith("webhook/policies/"))
-    assert [Path(n).name for n in shipped] == sorted(p.name for p in (ROOT / "policies").glob("*.yaml"))
+    expected = sorted(p.name for p in (ROOT / "policies").glob("*.yaml"))
+    assert [Path(n).name for n in shipped] == expected
     assert "webhook/schemas/nodetemplate.schema.json" in names
 
     target = tmp_path / "site"

@@ -9,7 +9,6 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from fnmatch import fnmatchcase
-from importlib import resources
 from pathlib import Path
 from typing import Any, Literal
 
@@ -157,10 +156,9 @@ def _glob_any(name: str, patterns: Iterable[str]) -> bool:
 
 def default_policies_dir() -> Path:
     """The shipped policies: `policies/` of a checkout, or the copy inside an installed wheel."""
-    checkout = Path(__file__).resolve().parent.parent / "policies"
-    if checkout.is_dir():
-        return checkout
-    return Path(str(resources.files("webhook.policies")))
+    package = Path(__file__).resolve().parent
+    checkout = package.parent / "policies"
+    return checkout if checkout.is_dir() else package / "policies"
 
 
 def load_policies(directory: str | Path | None = None,
