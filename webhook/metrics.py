@@ -1,0 +1,74 @@
+"""Prometheus metrics of the webhook, in one registry.
+
+With several workers each process counts on its own, so a scrape (which lands on one worker)
+would see a fraction. `quickq-guard serve --workers N` (N > 1) therefore runs
+prometheus-client's multiprocess mode: each worker writes its values to files in
+PROMETHEUS_MULTIPROC_DIR and `/metrics` on any worker adds them up. The variable must be set
+before prometheus_client is imported, which the server does before starting its workers.
+"""
+
+from __future__ import annotations
+
+import os
+
+from prometheus_client import (
+    CONTENT_TYPE_LATEST,
+    CollectorRegistry,
+    Counter,
+    Gauge,
+    Histogram,
+    disable_created_metrics,
+    generate_latest,
+)
+from prometheus_client import multiprocess as _multiprocess
+
+MULTIPROC_ENV = "PROMETHEUS_MULTIPROC_DIR"
+CONTENT_TYPE = CONTENT_TYPE_LATEST
+
+disable_created_metrics()  # the *_created series only add noise to every scrape
+REGISTRY = CollectorRegistry(auto_describe=True)
+
+REVIEWS = Counter(
+    "quickq_guard_reviews", "Admission reviews answered, by verdict "
+    "(allowed, denied, patched; would-deny and would-patch in dry-run mode).",
+    ["endpoint", "kind", "operation", "decision"], registry=REGISTRY)
+FINDINGS = Counter(
+    "quickq_guard_findings", "Policy findings, by policy and action (error: the object or "
+    "rule could not be judged); mode dry-run counts what would have been enforced.",
+    ["policy", "action", "mode"], registry=REGISTRY)
+LATENCY = Histogram(
+    "quickq_guard_review_duration_seconds", "Time from the request's body to the answer.",
+    ["endpoint"], registry=REGISTRY,
+    buckets=(0.0005, 0.001, 0.002, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5))
+BAD_REQUESTS = Counter(
+    "quickq_guard_rejected_requests", "Requests that are not an AdmissionReview we can "
+    "answer (400) or are too large (413).", ["endpoint", "code"], registry=REGISTRY)
+RELOADS = Counter(
+    "quickq_guard_reloads", "Reloads of policies or certificate that took effect.",
+    ["what"], registry=REGISTRY)
+RELOAD_FAILURES = Counter(
+    "quickq_guard_reload_failures", "Reloads rejected (the previous set stays in force): "
+    "what is policies or certificate.", ["what"], registry=REGISTRY)
+CERT_EXPIRY = Gauge(
+    "quickq_guard_certificate_expiry_timestamp_seconds",
+    "notAfter of the serving certificate in use (Unix time); the soonest over live workers.",
+    registry=REGISTRY, multiprocess_mode="livemin")
+
+
+def multiprocess() -> bool:
+    return bool(os.environ.get(MULTIPROC_ENV))
+
+
+def render() -> bytes:
+    """The text exposition: this process's registry, or the sum over every worker's files."""
+    if multiprocess():
+        registry = CollectorRegistry()
+        _multiprocess.MultiProcessCollector(registry)  # type: ignore[no-untyped-call]
+        return bytes(generate_latest(registry))
+    return bytes(generate_latest(REGISTRY))
+
+
+def worker_exited(pid: int) -> None:
+    """Drop a finished worker's live gauges (its counters stay in the sums)."""
+    if multiprocess():
+        _multiprocess.mark_process_dead(pid)  # type: ignore[no-untyped-call]

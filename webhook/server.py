@@ -1,0 +1,398 @@
+"""The admission webhook: a starlette app under uvicorn over TLS.
+
+`/validate` and `/mutate` answer AdmissionReviews; `/healthz`, `/readyz` and `/metrics` are
+for the kubelet and Prometheus. Each worker process holds its own policies and TLS context
+and reloads both when their files change, so no restart is ever needed to rotate either.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import json
+import logging
+import os
+import signal
+import sys
+import tempfile
+import time
+from collections.abc import AsyncIterator, Callable
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any
+
+import uvicorn
+from starlette.applications import Starlette
+from starlette.exceptions import HTTPException
+from starlette.requests import Request
+from starlette.responses import JSONResponse, PlainTextResponse, Response
+from starlette.routing import Route
+from uvicorn.config import STARTUP_FAILURE
+from uvicorn.supervisors.multiprocess import Multiprocess
+
+from webhook import admission, certs, metrics
+from webhook.admission import AdmissionError, Review
+from webhook.engine import evaluate
+from webhook.logs import REVIEW_LOGGER, log_config
+from webhook.policy import PolicyError, PolicySet
+from webhook.reload import PolicySets, PolicySource, ServingCert
+from webhook.results import Decision, Resource, Result
+
+MAX_BODY = 3 * 1024 * 1024
+RELOAD_INTERVAL = 2.0
+# The API server keeps connections open between calls (Go's idle timeout is 90 s); closing
+# an idle one first races with a request being sent on it, so outwait the client.
+KEEP_ALIVE = 100
+# SIGTERM: requests in flight get this long to finish (an API server waits at most 30 s).
+GRACEFUL_SHUTDOWN = 25
+
+log = logging.getLogger("quickq_guard.server")
+review_log = logging.getLogger(REVIEW_LOGGER)
+
+
+@dataclass(frozen=True, slots=True)
+class Settings:
+    """What `quickq-guard serve` was asked for; pickled to every worker process."""
+
+    cert: str
+    key: str
+    policies: str | None
+    config: str | None
+    mode: str | None = None
+    client_ca: str | None = None
+    host: str = "0.0.0.0"
+    port: int = 8443
+    workers: int = 1
+    max_body: int = MAX_BODY
+    reload_interval: float = RELOAD_INTERVAL
+
+    @property
+    def source(self) -> PolicySource:
+        return PolicySource(self.policies, self.config, self.mode)
+
+
+class Guard:
+    """One worker's state: the policies in force and the live serving certificate."""
+
+    def __init__(self, settings: Settings) -> None:
+        self.settings = settings
+        self.policies: PolicySets = settings.source.load()
+        self.tls = ServingCert(settings.cert, settings.key, settings.client_ca)
+        metrics.CERT_EXPIRY.set(self.tls.expiry)
+        self.ready = True
+        self.wake: asyncio.Event | None = None
+
+    async def reload_policies(self, force: bool = False) -> None:
+        """Swap in changed policies; a set that fails to load is logged, counted and ignored."""
+        source = self.settings.source
+        fingerprint = await asyncio.to_thread(source.fingerprint)
+        if fingerprint == self.policies.fingerprint and not force:
+            return
+        try:
+            loaded = await asyncio.to_thread(source.load)
+        except PolicyError as error:
+            metrics.RELOAD_FAILURES.labels("policies").inc()
+            log.error("policy reload rejected; the previous policies stay in force",
+                      extra={"fields": {"event": "reload-failed", "what": "policies",
+                                        "problem": str(error)}})
+            # Remember the broken files, so the failure is reported once, not every poll.
+            self.policies = PolicySets(self.policies.full, self.policies.validate,
+                                       self.policies.mutate, fingerprint)
+            return
+        self.policies = loaded
+        metrics.RELOADS.labels("policies").inc()
+        log.info("policies reloaded", extra={"fields": {
+            "event": "reloaded", "what": "policies", "mode": loaded.mode,
+            "policies": [p.id for p in loaded.full.policies]}})
+
+    def reload_cert(self) -> None:
+        """Swap in a changed certificate and key, in the event loop's thread (see reload)."""
+        try:
+            changed = self.tls.changed()
+            if changed is None:
+                return
+            self.tls.reload(*changed)
+        except (OSError, ValueError) as error:  # ssl.SSLError is an OSError
+            metrics.RELOAD_FAILURES.labels("certificate").inc()
+            log.error("certificate reload rejected; the previous certificate stays in use",
+                      extra={"fields": {"event": "reload-failed", "what": "certificate",
+                                        "problem": f"{type(error).__name__}: {error}"}})
+            return
+        metrics.CERT_EXPIRY.set(self.tls.expiry)
+        metrics.RELOADS.labels("certificate").inc()
+        log.info("certificate reloaded", extra={"fields": {
+            "event": "reloaded", "what": "certificate", "notAfter": self.tls.expiry}})
+
+    async def watch(self) -> None:
+        """Poll the files every few seconds; SIGHUP polls at once and reloads policies."""
+        assert self.wake is not None
+        while True:
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self.wake.wait(), self.settings.reload_interval)
+            forced = self.wake.is_set()
+            self.wake.clear()
+            try:
+                await self.reload_policies(force=forced)
+                self.reload_cert()
+            except Exception:  # the watcher must outlive any surprise
+                log.exception("reload check failed")
+
+
+def build_app(guard: Guard) -> Starlette:
+    """The ASGI app of one worker."""
+
+    @contextlib.asynccontextmanager
+    async def lifespan(app: Starlette) -> AsyncIterator[None]:
+        guard.wake = asyncio.Event()
+        loop = asyncio.get_running_loop()
+        with contextlib.suppress(ValueError, RuntimeError, NotImplementedError):
+            loop.add_signal_handler(signal.SIGHUP, guard.wake.set)  # main thread only
+        watcher = asyncio.create_task(guard.watch())
+        try:
+            yield
+        finally:
+            guard.ready = False
+            watcher.cancel()
+            metrics.worker_exited(os.getpid())
+
+    async def validate(request: Request) -> Response:
+        return await _review(request, guard, "validate")
+
+    async def mutate(request: Request) -> Response:
+        return await _review(request, guard, "mutate")
+
+    async def healthz(request: Request) -> Response:
+        return PlainTextResponse("ok")
+
+    async def readyz(request: Request) -> Response:
+        if guard.ready:
+            return PlainTextResponse("ready")
+        return PlainTextResponse("shutting down", status_code=503)
+
+    async def metrics_page(request: Request) -> Response:
+        return Response(metrics.render(), media_type=metrics.CONTENT_TYPE)
+
+    async def http_error(request: Request, error: Exception) -> Response:
+        assert isinstance(error, HTTPException)
+        return JSONResponse({"error": error.detail}, error.status_code, error.headers)
+
+    return Starlette(
+        routes=[
+            Route("/validate", validate, methods=["POST"]),
+            Route("/mutate", mutate, methods=["POST"]),
+            Route("/healthz", healthz, methods=["GET"]),
+            Route("/readyz", readyz, methods=["GET"]),
+            Route("/metrics", metrics_page, methods=["GET"]),
+        ],
+        exception_handlers={HTTPException: http_error},
+        lifespan=lifespan,
+    )
+
+
+async def _review(request: Request, guard: Guard, endpoint: str) -> Response:
+    started = time.perf_counter()
+    try:
+        admission.check_content_type(request.headers.get("content-type"))
+        body = await read_body(request, guard.settings.max_body)
+        review = admission.parse_review(body)
+    except AdmissionError as error:
+        metrics.BAD_REQUESTS.labels(endpoint, str(error.status)).inc()
+        # After a 413 the rest of the body is still on the wire: close the connection.
+        headers = {"connection": "close"} if error.status == 413 else None
+        return JSONResponse({"error": error.problem}, error.status, headers)
+    sets = guard.policies
+    policies = sets.mutate if endpoint == "mutate" else sets.validate
+    decision = judge(review, policies) if review.operation in admission.JUDGED_OPERATIONS \
+        else None
+    answer = admission.respond(review, decision, mutating=endpoint == "mutate")
+    content = json.dumps(answer, separators=(",", ":")).encode()
+    _record(endpoint, review, decision, policies.config.mode, time.perf_counter() - started)
+    return Response(content, media_type="application/json")
+
+
+def judge(review: Review, policies: PolicySet) -> Decision:
+    """evaluate() for a review; an engine failure is an error verdict, never a 500."""
+    try:
+        return evaluate(review.object, policies, operation=review.operation,
+                        old_object=review.old_object, namespace=review.namespace,
+                        username=review.username, groups=review.groups)
+    except Exception as error:  # the engine catches rule bugs; this is the last resort
+        log.exception("evaluation failed", extra={"fields": {"uid": review.uid}})
+        problem = f"quickq-guard could not judge this object ({type(error).__name__})"
+        resource = Resource("", review.kind, review.namespace or "", review.name)
+        result = Result(None, "validate", "enforce", "error", (), problem)
+        if policies.config.mode == "dry-run":
+            return Decision(resource, (result,), True, warnings=(f"[dry-run] {problem}",))
+        return Decision(resource, (result,), False, message=problem)
+
+
+async def read_body(request: Request, limit: int) -> bytes:
+    """The body, refused with 413 as soon as it is known to exceed `limit` bytes: from
+    Content-Length before reading, and by counting while it streams (chunked bodies)."""
+    declared = request.headers.get("content-length")
+    if declared is not None:
+        if not declared.isdigit():
+            raise AdmissionError(400, f"Content-Length is not a number: {declared[:40]!r}")
+        if int(declared) > limit:
+            raise AdmissionError(413, f"body of {declared} bytes exceeds the limit of "
+                                      f"{limit} bytes")
+    chunks: list[bytes] = []
+    size = 0
+    async for chunk in request.stream():
+        size += len(chunk)
+        if size > limit:
+            raise AdmissionError(413, f"body exceeds the limit of {limit} bytes")
+        chunks.append(chunk)
+    return b"".join(chunks)
+
+
+def verdict(decision: Decision | None, mode: str) -> str:
+    """The decision label of metrics and logs; dry-run says what enforce would have done."""
+    if decision is None:
+        return "allowed"
+    if mode != "dry-run":
+        if not decision.allowed:
+            return "denied"
+        return "patched" if decision.patch else "allowed"
+    enforced = [r for r in decision.results if r.action == "enforce" or r.status == "error"]
+    if any(r.status == "error" or (r.status == "fail" and
+                                   any(not f.preexisting for f in r.findings))
+           for r in enforced):
+        return "would-deny"
+    if any(r.status == "patch" for r in enforced):
+        return "would-patch"
+    return "allowed"
+
+
+def _record(endpoint: str, review: Review, decision: Decision | None, mode: str,
+            latency: float) -> None:
+    """Metrics and the review's log line: policy ids and actions, never field values."""
+    label = verdict(decision, mode)
+    metrics.REVIEWS.labels(endpoint, review.kind or "unknown", review.operation, label).inc()
+    metrics.LATENCY.labels(endpoint).observe(latency)
+    findings: list[dict[str, Any]] = []
+    for result in decision.results if decision is not None else ():
+        if result.status in ("fail", "patch", "error"):
+            action = "error" if result.status == "error" else result.action
+            count = max(1, len(result.findings))
+            metrics.FINDINGS.labels(result.policy or "none", action, mode).inc(count)
+            findings.append({"policy": result.policy, "action": action, "count": count})
+    review_log.info("review", extra={"fields": {
+        "endpoint": endpoint,
+        "uid": review.uid,
+        "kind": review.kind,
+        "namespace": review.namespace or "",
+        "name": review.name or (decision.resource.name if decision else ""),
+        "operation": review.operation,
+        "user": review.username or "",
+        "dryRun": review.dry_run,
+        "mode": mode,
+        "decision": label,
+        "findings": findings,
+        "latency_ms": round(latency * 1000, 3),
+    }})
+
+
+# Running under uvicorn --------------------------------------------------------------------
+
+
+class _Config(uvicorn.Config):
+    """A uvicorn Config that builds the app and TLS context inside each worker process, so
+    every worker has its own policies, watcher and context to reload."""
+
+    def __init__(self, settings: Settings, **kwargs: Any) -> None:
+        self.settings = settings
+        super().__init__(_not_loaded, ssl_context_factory=_no_context, **kwargs)
+
+    def load(self) -> None:
+        # SIGHUP means "reload" here; until the app installs its handler, ignore it rather
+        # than die of it.
+        with contextlib.suppress(ValueError):
+            signal.signal(signal.SIGHUP, signal.SIG_IGN)
+        try:
+            guard = Guard(self.settings)
+        except (PolicyError, OSError, ValueError) as error:
+            log.error("worker cannot start", extra={"fields": {"problem": str(error)}})
+            sys.exit(STARTUP_FAILURE)
+        self.app = build_app(guard)
+        self.ssl_context_factory = _fixed_context(guard)
+        super().load()
+
+
+class _Supervisor(Multiprocess):
+    """uvicorn's worker supervisor, except that SIGHUP reloads policies in every worker
+    (each keeps serving) instead of replacing the workers."""
+
+    def handle_hup(self) -> None:
+        for process in self.processes:
+            if process.pid is not None and process.exitcode is None:
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(process.pid, signal.SIGHUP)
+
+
+async def _not_loaded(scope: Any, receive: Any, send: Any) -> None:
+    raise RuntimeError("the app is built in _Config.load()")
+
+
+def _no_context(config: uvicorn.Config, default: Callable[[], Any]) -> Any:
+    raise RuntimeError("the TLS context is built in _Config.load()")
+
+
+def _fixed_context(guard: Guard) -> Callable[[uvicorn.Config, Callable[[], Any]], Any]:
+    def factory(config: uvicorn.Config, default: Callable[[], Any]) -> Any:
+        return guard.tls.context
+    return factory
+
+
+def settings_from(args: argparse.Namespace) -> Settings:
+    return Settings(
+        cert=args.cert, key=args.key, policies=args.policies, config=args.config,
+        mode=getattr(args, "mode", None), client_ca=getattr(args, "client_ca", None),
+        host=args.host, port=args.port, workers=args.workers,
+        max_body=getattr(args, "max_body", None) or MAX_BODY,
+        reload_interval=getattr(args, "reload_interval", None) or RELOAD_INTERVAL,
+    )
+
+
+def run(args: argparse.Namespace) -> int:
+    """`quickq-guard serve`: check everything loads, then serve until SIGTERM; 0 on a clean
+    stop, 2 when policies or certificates do not load, 3 when the server cannot start."""
+    settings = settings_from(args)
+    if settings.workers < 1:
+        print("quickq-guard serve: --workers must be at least 1", file=sys.stderr)
+        return 2
+    if getattr(args, "self_signed", False) or not Path(settings.cert).exists():
+        out = Path(settings.cert).parent
+        files = certs.ensure_certs(out, "quickq-guard", "quickq-guard")
+        settings = replace(settings, cert=str(files.cert), key=str(files.key))
+        print(f"quickq-guard: self-signed serving certificate {files.cert}; trust the CA "
+              f"{files.ca_cert} (caBundle: quickq-guard certs --out {out})", file=sys.stderr)
+    try:
+        settings.source.load()
+        certs.server_context(settings.cert, settings.key, settings.client_ca)
+    except PolicyError as error:
+        print(f"quickq-guard serve: {error}", file=sys.stderr)
+        return 2
+    except (OSError, ValueError) as error:
+        print(f"quickq-guard serve: TLS: {error}", file=sys.stderr)
+        return 2
+    if settings.workers > 1 and not os.environ.get(metrics.MULTIPROC_ENV):
+        os.environ[metrics.MULTIPROC_ENV] = tempfile.mkdtemp(prefix="quickq-guard-metrics-")
+    config = _Config(
+        settings, host=settings.host, port=settings.port, workers=settings.workers,
+        log_config=log_config(), access_log=False, server_header=False, proxy_headers=False,
+        lifespan="on", timeout_keep_alive=KEEP_ALIVE,
+        timeout_graceful_shutdown=GRACEFUL_SHUTDOWN)
+    if settings.workers == 1:
+        # uvicorn re-raises SIGTERM once it has shut down gracefully; with this handler in
+        # place that ends here and the process exits 0, as a clean stop should.
+        signal.signal(signal.SIGTERM, lambda signum, frame: None)
+        server = uvicorn.Server(config)
+        server.run()
+        return 0 if server.started else STARTUP_FAILURE
+    supervisor = _Supervisor(config, sockets=[config.bind_socket()])
+    supervisor.run()
+    failed = any(p.exitcode == STARTUP_FAILURE for p in supervisor.processes)
+    return STARTUP_FAILURE if failed else 0
+
