@@ -1,0 +1,105 @@
+"""no-plaintext-secrets: secret-named env variables take their value from a Secret, and no
+output of quickq-guard ever repeats the value."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from builders import container, judge, messages, node_template, paths, pod, result, with_config
+
+from webhook.cli import _print_table, report
+
+PLANTED = "pl4nted-S3cret-value-93f1"
+
+
+def env_pod(*entries, **changes):
+    return pod(container(env=list(entries)), **changes)
+
+
+@pytest.mark.parametrize("name", [
+    "DB_PASSWORD", "GITHUB_TOKEN", "AWS_SECRET_ACCESS_KEY", "db_password", "MYSQL_PASSWD",
+    "API_KEY", "APIKEY", "OPENAI_API_KEY", "SSH_PRIVATE_KEY", "AWS_ACCESS_KEY",
+    "GCP_CREDENTIALS", "git-credential", "app.secret", "Secret", "hf.token",
+])
+def test_secret_names_with_a_literal_value_are_denied(name):
+    decision = judge(env_pod({"name": "LOG_LEVEL", "value": "info"},
+                             {"name": name, "value": PLANTED}))
+    assert not decision.allowed
+    assert messages(decision, "no-plaintext-secrets") == [
+        f"container 'app': env {name} holds a literal value; move it into a Secret and "
+        "reference it with valueFrom.secretKeyRef"]
+    assert paths(decision, "no-plaintext-secrets") == ["spec.containers[0].env[1].value"]
+
+
+@pytest.mark.parametrize("name", [
+    "TOKENIZER_PATH", "SECRET_NAME", "TOKEN_FILE", "PASSWORD_FILE", "SECRETS_DIR",
+    "API_TOKEN_REF", "MODEL_PATH", "KEY", "PRIMARY_KEY", "MONKEY", "PASSWORDLESS",
+    "KEYCLOAK_URL", "ACCESS_LOG",
+])
+def test_names_that_do_not_hold_a_secret_pass(name):
+    decision = judge(env_pod({"name": name, "value": "/var/run/x"}))
+    assert result(decision, "no-plaintext-secrets").status == "pass", name
+
+
+def test_secret_from_a_secret_key_ref_or_an_empty_value_passes():
+    decision = judge(env_pod(
+        {"name": "DB_PASSWORD", "valueFrom": {"secretKeyRef": {"name": "db", "key": "pw"}}},
+        {"name": "API_TOKEN", "value": ""},
+    ))
+    assert result(decision, "no-plaintext-secrets").status == "pass"
+
+
+def test_init_container_and_node_template_env_are_checked():
+    obj = pod(container(), initContainers=[
+        container("init", env=[{"name": "GITHUB_TOKEN", "value": PLANTED}])])
+    assert paths(judge(obj), "no-plaintext-secrets") == ["spec.initContainers[0].env[0].value"]
+    template = node_template(env=[{"name": "DB_PASSWORD", "value": PLANTED}])
+    assert paths(judge(template), "no-plaintext-secrets") == ["spec.env[0].value"]
+
+
+def _everything_said(decision) -> str:
+    """Every text quickq-guard derives from a decision: messages, warnings, annotations, the
+    JSON and table output of `check`."""
+    import io
+
+    table = io.StringIO()
+    _print_table([decision], table, color=False)
+    parts = [decision.message, *decision.warnings, json.dumps(decision.audit_annotations),
+             json.dumps(report([decision]), default=str), table.getvalue(),
+             *(f.message for r in decision.results for f in r.findings),
+             *(r.reason for r in decision.results), *(f.path for r in decision.results
+                                                     for f in r.findings)]
+    return "\n".join(parts)
+
+
+@pytest.mark.parametrize("mode", ["enforce", "dry-run"])
+def test_the_secret_value_appears_nowhere_in_the_decision(mode):
+    policies = with_config(mode=mode)
+    obj = env_pod({"name": "DB_PASSWORD", "value": PLANTED},
+                  {"name": "AWS_SECRET_ACCESS_KEY", "value": PLANTED + "-2"})
+    decision = judge(obj, policies)
+    said = _everything_said(decision)
+    assert "DB_PASSWORD" in said and "AWS_SECRET_ACCESS_KEY" in said
+    assert PLANTED not in said
+
+
+def test_the_secret_value_is_not_repeated_in_update_warnings():
+    obj = env_pod({"name": "DB_PASSWORD", "value": PLANTED})
+    decision = judge(obj, operation="UPDATE", old_object=obj)
+    assert decision.allowed
+    assert any("DB_PASSWORD" in w for w in decision.warnings)
+    assert PLANTED not in _everything_said(decision)
+
+
+def test_numeric_literal_secret_is_still_a_literal_and_is_not_echoed():
+    decision = judge(env_pod({"name": "PIN_PASSWORD", "value": 93817265}))
+    assert result(decision, "no-plaintext-secrets").status == "fail"
+    assert "93817265" not in _everything_said(decision)
+
+
+def test_words_are_configurable_and_extra_words_are_detected():
+    policies = with_config(policies={"no-plaintext-secrets": {"params": {"words": ["PIN"]}}})
+    decision = judge(env_pod({"name": "CARD_PIN", "value": "1234"},
+                             {"name": "DB_PASSWORD", "value": "x"}), policies)
+    assert paths(decision, "no-plaintext-secrets") == ["spec.containers[0].env[0].value"]

@@ -1,0 +1,155 @@
+"""liveness-probe-tolerance (warn) and inject-startup-probe (mutate)."""
+
+from __future__ import annotations
+
+import jsonpatch
+import pytest
+from builders import (
+    container,
+    judge,
+    messages,
+    node_template,
+    paths,
+    pod,
+    pointer_prefix,
+    result,
+    workload,
+)
+
+# --- liveness-probe-tolerance ------------------------------------------------------------
+
+
+@pytest.mark.parametrize(("period", "threshold", "seconds"), [
+    (None, None, 30), (10, None, 30), (None, 5, 50), (5, 11, 55), (1, 1, 1)])
+def test_short_liveness_window_warns_with_the_threshold_to_set(period, threshold, seconds):
+    decision = judge(pod(container(livenessProbe=_probe(period, threshold))))
+    found = result(decision, "liveness-probe-tolerance")
+    assert (found.status, found.action) == ("fail", "warn")
+    assert decision.allowed
+    real_period, real_threshold = period or 10, threshold or 3
+    needed = -(-60 // real_period)
+    [message] = messages(decision, "liveness-probe-tolerance")
+    assert message == (
+        f"container 'app': livenessProbe restarts after {seconds}s of failures (failureThreshold "
+        f"{real_threshold} x periodSeconds {real_period}); raise livenessProbe.failureThreshold "
+        f"to {needed} or more (>= 60s)")
+    assert paths(decision, "liveness-probe-tolerance") == [
+        "spec.containers[0].livenessProbe.failureThreshold"]
+    assert decision.warnings == (f"[liveness-probe-tolerance] {message}",)
+
+
+@pytest.mark.parametrize(("period", "threshold"), [(10, 6), (None, 6), (20, None), (60, 1)])
+def test_liveness_window_of_a_minute_or_more_passes(period, threshold):
+    decision = judge(pod(container(livenessProbe=_probe(period, threshold))))
+    assert result(decision, "liveness-probe-tolerance").status == "pass"
+
+
+def test_init_containers_liveness_is_not_judged():
+    init = container("init", livenessProbe=_probe(1, 1))
+    decision = judge(pod(container(), initContainers=[init]))
+    assert result(decision, "liveness-probe-tolerance").status == "pass"
+
+
+def test_node_template_liveness_is_read_from_spec_health():
+    decision = judge(node_template(health={"liveness": _probe(10, None)}))
+    assert paths(decision, "liveness-probe-tolerance") == [
+        "spec.health.liveness.failureThreshold"]
+    assert "health.liveness restarts after 30s" in messages(
+        decision, "liveness-probe-tolerance")[0]
+
+
+def _probe(period, threshold, **extra):
+    found = {"httpGet": {"path": "/healthz", "port": 8080}, **extra}
+    if period is not None:
+        found["periodSeconds"] = period
+    if threshold is not None:
+        found["failureThreshold"] = threshold
+    return found
+
+
+# --- inject-startup-probe -----------------------------------------------------------------
+
+LIVENESS = {"httpGet": {"path": "/healthz", "port": 8080}, "periodSeconds": 10,
+            "failureThreshold": 6, "timeoutSeconds": 3, "initialDelaySeconds": 5,
+            "successThreshold": 1}
+EXPECTED_STARTUP = {"httpGet": {"path": "/healthz", "port": 8080}, "timeoutSeconds": 3,
+                    "periodSeconds": 10, "failureThreshold": 60}
+
+
+def test_startup_probe_is_copied_from_the_liveness_handler():
+    obj = pod(container(livenessProbe=LIVENESS))
+    decision = judge(obj)
+    assert list(decision.patch) == [
+        {"op": "add", "path": "/spec/containers/0/startupProbe", "value": EXPECTED_STARTUP}]
+    found = result(decision, "inject-startup-probe")
+    assert (found.status, found.action) == ("patch", "enforce")
+    assert found.findings[0].path == "spec.containers[0].startupProbe"
+    assert found.findings[0].message == (
+        "container 'app': add startupProbe (the liveness check, allowing 600s to start) so a "
+        "slow model load is not killed by the liveness probe")
+    patched = jsonpatch.apply_patch(obj, list(decision.patch))
+    assert patched == decision.patched
+    assert patched["spec"]["containers"][0]["livenessProbe"] == LIVENESS
+
+
+@pytest.mark.parametrize("handler", [
+    {"tcpSocket": {"port": 5432}},
+    {"exec": {"command": ["cat", "/tmp/ready"]}},
+    {"grpc": {"port": 9000}},
+])
+def test_every_handler_kind_is_copied(handler):
+    decision = judge(pod(container(livenessProbe={**handler, "failureThreshold": 6})))
+    [operation] = decision.patch
+    assert operation["value"] == {**handler, "periodSeconds": 10, "failureThreshold": 60}
+
+
+def test_container_with_a_startup_probe_is_left_alone():
+    obj = pod(container(livenessProbe=LIVENESS, startupProbe={"tcpSocket": {"port": 1}}))
+    decision = judge(obj)
+    assert result(decision, "inject-startup-probe").status == "pass"
+    assert decision.patch == ()
+
+
+def test_only_containers_with_liveness_get_one_and_init_containers_never():
+    obj = pod(container("plain"), container("served", livenessProbe=LIVENESS),
+              initContainers=[container("init", livenessProbe=LIVENESS)])
+    decision = judge(obj)
+    assert [op["path"] for op in decision.patch] == ["/spec/containers/1/startupProbe"]
+    assert result(decision, "inject-startup-probe").findings[0].container == "served"
+
+
+@pytest.mark.parametrize("kind", ["Deployment", "StatefulSet", "DaemonSet", "ReplicaSet", "Job",
+                                  "CronJob"])
+def test_controllers_are_patched_at_their_pod_template(kind):
+    obj = workload(kind, container(livenessProbe=LIVENESS))
+    for operation in ("CREATE", "UPDATE"):
+        decision = judge(obj, operation=operation, old_object=obj)
+        assert [op["path"] for op in decision.patch] == [
+            f"{pointer_prefix(kind)}/containers/0/startupProbe"]
+
+
+def test_node_template_gets_spec_health_startup():
+    obj = node_template(health={"liveness": LIVENESS})
+    decision = judge(obj)
+    assert list(decision.patch) == [
+        {"op": "add", "path": "/spec/health/startup", "value": EXPECTED_STARTUP}]
+    assert "spec: add health.startup" in messages(decision, "inject-startup-probe")[0]
+    patched = jsonpatch.apply_patch(obj, list(decision.patch))
+    assert judge(patched).patch == ()
+
+
+def test_patched_pod_is_not_patched_again():
+    obj = pod(container(livenessProbe=LIVENESS))
+    patched = jsonpatch.apply_patch(obj, list(judge(obj).patch))
+    again = judge(patched)
+    assert again.patch == ()
+    assert result(again, "inject-startup-probe").status == "pass"
+
+
+def test_startup_probe_params_can_be_overridden_by_config():
+    from builders import with_config
+
+    policies = with_config(policies={"inject-startup-probe": {
+        "params": {"periodSeconds": 5, "failureThreshold": 24}}})
+    [operation] = judge(pod(container(livenessProbe=LIVENESS)), policies).patch
+    assert (operation["value"]["periodSeconds"], operation["value"]["failureThreshold"]) == (5, 24)
