@@ -40,11 +40,14 @@ PRESERVE = "x-kubernetes-preserve-unknown-fields"
 INT_OR_STRING = "x-kubernetes-int-or-string"
 
 
-def resolve(node: Schema, defs: Mapping[str, Schema], seen: tuple[str, ...]) -> Schema:
-    """Inline a `$ref` to `#/$defs/X`, refusing recursive models CRDs cannot express."""
+def resolve(node: Schema, defs: Mapping[str, Schema],
+            seen: tuple[str, ...]) -> tuple[Schema, tuple[str, ...]]:
+    """Inline a `$ref` to `#/$defs/X`, refusing recursive models CRDs cannot express.
+
+    Returns the node and the chain of models it sits in, for the recursion check."""
     ref = node.get("$ref")
     if ref is None:
-        return node
+        return node, seen
     name = ref.rsplit("/", 1)[-1]
     if name in seen:
         raise ValueError(f"recursive schema through {name!r} cannot become a CRD schema")
@@ -68,12 +71,11 @@ def convert_union(node: Schema, variants: list[Schema], defs: Mapping[str, Schem
                   seen: tuple[str, ...]) -> Schema:
     """anyOf/oneOf: Optional[X] -> nullable X; int|str (quantities) -> int-or-string;
     anything else -> an object or value that the API server keeps as sent."""
-    resolved = [resolve(v, defs, seen) for v in variants]
-    real, nullable = split_null(resolved)
+    real, nullable = split_null([resolve(v, defs, seen)[0] for v in variants])
     out: Schema
     if len(real) == 1:
-        out = convert({**real[0], **{k: v for k, v in node.items()
-                                     if k in ("description",)}}, defs, seen)
+        out = convert(variants[0] if len(variants) == 1 else
+                      next(v for v in variants if v.get("type") != "null"), defs, seen)
     elif real and all(is_scalar_number_or_string(v) for v in real) and \
             any(v.get("type") == "string" for v in real):
         out = {INT_OR_STRING: True}
@@ -116,7 +118,7 @@ def convert_object(node: Schema, out: Schema, defs: Mapping[str, Schema],
 
 def convert(node: Schema, defs: Mapping[str, Schema], seen: tuple[str, ...] = ()) -> Schema:
     """Convert one JSON Schema node (pydantic flavour) to a structural CRD node."""
-    node = resolve(node, defs, seen)
+    node, seen = resolve(node, defs, seen)
     for union in ("anyOf", "oneOf"):
         if union in node:
             return convert_union(node, node[union], defs, seen)
