@@ -1,0 +1,27 @@
+"""Fixtures for the server tests: one CA and serving certificate, one enforce-mode server per
+module that asks for it (helpers live in server_helpers.py)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from server_helpers import NAMESPACE, SERVICE, Server
+
+from webhook.certs import ensure_certs
+
+
+@pytest.fixture(scope="session")
+def certs_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    out = tmp_path_factory.mktemp("certs")
+    ensure_certs(out, SERVICE, NAMESPACE, days=2)
+    return out
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory: pytest.TempPathFactory, certs_dir: Path) -> Iterator[Server]:
+    """The shipped policies in enforce mode."""
+    running = Server(tmp_path_factory.mktemp("server"), certs_dir)
+    yield running
+    assert running.stop() == 0
