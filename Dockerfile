@@ -1,0 +1,45 @@
+# quickq-guard admission webhook image.
+#
+#   docker build -t ghcr.io/quickq/quickq-guard:0.1.0 .
+#   docker run --rm -p 8443:8443 ghcr.io/quickq/quickq-guard:0.1.0   # self-signed, for a look
+#
+# Stage 1 builds the wheel (setuptools only lives here); stage 2 installs just
+# that wheel and its runtime dependencies, and runs as a numeric non-root user
+# so Kubernetes can verify runAsNonRoot without reading /etc/passwd.
+
+ARG PYTHON_IMAGE=python:3.11.7-slim-bookworm
+
+FROM ${PYTHON_IMAGE} AS build
+ENV PIP_DISABLE_PIP_VERSION_CHECK=1 \
+    PIP_NO_CACHE_DIR=1
+WORKDIR /src
+COPY pyproject.toml README.md ./
+COPY webhook/ webhook/
+COPY policies/ policies/
+RUN pip wheel --no-deps --wheel-dir /dist .
+
+FROM ${PYTHON_IMAGE}
+LABEL org.opencontainers.image.title="quickq-guard" \
+      org.opencontainers.image.description="Kubernetes admission policy enforcer for GPU workloads" \
+      org.opencontainers.image.version="0.1.0" \
+      org.opencontainers.image.licenses="Apache-2.0"
+ENV PYTHONDONTWRITEBYTECODE=1 \
+    PYTHONUNBUFFERED=1 \
+    PIP_DISABLE_PIP_VERSION_CHECK=1 \
+    PIP_NO_CACHE_DIR=1
+COPY --from=build /dist/ /tmp/dist/
+# pip byte-compiles at install time, so a read-only root filesystem costs nothing at start-up.
+RUN pip install /tmp/dist/quickq_guard-*.whl \
+    && rm -rf /tmp/dist \
+    && groupadd --gid 10001 quickq \
+    && useradd --uid 10001 --gid 10001 --no-create-home --home-dir /var/lib/quickq-guard \
+       --shell /usr/sbin/nologin quickq \
+    && install -d -o 10001 -g 10001 /var/lib/quickq-guard
+# The default policy directory; the Helm chart mounts its ConfigMap over it.
+COPY policies/ /etc/quickq-guard/policies/
+WORKDIR /var/lib/quickq-guard
+USER 10001:10001
+EXPOSE 8443
+ENTRYPOINT ["quickq-guard", "serve"]
+# Defaults for a bare `docker run`; the chart replaces them with its own arguments.
+CMD ["--policies=/etc/quickq-guard/policies"]
