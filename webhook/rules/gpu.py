@@ -26,7 +26,8 @@ def gpus(container: Container, patterns: tuple[str, ...]) -> Iterator[tuple[str,
     """(requests|limits, resource name, value) for each GPU resource of a container."""
     for which in ("requests", "limits"):
         for name, value in container.resources(which).items():
-            if matches_any(name, patterns):
+            # A non-string key (`1:` or `yes:` in YAML) is no GPU; it must not crash the rule.
+            if isinstance(name, str) and matches_any(name, patterns):
                 yield which, name, value
 
 
