@@ -1,0 +1,103 @@
+"""Engine evaluations per second: `evaluate()` with all default policies, one process, one core.
+
+The objects come from benchmarks/corpus.py, rendered to YAML and read back with the CLI's
+reader, so they are exactly what `quickq-guard check` would judge. Each figure is the median
+of --repeat timed loops of about --seconds each.
+
+    python benchmarks/engine_bench.py            # the table
+    python benchmarks/engine_bench.py --json     # the same figures, machine-readable
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+import time
+from collections import defaultdict
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+import corpus  # noqa: E402
+
+from webhook.engine import evaluate  # noqa: E402
+from webhook.manifests import read_text  # noqa: E402
+from webhook.policy import PolicySet, load_policies  # noqa: E402
+
+TYPICAL_POD = Path(__file__).resolve().parent.parent / "examples" / "good" / "pod.yaml"
+TARGET_POD_EVALS = 20_000
+
+
+def load_objects(count: int, seed: int) -> dict[str, list[Any]]:
+    """The corpus objects by kind, as the CLI reads them."""
+    by_kind: dict[str, list[Any]] = defaultdict(list)
+    for kind, obj in corpus.objects(count, seed):
+        for document in read_text(corpus.render(kind, obj), kind):
+            by_kind[kind].append(document.obj)
+    return dict(by_kind)
+
+
+def rate(objects: Sequence[Any], policies: PolicySet, seconds: float, repeat: int) -> float:
+    """Median evaluations per second over `repeat` loops of about `seconds` each."""
+    rates = []
+    for _ in range(repeat):
+        done, start = 0, time.perf_counter()
+        while True:
+            for obj in objects:
+                evaluate(obj, policies)
+            done += len(objects)
+            elapsed = time.perf_counter() - start
+            if elapsed >= seconds:
+                break
+        rates.append(done / elapsed)
+    return statistics.median(rates)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--count", type=int, default=2000, help="corpus objects (default 2000)")
+    parser.add_argument("--seed", type=int, default=7)
+    parser.add_argument("--seconds", type=float, default=0.5, help="per timed loop")
+    parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--json", action="store_true", help="print JSON instead of a table")
+    args = parser.parse_args(argv)
+
+    policies = load_policies()
+    by_kind = load_objects(args.count, args.seed)
+    rows: list[tuple[str, int, float]] = []
+    typical = [next(read_text(TYPICAL_POD.read_bytes(), str(TYPICAL_POD))).obj]
+    rows.append(("Pod (examples/good/pod.yaml)", 1, rate(typical, policies, args.seconds,
+                                                         args.repeat)))
+    for kind in corpus.MIX:
+        objects = by_kind.get(kind, [])
+        if objects:
+            rows.append((kind, len(objects), rate(objects, policies, args.seconds, args.repeat)))
+    mixed = [obj for objects in by_kind.values() for obj in objects]
+    rows.append(("all (mixed corpus)", len(mixed), rate(mixed, policies, args.seconds,
+                                                        args.repeat)))
+
+    pod_rate = next(r for name, _, r in rows if name == "Pod")
+    if args.json:
+        print(json.dumps({"policies": len(policies.policies), "python": sys.version.split()[0],
+                          "rows": [{"kind": n, "objects": c, "evals_per_s": round(r)}
+                                   for n, c, r in rows],
+                          "pod_target": TARGET_POD_EVALS, "pod_target_met":
+                          pod_rate >= TARGET_POD_EVALS}, indent=2))
+        return 0
+    print(f"evaluate() with {len(policies.policies)} default policies, one process "
+          f"(Python {sys.version.split()[0]}); median of {args.repeat} x {args.seconds}s")
+    print(f"{'kind':<32}{'objects':>8}{'evals/s':>12}{'us/eval':>10}")
+    for name, count, value in rows:
+        print(f"{name:<32}{count:>8}{value:>12,.0f}{1e6 / value:>10.1f}")
+    verdict = "met" if pod_rate >= TARGET_POD_EVALS else "NOT met"
+    print(f"target: >= {TARGET_POD_EVALS:,} Pod evals/s on one core: {verdict} "
+          f"({pod_rate:,.0f}/s over the corpus Pods)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
