@@ -33,15 +33,17 @@ def free_port() -> int:
 class Server:
     """`quickq-guard serve` on a loopback port; stdout (the JSON log) goes to a file."""
 
-    def __init__(self, workdir: Path, certs: Path, *extra: str, workers: int = 1) -> None:
+    def __init__(self, workdir: Path, certs: Path | None, *extra: str, workers: int = 1) -> None:
+        """`certs` None: run with the default --cert/--key, as a newcomer's first run does."""
         self.port = free_port()
-        self.certs = certs
+        self.certs = certs or workdir / "certs"
+        files = ["--cert", str(certs / "tls.crt"), "--key", str(certs / "tls.key")] \
+            if certs else []
         self.log_path = workdir / f"server-{self.port}.log"
         self.err_path = workdir / f"server-{self.port}.err"
         command = [sys.executable, "-c", "import sys; from webhook.cli import main; "
                    "sys.exit(main())", "serve", "--host", "127.0.0.1",
-                   "--port", str(self.port), "--cert", str(certs / "tls.crt"),
-                   "--key", str(certs / "tls.key"), "--workers", str(workers), *extra]
+                   "--port", str(self.port), *files, "--workers", str(workers), *extra]
         env = {k: v for k, v in os.environ.items() if k != "PROMETHEUS_MULTIPROC_DIR"}
         self.process = subprocess.Popen(
             command, cwd=workdir, env=env, stdout=self.log_path.open("wb"),
@@ -64,7 +66,7 @@ class Server:
                 with self.client() as client:
                     if client.get("/readyz").status_code == 200:
                         return
-            except httpx.TransportError:
+            except (httpx.TransportError, OSError):  # OSError: no CA file written yet
                 pass
             time.sleep(0.05)
         raise RuntimeError(f"server not ready: {self.errors()}")
