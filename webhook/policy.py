@@ -245,10 +245,23 @@ def _build(document: Any, where: str, config: Config) -> Policy:
     try:
         validated = rule.params.model_validate(params)
     except ValidationError as error:
-        raise PolicyError(f"{where}: params: {_explain(error)}") from None
+        raise PolicyError(f"{_params_origin(rule, spec, override, where)}: "
+                          f"{_explain(error)}") from None
     return Policy(id=spec.id, description=spec.description.strip(), type=spec.type,
                   action=override.action or spec.action, rule=rule, params=validated,
                   match=spec.match, message=spec.message, source=where)
+
+
+def _params_origin(rule: Rule, spec: PolicyFile, override: PolicyOverride, where: str) -> str:
+    """Where bad params were written: the policy file, or the config's override of it."""
+    if override.params:
+        try:
+            rule.params.model_validate(spec.params)
+        except ValidationError:
+            pass
+        else:
+            return f"config: policies.{spec.id}.params"
+    return f"{where}: params"
 
 
 def _explain(error: ValidationError) -> str:
