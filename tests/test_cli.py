@@ -1,0 +1,356 @@
+"""The `quickq-guard` command: check, policies, lint; exit codes and the JSON contract."""
+
+from __future__ import annotations
+
+import io
+import json
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+import yaml
+
+from webhook.cli import main
+
+ROOT = Path(__file__).resolve().parent.parent
+EXAMPLES = ROOT / "examples"
+RESULT_KEYS = {"resource", "policy", "action", "result", "message", "path", "patch"}
+RESOURCE_KEYS = {"apiVersion", "kind", "namespace", "name", "source"}
+
+BAD_POD = """\
+apiVersion: v1
+kind: Pod
+metadata: {name: bad, namespace: default, labels: {app: bad}}
+spec:
+  securityContext: {runAsNonRoot: true}
+  containers:
+    - name: app
+      image: app:latest
+      resources: {requests: {cpu: 100m, memory: 1Gi}}
+"""
+GOOD_POD = BAD_POD.replace("name: bad", "name: good").replace("app:latest", "app:1.0")
+GPU_POD = GOOD_POD.replace("name: good", "name: gpu").replace(
+    "memory: 1Gi}", "memory: 1Gi, nvidia.com/gpu: 1}, limits: {nvidia.com/gpu: 1}").replace(
+    "runAsNonRoot: true}", "runAsNonRoot: true}\n  priorityClassName: high")
+
+
+def run(capsys, *args, stdin: str | None = None, monkeypatch=None):
+    if stdin is not None:
+        fake = io.TextIOWrapper(io.BytesIO(stdin.encode()))
+        monkeypatch.setattr(sys, "stdin", fake)
+    code = main(list(args))
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def check_json(capsys, *args, **kwargs):
+    code, out, err = run(capsys, "check", "--output", "json", *args, **kwargs)
+    return code, json.loads(out), err
+
+
+def write(directory: Path, name: str, text: str) -> Path:
+    path = directory / name
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(textwrap.dedent(text))
+    return path
+
+
+# --- exit codes -----------------------------------------------------------------------------
+
+
+def test_exit_0_when_nothing_enforced_fails(capsys):
+    code, out, _ = run(capsys, "check", str(EXAMPLES / "good"))
+    assert code == 0
+    assert out.endswith("4 resources, 0 denied: 39 pass, 0 fail, 0 warn, 4 patch, 1 skip, "
+                        "0 error\n")
+
+
+def test_exit_1_when_something_enforced_fails(capsys, tmp_path):
+    code, out, _ = run(capsys, "check", str(write(tmp_path, "p.yaml", BAD_POD)))
+    assert code == 1
+    assert "DENY   disallow-latest-tag        Pod default/bad  container 'app': image " \
+           "'app:latest' uses the 'latest' tag" in out
+    assert f"[{tmp_path / 'p.yaml'}:1]" in out
+
+
+def test_warn_and_audit_failures_do_not_fail_the_check(capsys, tmp_path):
+    text = GOOD_POD.replace("labels: {app: bad}", "labels: {}").replace(
+        "name: app\n", "name: app\n      livenessProbe: {tcpSocket: {port: 1}}\n")
+    code, out, _ = run(capsys, "check", str(write(tmp_path, "p.yaml", text)))
+    assert code == 0
+    assert "WARN   liveness-probe-tolerance" in out
+    assert "AUDIT  require-labels" in out
+    assert "PATCH  inject-startup-probe" in out
+
+
+def test_exit_2_on_a_parse_error_but_other_objects_are_still_reported(capsys, tmp_path):
+    write(tmp_path, "a-broken.yaml", "kind: Pod\nmetadata: [unclosed\n")
+    write(tmp_path, "b-bad.yaml", BAD_POD)
+    code, report, _ = check_json(capsys, str(tmp_path))
+    assert code == 2
+    errors = [r for r in report["results"] if r["result"] == "error"]
+    assert len(errors) == 1
+    assert errors[0]["resource"]["source"] == f"{tmp_path / 'a-broken.yaml'}:1"
+    assert errors[0]["message"].startswith("invalid YAML: ")
+    assert "line 3" in errors[0]["message"]
+    assert any(r["policy"] == "disallow-latest-tag" and r["result"] == "fail"
+               for r in report["results"])
+    assert report["summary"]["resources"] == 2 and report["summary"]["error"] == 1
+
+
+@pytest.mark.parametrize(("text", "problem"), [
+    ("- just\n- a list\n", "expected a Kubernetes object (a mapping), got a list"),
+    ("metadata: {name: x}\n", "the object has no 'kind'"),
+    ("apiVersion: v1\nkind: Pod\nspec: {containers: nginx}\n",
+     "spec.containers: expected a list, got a string"),
+    pytest.param("a: 1\na: 2\n", "key 'a' is already defined", marks=pytest.mark.xfail(
+        strict=True, reason="webhook/manifests.py stops reading the stream at a duplicate key, "
+        "so the documents after it are not judged")),
+])
+def test_bad_documents_are_an_error_naming_file_and_document_and_others_still_judged(
+        capsys, tmp_path, text, problem):
+    path = write(tmp_path, "stream.yaml", BAD_POD + "---\n" + text + "---\n" + GOOD_POD)
+    code, out, _ = run(capsys, "check", str(path))
+    assert code == 2
+    assert "Traceback" not in out
+    error_lines = [line for line in out.splitlines() if line.startswith("ERROR")]
+    assert len(error_lines) == 1
+    assert problem in error_lines[0]
+    assert f"[{path}:2]" in error_lines[0]
+    assert "Pod default/bad  container 'app'" in out
+    assert out.splitlines()[-1].startswith("3 resources, 1 denied: ")
+
+
+def test_a_missing_file_is_an_error_and_other_paths_are_still_judged(capsys, tmp_path):
+    code, report, _ = check_json(capsys, str(tmp_path / "nope.yaml"),
+                                 str(write(tmp_path, "p.yaml", BAD_POD)))
+    assert code == 2
+    assert report["results"][0]["message"] == "no such file or directory"
+    assert report["summary"]["fail"] == 1
+
+
+def test_usage_errors_exit_2(capsys):
+    with pytest.raises(SystemExit) as raised:
+        main(["check"])
+    assert raised.value.code == 2
+    with pytest.raises(SystemExit) as raised:
+        main(["check", "--output", "xml", "x.yaml"])
+    assert raised.value.code == 2
+
+
+def test_a_broken_policy_directory_exits_2_naming_the_problem(capsys, tmp_path):
+    write(tmp_path, "policies/p.yaml", "id: x\ndescription: d\ntype: validate\naction: nope\n")
+    code, out, err = run(capsys, "check", "--policies", str(tmp_path / "policies"),
+                         str(EXAMPLES / "good"))
+    assert code == 2
+    assert out == ""
+    assert err.startswith(f"quickq-guard: {tmp_path / 'policies' / 'p.yaml'}: action: ")
+
+
+# --- the JSON contract ----------------------------------------------------------------------
+
+
+def test_json_output_has_one_result_per_resource_and_policy(capsys, tmp_path):
+    path = write(tmp_path, "all.yaml", BAD_POD + "---\n" + GPU_POD)
+    code, report, _ = check_json(capsys, str(path))
+    assert code == 1
+    assert set(report) == {"summary", "results"}
+    assert set(report["summary"]) == {"resources", "pass", "fail", "warn", "patch", "skip",
+                                      "error"}
+    assert report["summary"]["resources"] == 2
+    assert len(report["results"]) == 2 * 11
+    for item in report["results"]:
+        assert set(item) >= RESULT_KEYS
+        assert set(item["resource"]) == RESOURCE_KEYS
+        assert item["result"] in {"pass", "fail", "patch", "skip", "error"}
+    counted = {key: 0 for key in ("pass", "fail", "warn", "patch", "skip", "error")}
+    for item in report["results"]:
+        warn = item["result"] == "fail" and item["action"] != "enforce"
+        counted["warn" if warn else item["result"]] += 1
+    assert {k: report["summary"][k] for k in counted} == counted
+
+    by_key = {(r["resource"]["name"], r["policy"]): r for r in report["results"]}
+    denied = by_key["bad", "disallow-latest-tag"]
+    assert denied["resource"] == {"apiVersion": "v1", "kind": "Pod", "namespace": "default",
+                                  "name": "bad", "source": f"{path}:1"}
+    assert (denied["action"], denied["result"], denied["path"]) == (
+        "enforce", "fail", "spec.containers[0].image")
+    assert denied["message"].startswith("container 'app': image 'app:latest'")
+    assert denied["patch"] == []
+    patch = by_key["gpu", "inject-gpu-toleration"]
+    assert (patch["result"], patch["action"], patch["path"]) == (
+        "patch", "enforce", "spec.tolerations")
+    assert patch["patch"] == [{"op": "add", "path": "/spec/tolerations", "value": [
+        {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}]}]
+    assert by_key["gpu", "disallow-latest-tag"]["result"] == "pass"
+    assert by_key["gpu", "disallow-latest-tag"]["resource"]["source"] == f"{path}:2"
+
+
+def test_failing_warn_policy_is_result_fail_with_action_warn(capsys, tmp_path):
+    text = GOOD_POD.replace("name: app\n", "name: app\n      livenessProbe: {exec: "
+                            "{command: [ok]}}\n      startupProbe: {exec: {command: [ok]}}\n")
+    code, report, _ = check_json(capsys, str(write(tmp_path, "p.yaml", text)))
+    [item] = [r for r in report["results"] if r["policy"] == "liveness-probe-tolerance"]
+    assert (item["result"], item["action"]) == ("fail", "warn")
+    assert item["path"] == "spec.containers[0].livenessProbe.failureThreshold"
+    assert report["summary"]["warn"] == 1 and report["summary"]["fail"] == 0
+    assert code == 0
+
+
+# --- inputs ---------------------------------------------------------------------------------
+
+
+def test_directories_are_read_recursively_and_only_manifest_suffixes(capsys, tmp_path):
+    write(tmp_path, "a/b/c/deep.yml", BAD_POD)
+    write(tmp_path, "top.json", json.dumps(yaml.safe_load(GOOD_POD)))
+    write(tmp_path, "notes.txt", "not: a manifest\n")
+    code, report, _ = check_json(capsys, str(tmp_path))
+    sources = sorted({r["resource"]["source"] for r in report["results"]})
+    assert sources == [f"{tmp_path / 'a/b/c/deep.yml'}:1", f"{tmp_path / 'top.json'}:1"]
+    assert code == 1
+
+
+def test_stdin_multi_document_streams_with_empty_documents(capsys, monkeypatch):
+    stream = "---\n" + BAD_POD + "---\n---\n# only a comment\n---\n" + GOOD_POD + "...\n"
+    code, report, _ = check_json(capsys, "-", stdin=stream, monkeypatch=monkeypatch)
+    assert code == 1
+    names = {(r["resource"]["name"], r["resource"]["source"]) for r in report["results"]}
+    assert names == {("bad", "<stdin>:1"), ("good", "<stdin>:4")}
+    assert report["summary"]["resources"] == 2
+
+
+def test_kind_list_items_are_judged_one_by_one(capsys, tmp_path):
+    items = [yaml.safe_load(BAD_POD), yaml.safe_load(GOOD_POD),
+             {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "c"}}]
+    path = write(tmp_path, "list.yaml", yaml.safe_dump(
+        {"apiVersion": "v1", "kind": "List", "items": items}))
+    code, report, _ = check_json(capsys, str(path))
+    assert code == 1
+    assert report["summary"]["resources"] == 3
+    sources = {r["resource"]["name"]: r["resource"]["source"] for r in report["results"]}
+    assert sources == {"bad": f"{path}:1/items[0]", "good": f"{path}:1/items[1]",
+                       "c": f"{path}:1/items[2]"}
+    assert {r["result"] for r in report["results"] if r["resource"]["name"] == "c"} == {"skip"}
+
+
+def test_config_option_switches_to_dry_run(capsys, tmp_path):
+    config = write(tmp_path, "config.yaml", "mode: dry-run\n")
+    code, report, _ = check_json(capsys, "--config", str(config),
+                                 str(write(tmp_path, "p.yaml", BAD_POD)))
+    assert code == 0
+    assert report["summary"]["fail"] == 1
+
+
+def test_policies_option_judges_with_another_policy_set(capsys, tmp_path):
+    write(tmp_path, "policies/labels.yaml", """\
+        id: team-label
+        description: d
+        type: validate
+        action: enforce
+        rule: require-labels
+        params: {labels: [team]}
+        """)
+    code, report, _ = check_json(capsys, "--policies", str(tmp_path / "policies"),
+                                 str(write(tmp_path, "p.yaml", BAD_POD)))
+    assert code == 1
+    assert [r["policy"] for r in report["results"]] == ["team-label"]
+    assert report["results"][0]["path"] == "metadata.labels.team"
+
+
+# --- --fix ------------------------------------------------------------------------------------
+
+
+def test_fix_prints_the_manifests_with_patches_applied(capsys, tmp_path):
+    path = write(tmp_path, "all.yaml", GPU_POD + "---\napiVersion: v1\nkind: ConfigMap\n"
+                 "metadata: {name: c}\n")
+    code, out, _ = run(capsys, "check", "--fix", str(path))
+    assert code == 0
+    fixed = list(yaml.safe_load_all(out))
+    assert fixed[0]["spec"]["tolerations"] == [
+        {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}]
+    assert fixed[1] == {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "c"}}
+    refixed = write(tmp_path, "fixed.yaml", out)
+    _, report, _ = check_json(capsys, str(refixed))
+    assert report["summary"]["patch"] == 0
+
+
+def test_fix_adds_the_startup_probe_to_the_gpu_example(capsys):
+    code, out, _ = run(capsys, "check", "--fix", str(EXAMPLES / "good/gpu-inference-pod.yaml"))
+    [fixed] = yaml.safe_load_all(out)
+    container = fixed["spec"]["containers"][0]
+    assert container["startupProbe"] == {"httpGet": {"path": "/healthz", "port": 8080},
+                                         "periodSeconds": 10, "failureThreshold": 60}
+    assert code == 0
+
+
+# --- policies and lint ----------------------------------------------------------------------
+
+
+def test_policies_lists_every_policy_with_type_and_action(capsys):
+    code, out, _ = run(capsys, "policies")
+    assert code == 0
+    lines = out.splitlines()
+    assert lines[0].startswith("ID") and "(mode: enforce)" in lines[0]
+    rows = {line.split()[0]: line.split()[1:3] for line in lines[1:]}
+    assert rows["liveness-probe-tolerance"] == ["validate", "warn"]
+    assert rows["inject-gpu-toleration"] == ["mutate", "enforce"]
+    assert rows["require-labels"] == ["validate", "audit"]
+    assert len(rows) == 11
+
+
+def test_policies_reports_a_config_typo_and_exits_2(capsys, tmp_path):
+    config = write(tmp_path, "c.yaml", "policies: {require-label: {action: warn}}\n")
+    code, _, err = run(capsys, "policies", "--config", str(config))
+    assert code == 2
+    assert "config: policies: no policy with id 'require-label'" in err
+
+
+def test_lint_accepts_the_good_node_template_and_ignores_other_kinds(capsys):
+    code, out, err = run(capsys, "lint", str(EXAMPLES / "good"))
+    assert code == 0
+    assert out == ""
+    assert "1 NodeTemplate(s) checked" in err
+
+
+def test_lint_names_the_field_path_of_each_problem_and_exits_1(capsys, tmp_path):
+    path = write(tmp_path, "nt.yaml", """\
+        apiVersion: quickq/v1
+        kind: NodeTemplate
+        metadata: {name: gpu-01}
+        spec:
+          image: registry.example.com/model:1.0
+          resources:
+            requests: {cpu: 1, memory: 4GB}
+          health:
+            liveness: {httpGet: {path: /, port: 80}, periodSecond: 10}
+          env:
+            - {name: A, valu: b}
+        """)
+    code, out, _ = run(capsys, "lint", str(path))
+    assert code == 1
+    assert f"{path}:1: NodeTemplate gpu-01: spec.resources.requests.memory: '4GB' is not a " \
+           "valid quantity" in out
+    assert "spec.health.liveness.periodSecond: unknown field" in out
+    assert "spec.env.0.valu: unknown field" in out
+
+
+def test_lint_of_an_unreadable_document_exits_2(capsys, tmp_path):
+    code, out, _ = run(capsys, "lint", str(write(tmp_path, "x.yaml", "a: [\n")))
+    assert code == 2
+    assert "invalid YAML" in out
+
+
+def test_lint_schema_prints_the_shipped_schema(capsys):
+    code, out, _ = run(capsys, "lint", "--schema", "-")
+    assert code == 0
+    assert out == (ROOT / "webhook/schemas/nodetemplate.schema.json").read_text()
+
+
+def test_the_installed_command_runs(tmp_path):
+    path = write(tmp_path, "p.yaml", BAD_POD)
+    done = subprocess.run([str(Path(sys.executable).parent / "quickq-guard"), "check", "-o",
+                           "json", str(path)], capture_output=True, text=True, check=False)
+    assert done.returncode == 1
+    assert json.loads(done.stdout)["summary"]["fail"] == 1
