@@ -120,7 +120,7 @@ def test_bad_documents_are_an_error_naming_file_and_document_and_others_still_ju
     assert problem in error_lines[0]
     assert f"[{path}:2]" in error_lines[0]
     assert "Pod default/bad  container 'app'" in out
-    assert out.splitlines()[-1].startswith("3 resources, 1 denied: ")
+    assert out.splitlines()[-1].startswith("3 resources, 2 denied: ")
 
 
 def test_a_missing_file_is_an_error_and_other_paths_are_still_judged(capsys, tmp_path):
