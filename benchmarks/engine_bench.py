@@ -22,11 +22,11 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-import corpus  # noqa: E402
+import corpus
 
-from webhook.engine import evaluate  # noqa: E402
-from webhook.manifests import read_text  # noqa: E402
-from webhook.policy import PolicySet, load_policies  # noqa: E402
+from webhook.engine import evaluate
+from webhook.manifests import read_text
+from webhook.policy import PolicySet, load_policies
 
 TYPICAL_POD = Path(__file__).resolve().parent.parent / "examples" / "good" / "pod.yaml"
 TARGET_POD_EVALS = 20_000

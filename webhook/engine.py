@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from dataclasses import replace
 from fnmatch import fnmatchcase
+from functools import lru_cache
 from typing import Any
 
 from webhook.patch import PatchError, apply_patch
@@ -89,10 +90,10 @@ def evaluate(
 
 def describe(obj: Any, namespace: str | None = None, source: str = "") -> Resource:
     """Name an object for messages, whatever shape it has."""
-    if not isinstance(obj, Mapping):
+    if not isinstance(obj, dict | Mapping):  # dict first: the ABC check is slow
         return Resource("", "", namespace or "", "", source)
     metadata = obj.get("metadata")
-    metadata = metadata if isinstance(metadata, Mapping) else {}
+    metadata = metadata if isinstance(metadata, dict | Mapping) else {}
     name = metadata.get("name") or metadata.get("generateName") or ""
     own_namespace = metadata.get("namespace")
     return Resource(
@@ -130,7 +131,16 @@ def _run(policy: Policy, workload: Workload, namespace: str, operation: str) -> 
 
 def _result(policy: Policy, status: Any, findings: tuple[Finding, ...] = (),
             reason: str = "") -> Result:
-    return Result(policy.id, policy.type, policy.action, status, findings, reason)
+    if findings:
+        return Result(policy.id, policy.type, policy.action, status, findings, reason)
+    return _plain_result(policy.id, policy.type, policy.action, status, reason)
+
+
+@lru_cache(maxsize=1024)
+def _plain_result(policy: str, type: str, action: str, status: Any, reason: str) -> Result:
+    """A result without findings. Results are immutable, so every evaluation shares these
+    (pass and skip are most of them) instead of building a dataclass per policy per object."""
+    return Result(policy, type, action, status, (), reason)
 
 
 def _violation_keys(old_object: Any, policies: PolicySet, namespace: str,
@@ -164,7 +174,7 @@ def _exclusion(workload: Workload, namespace: str, username: str | None,
     if workload.is_pod:
         metadata = workload.obj.get("metadata") or {}
         annotations = metadata.get("annotations")
-        if isinstance(annotations, Mapping) and MIRROR_POD_ANNOTATION in annotations:
+        if isinstance(annotations, dict | Mapping) and MIRROR_POD_ANNOTATION in annotations:
             return "a mirror pod of a static pod is managed by the kubelet"
     return ""
 

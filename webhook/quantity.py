@@ -43,6 +43,8 @@ def parse_quantity(value: object) -> Decimal | None:
     Numbers are accepted as the API server accepts them in JSON (`cpu: 2`); booleans,
     negative amounts and malformed strings (`1GB`, `500mi`, `''`) are not.
     """
+    if type(value) is str:  # the common case first: quantities are mostly strings
+        return _parse_text(value)
     if isinstance(value, bool):
         return None
     if isinstance(value, int):

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from webhook.patch import Path
@@ -31,6 +31,9 @@ PROBES = ("livenessProbe", "readinessProbe", "startupProbe")
 NODE_TEMPLATE_PROBES = {"livenessProbe": "liveness", "readinessProbe": "readiness",
                         "startupProbe": "startup"}
 _EMPTY: Mapping[str, Any] = {}
+# isinstance(x, Mapping) is an ABC check, several times slower than the exact-type check that
+# `dict | Mapping` tries first; objects read from YAML or JSON are always dicts.
+_MAPPING = (dict, Mapping)
 
 
 class InvalidObject(ValueError):
@@ -45,6 +48,14 @@ class Container:
     group: str  # containers | initContainers | ephemeralContainers | nodeTemplate
     path: Path
     data: Mapping[str, Any]
+    # resources.requests and resources.limits, looked up once: five rules ask for them.
+    _requests: Mapping[str, Any] = field(init=False, repr=False, compare=False)
+    _limits: Mapping[str, Any] = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        resources = self.data.get("resources") or _EMPTY
+        object.__setattr__(self, "_requests", resources.get("requests") or _EMPTY)
+        object.__setattr__(self, "_limits", resources.get("limits") or _EMPTY)
 
     @property
     def label(self) -> str:
@@ -65,10 +76,14 @@ class Container:
             found = health.get(NODE_TEMPLATE_PROBES[name])
         else:
             found = self.data.get(name)
-        return found if isinstance(found, Mapping) else None
+        return found if isinstance(found, _MAPPING) else None
 
     def resources(self, which: str) -> Mapping[str, Any]:
         """requests or limits; missing means empty."""
+        if which == "requests":
+            return self._requests
+        if which == "limits":
+            return self._limits
         resources = self.data.get("resources") or _EMPTY
         return resources.get(which) or _EMPTY
 
@@ -113,7 +128,7 @@ def read_workload(obj: Any, node_template_groups: Sequence[str]) -> Workload | N
 
     Raises InvalidObject, naming the field, when a field rules rely on has the wrong type.
     """
-    if not isinstance(obj, Mapping):
+    if not isinstance(obj, _MAPPING):
         raise InvalidObject(f"expected a Kubernetes object (a mapping), got {_type(obj)}")
     kind, api_version = obj.get("kind"), obj.get("apiVersion")
     if not isinstance(kind, str) or not kind:
@@ -143,7 +158,7 @@ def read_workload(obj: Any, node_template_groups: Sequence[str]) -> Workload | N
             raise InvalidObject(f"{dotted(list_path)}: expected a list, got {_type(items)}")
         for index, item in enumerate(items):
             item_path = (*list_path, index)
-            if not isinstance(item, Mapping):
+            if not isinstance(item, _MAPPING):
                 raise InvalidObject(f"{dotted(item_path)}: expected a mapping, got {_type(item)}")
             name = item.get("name")
             label = name if isinstance(name, str) and name else f"#{index}"
@@ -180,7 +195,7 @@ def _dig(obj: Mapping[str, Any], path: Path) -> Mapping[str, Any]:
 def _mapping(value: Any, path: Path) -> Mapping[str, Any]:
     if value is None:
         return _EMPTY
-    if not isinstance(value, Mapping):
+    if not isinstance(value, _MAPPING):
         raise InvalidObject(f"{dotted(path)}: expected a mapping, got {_type(value)}")
     return value
 
@@ -191,7 +206,7 @@ def _list_of_mappings(value: Any, path: Path) -> None:
     if not isinstance(value, list):
         raise InvalidObject(f"{dotted(path)}: expected a list, got {_type(value)}")
     for index, item in enumerate(value):
-        if not isinstance(item, Mapping):
+        if not isinstance(item, _MAPPING):
             raise InvalidObject(f"{dotted((*path, index))}: expected a mapping, got {_type(item)}")
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from fnmatch import fnmatchcase
+from functools import lru_cache
 
 from pydantic import BaseModel, ConfigDict
 
@@ -29,7 +30,10 @@ def finding(container: Container | None, message: str, path: Path) -> Finding:
                    container=container.name)
 
 
+@lru_cache(maxsize=4096)
 def matches_any(name: str, patterns: tuple[str, ...]) -> bool:
+    """True when a glob matches the name. Cached: the same few resource names and pattern
+    tuples come back for every container and every GPU policy (the hot path of evaluate)."""
     return any(fnmatchcase(name, pattern) for pattern in patterns)
 
 
