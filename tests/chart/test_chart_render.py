@@ -4,19 +4,25 @@ what a Kubernetes 1.35 API server and kubectl accept."""
 from __future__ import annotations
 
 import itertools
+import tarfile
+from pathlib import Path
 from typing import Any
 
 import kubernetes_validate
 import pytest
 import yaml
 from chart_helpers import (
+    CHART,
     FULLNAME,
     KUBE_VERSION,
+    REPO,
     find,
     helm_lint,
     helm_template,
     kinds,
     kubectl_dry_run,
+    run,
+    tool,
 )
 
 CERT_MODES = ["helm", "cert-manager", "secret"]
@@ -130,3 +136,16 @@ def test_single_replica_gets_no_blocking_pdb() -> None:
     """A PDB with minAvailable 1 over one pod would block every node drain."""
     assert "PodDisruptionBudget" in kinds(helm_template())
     assert "PodDisruptionBudget" not in kinds(helm_template({"replicaCount": 1}))
+
+
+def test_packaged_chart_carries_policies_and_crd_schema(tmp_path: Path) -> None:
+    """`helm package` follows the policies symlink, so a published chart is complete."""
+    proc = run([tool("helm"), "package", CHART, "--destination", tmp_path])
+    assert proc.returncode == 0, proc.stderr
+    (archive,) = tmp_path.glob("quickq-guard-*.tgz")
+    with tarfile.open(archive) as tar:
+        names = set(tar.getnames())
+    policies = {f"quickq-guard/policies/{p.name}" for p in (REPO / "policies").glob("*.yaml")}
+    assert policies and policies <= names
+    assert "quickq-guard/files/nodetemplate-schema.json" in names
+    assert "quickq-guard/values.schema.json" in names
