@@ -8,7 +8,7 @@ import copy
 from typing import Any
 
 import jsonpatch
-from builders import CONTROLLERS, POD_SPEC_PATHS, default_policies, with_config
+from builders import CONTROLLERS, POD_SPEC_PATHS, default_policies, with_config, workload
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -135,11 +135,11 @@ def objects(draw: Any) -> dict[str, Any]:
             spec["tolerations"] = draw(st.lists(TOLERATIONS, max_size=2))
         api_version = draw(st.sampled_from(["quickq/v1", "quickq.io/v1"]))
         return {"apiVersion": api_version, "kind": kind, "metadata": metadata, "spec": spec}
-    api_version, path = POD_SPEC_PATHS[kind]
-    obj: dict[str, Any] = {"apiVersion": api_version, "kind": kind, "metadata": metadata}
+    obj = workload(kind, name="generated", labels=metadata.get("labels", {}))
     node = obj
+    path = POD_SPEC_PATHS[kind][1]
     for part in path[:-1]:
-        node = node.setdefault(part, {})
+        node = node[part]
     node[path[-1]] = draw(pod_specs())
     return obj
 
