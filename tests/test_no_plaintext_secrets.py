@@ -21,6 +21,7 @@ def env_pod(*entries, **changes):
     "DB_PASSWORD", "GITHUB_TOKEN", "AWS_SECRET_ACCESS_KEY", "db_password", "MYSQL_PASSWD",
     "API_KEY", "APIKEY", "OPENAI_API_KEY", "SSH_PRIVATE_KEY", "AWS_ACCESS_KEY",
     "GCP_CREDENTIALS", "git-credential", "app.secret", "Secret", "hf.token",
+    "dbPassword", "githubToken", "APIKey", "OAuthToken",
 ])
 def test_secret_names_with_a_literal_value_are_denied(name):
     decision = judge(env_pod({"name": "LOG_LEVEL", "value": "info"},
@@ -35,7 +36,7 @@ def test_secret_names_with_a_literal_value_are_denied(name):
 @pytest.mark.parametrize("name", [
     "TOKENIZER_PATH", "SECRET_NAME", "TOKEN_FILE", "PASSWORD_FILE", "SECRETS_DIR",
     "API_TOKEN_REF", "MODEL_PATH", "KEY", "PRIMARY_KEY", "MONKEY", "PASSWORDLESS",
-    "KEYCLOAK_URL", "ACCESS_LOG",
+    "KEYCLOAK_URL", "ACCESS_LOG", "tokenizerPath", "secretName",
 ])
 def test_names_that_do_not_hold_a_secret_pass(name):
     decision = judge(env_pod({"name": name, "value": "/var/run/x"}))
