@@ -305,3 +305,21 @@ def test_both_mutations_compose_into_one_patch_that_applies_cleanly():
     assert [op["path"] for op in decision.patch] == [
         "/spec/template/spec/tolerations/-", "/spec/template/spec/containers/0/startupProbe"]
     assert jsonpatch.apply_patch(obj, list(decision.patch)) == decision.patched
+
+
+def test_a_mutate_policy_set_to_warn_or_audit_reports_its_patch_without_applying_it():
+    policies = with_config(policies={"inject-startup-probe": {"action": "warn"},
+                                     "inject-gpu-toleration": {"action": "audit"}})
+    obj = pod(gpu_container(livenessProbe={"tcpSocket": {"port": 1}, "failureThreshold": 6}),
+              priorityClassName="gpu")
+    decision = judge(obj, policies)
+    assert decision.allowed and decision.patch == () and decision.patched is None
+    assert result(decision, "inject-startup-probe").status == "patch"
+    assert result(decision, "inject-startup-probe").patch == [
+        {"op": "add", "path": "/spec/containers/0/startupProbe",
+         "value": {"tcpSocket": {"port": 1}, "periodSeconds": 10, "failureThreshold": 60}}]
+    assert decision.warnings == (
+        "[inject-startup-probe] would patch: container 'model': add startupProbe (the liveness "
+        "check, allowing 600s to start) so a slow model load is not killed by the liveness "
+        "probe",)
+    assert list(decision.audit_annotations) == ["inject-gpu-toleration"]
