@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
-import json
 import logging
 import time
 from typing import Any
+
+from webhook.admission import dumps
 
 REVIEW_LOGGER = "quickq_guard.review"
 
@@ -26,7 +27,7 @@ class JsonFormatter(logging.Formatter):
             entry.update(fields)
         if record.exc_info:
             entry["error"] = self.formatException(record.exc_info)
-        return json.dumps(entry, separators=(",", ":"), default=str)
+        return dumps(entry).decode()
 
 
 def log_config(level: str = "INFO") -> dict[str, Any]:

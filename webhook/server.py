@@ -10,7 +10,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
-import json
+import gc
 import logging
 import os
 import signal
@@ -149,6 +149,11 @@ def build_app(guard: Guard) -> Starlette:
         with contextlib.suppress(ValueError, RuntimeError, NotImplementedError):
             loop.add_signal_handler(signal.SIGHUP, guard.wake.set)  # main thread only
         watcher = asyncio.create_task(guard.watch())
+        # Everything loaded so far (policies, pydantic models, libraries) lives as long as
+        # the worker: keep it out of the collector's full passes, which would otherwise walk
+        # it again every few hundred requests.
+        gc.collect()
+        gc.freeze()
         try:
             yield
         finally:
@@ -206,7 +211,7 @@ async def _review(request: Request, guard: Guard, endpoint: str) -> Response:
     decision = judge(review, policies) if review.operation in admission.JUDGED_OPERATIONS \
         else None
     answer = admission.respond(review, decision, mutating=endpoint == "mutate")
-    content = json.dumps(answer, separators=(",", ":")).encode()
+    content = admission.dumps(answer)
     _record(endpoint, review, decision, policies.config.mode, time.perf_counter() - started)
     return Response(content, media_type="application/json")
 
@@ -269,14 +274,15 @@ def _record(endpoint: str, review: Review, decision: Decision | None, mode: str,
             latency: float) -> None:
     """Metrics and the review's log line: policy ids and actions, never field values."""
     label = verdict(decision, mode)
-    metrics.REVIEWS.labels(endpoint, review.kind or "unknown", review.operation, label).inc()
-    metrics.LATENCY.labels(endpoint).observe(latency)
+    metrics.child(metrics.REVIEWS, endpoint, review.kind or "unknown", review.operation,
+                  label).inc()
+    metrics.child(metrics.LATENCY, endpoint).observe(latency)
     findings: list[dict[str, Any]] = []
     for result in decision.results if decision is not None else ():
         if result.status in ("fail", "patch", "error"):
             action = "error" if result.status == "error" else result.action
             count = max(1, len(result.findings))
-            metrics.FINDINGS.labels(result.policy or "none", action, mode).inc(count)
+            metrics.child(metrics.FINDINGS, result.policy or "none", action, mode).inc(count)
             findings.append({"policy": result.policy, "action": action, "count": count})
     review_log.info("review", extra={"fields": {
         "endpoint": endpoint,
