@@ -370,7 +370,12 @@ def run(args: argparse.Namespace) -> int:
         return 2
     if getattr(args, "self_signed", False) or not Path(settings.cert).exists():
         out = Path(settings.cert).parent
-        files = certs.ensure_certs(out, "quickq-guard", "quickq-guard")
+        try:
+            files = certs.ensure_certs(out, "quickq-guard", "quickq-guard")
+        except OSError as error:
+            print(f"quickq-guard serve: cannot create certificates in {out}: {error}",
+                  file=sys.stderr)
+            return 2
         settings = replace(settings, cert=str(files.cert), key=str(files.key))
         print(f"quickq-guard: self-signed serving certificate {files.cert}; trust the CA "
               f"{files.ca_cert} (caBundle: quickq-guard certs --out {out})", file=sys.stderr)
