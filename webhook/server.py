@@ -13,6 +13,7 @@ import contextlib
 import gc
 import logging
 import os
+import shutil
 import signal
 import sys
 import tempfile
@@ -388,8 +389,10 @@ def run(args: argparse.Namespace) -> int:
     except (OSError, ValueError) as error:
         print(f"quickq-guard serve: TLS: {error}", file=sys.stderr)
         return 2
+    own_metrics_dir = None
     if settings.workers > 1 and not os.environ.get(metrics.MULTIPROC_ENV):
-        os.environ[metrics.MULTIPROC_ENV] = tempfile.mkdtemp(prefix="quickq-guard-metrics-")
+        own_metrics_dir = tempfile.mkdtemp(prefix="quickq-guard-metrics-")
+        os.environ[metrics.MULTIPROC_ENV] = own_metrics_dir
     config = _Config(
         settings, host=settings.host, port=settings.port, workers=settings.workers,
         log_config=log_config(), access_log=False, server_header=False, proxy_headers=False,
@@ -403,7 +406,11 @@ def run(args: argparse.Namespace) -> int:
         server.run()
         return 0 if server.started else STARTUP_FAILURE
     supervisor = _Supervisor(config, sockets=[config.bind_socket()])
-    supervisor.run()
+    try:
+        supervisor.run()
+    finally:
+        if own_metrics_dir:
+            shutil.rmtree(own_metrics_dir, ignore_errors=True)
     failed = any(p.exitcode == STARTUP_FAILURE for p in supervisor.processes)
     return STARTUP_FAILURE if failed else 0
 
