@@ -31,20 +31,37 @@ class Document:
 
 def read_paths(paths: Iterable[str]) -> Iterator[Document]:
     """The documents of files, directories (recursively, *.yaml/*.yml/*.json) and `-` (stdin)."""
+    for source in manifest_sources(paths):
+        yield from read_source(source)
+
+
+def manifest_sources(paths: Iterable[str]) -> list[str | Path]:
+    """What `read_paths` reads, in order: `-`, each file (a directory's sorted), or the given
+    path as a str when it does not exist. Lets the CLI split the work between processes."""
+    sources: list[str | Path] = []
     for given in paths:
         if given == "-":
-            yield from read_text(sys.stdin.buffer.read(), "<stdin>")
+            sources.append("-")
             continue
         path = Path(given)
         if path.is_dir():
-            files = sorted(p for p in path.rglob("*")
-                           if p.is_file() and p.suffix.lower() in MANIFEST_SUFFIXES)
-            for file in files:
-                yield from read_file(file)
+            sources.extend(sorted(p for p in path.rglob("*")
+                                  if p.is_file() and p.suffix.lower() in MANIFEST_SUFFIXES))
         elif path.exists():
-            yield from read_file(path)
+            sources.append(path)
         else:
-            yield Document(str(path), error="no such file or directory")
+            sources.append(str(path))
+    return sources
+
+
+def read_source(source: str | Path) -> Iterator[Document]:
+    """The documents of one item of `manifest_sources`."""
+    if isinstance(source, Path):
+        yield from read_file(source)
+    elif source == "-":
+        yield from read_text(sys.stdin.buffer.read(), "<stdin>")
+    else:
+        yield Document(source, error="no such file or directory")
 
 
 def read_file(path: Path) -> Iterator[Document]:
