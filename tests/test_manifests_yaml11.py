@@ -1,0 +1,139 @@
+"""The fast YAML reader (libyaml events) reads manifests exactly as PyYAML's loader does.
+
+webhook/manifests.py reads most streams straight from libyaml's events and hands anything
+unusual to KubernetesLoader. Whichever reader ran, the objects and the error messages must be
+the same, and both must follow kubectl's YAML 1.1 (go-yaml v2) rules.
+"""
+
+from __future__ import annotations
+
+import math
+import sys
+from pathlib import Path
+
+import pytest
+
+from webhook import manifests
+from webhook.manifests import read_text
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "benchmarks"))
+
+
+def fast(text: str):
+    """The fast reader's documents, or 'fallback' when it leaves the stream to PyYAML."""
+    try:
+        return manifests._FastReader(text).documents()
+    except manifests._Fallback:
+        return "fallback"
+
+
+def slow(text: str):
+    return manifests._slow_documents(text)
+
+
+def same(text: str) -> None:
+    """Both readers give the same (number, object, error) triples, types included."""
+    got = fast(text)
+    if got != "fallback":
+        assert repr(got) == repr(slow(text))
+
+
+def value(scalar: str):
+    [document] = list(read_text(f"v: {scalar}\n", "m.yaml"))
+    assert document.error == ""
+    return document.obj["v"]
+
+
+@pytest.mark.parametrize(("scalar", "expected"), [
+    ("yes", True), ("YES", True), ("on", True), ("On", True), ("y", True), ("Y", True),
+    ("no", False), ("OFF", False), ("n", False), ("N", False), ("True", True), ("FALSE", False),
+    ("0755", 0o755), ("-0755", -0o755), ("0o17", 15), ("0b101", 5), ("0x1F", 31), ("1_000", 1000),
+    ("0", 0), ("+12", 12), ("1e3", 1000.0), ("1.5e+3", 1500.0), (".5", 0.5), ("-1.5", -1.5),
+    ("~", None), ("null", None), ("NULL", None), ("", None),
+    ("tRue", "tRue"), ("yes please", "yes please"), ("09", 9.0), ("1e", "1e"), ("0.1.2", "0.1.2"),
+    ("1:20", "1:20"), ("_1", "_1"),
+    ("'yes'", "yes"), ('"on"', "on"), ("'0755'", "0755"), ('"1e3"', "1e3"), ("'~'", "~"),
+    ("'null'", "null"), ('""', ""), ("|\n  yes\n", "yes\n"), (">-\n  0755\n", "0755"),
+    ("2024-01-01", "2024-01-01"), ("2024-01-01T10:00:00Z", "2024-01-01T10:00:00Z"),
+    ("!!timestamp 2024-01-01", "2024-01-01"), ("!!str 0755", "0755"), ("!!int '12'", 12),
+])
+def test_scalars_follow_yaml_1_1_as_kubectl_reads_them(scalar, expected):
+    found = value(scalar)
+    assert found == expected and type(found) is type(expected)
+    same(f"v: {scalar}\n")
+
+
+def test_special_floats():
+    assert value(".inf") == math.inf and value("-.Inf") == -math.inf
+    assert math.isnan(value(".nan"))
+
+
+def test_plain_keys_are_typed_too_and_quoted_keys_stay_strings():
+    [document] = list(read_text("2: a\nyes: b\n'no': c\n~: d\n", "m.yaml"))
+    assert document.obj == {2: "a", True: "b", "no": "c", None: "d"}
+    same("2: a\nyes: b\n'no': c\n~: d\n")
+
+
+def test_anchors_aliases_and_merge_keys():
+    text = ("base: &base {cpu: 100m, memory: 1Gi}\nalias: *base\n"
+            "merged:\n  <<: *base\n  gpu: 1\nlisted:\n  <<: [*base]\n  x: 1\n"
+            "items: &list [a, b]\nagain: *list\n")
+    [document] = list(read_text(text, "m.yaml"))
+    obj = document.obj
+    assert obj["alias"] is obj["base"]
+    assert obj["merged"] == {"cpu": "100m", "memory": "1Gi", "gpu": 1}
+    assert list(obj["merged"]) == ["cpu", "memory", "gpu"]
+    assert obj["listed"] == {"cpu": "100m", "memory": "1Gi", "x": 1}
+    assert obj["again"] == ["a", "b"]
+    assert fast(text) != "fallback"
+    same(text)
+
+
+@pytest.mark.parametrize("text", [
+    "base: &b {x: 1}\nm:\n  <<: *b\n  x: 2\n",          # explicit key over a merged one
+    "a: &a {x: 1}\nb: &b {y: 2}\nm:\n  <<: [*a, *b]\n",  # several merged mappings
+    "a: &a {x: 1}\nb: &b {x: 2}\nm:\n  <<: [*a, *b]\n",
+    "m:\n  <<: 1\n", "m:\n  <<: [1]\n", "m: <<\n",
+    "a: 1\na: 2\n", "a: 1\n---\nb: 1\nb: 2\n---\nc: 3\n", "1: a\ntrue: b\n",
+    "a: {x: 1, x: 2}\nb: 1\nb: 2\n",
+    "a: *undefined\n", "a: &x 1\nb: &x 2\n", "? [a]\n: 1\n", "? {a: 1}\n: 1\n",
+    "&k a: 1\n*k : 2\n", "a: !foo x\n", "!!map {a: 1}\n", "!!set {a, b}\n", "a: !\n  1\n",
+])
+def test_what_the_fast_reader_leaves_to_pyyaml_reads_the_same(text):
+    assert fast(text) == "fallback"
+    assert [(d.source, d.obj, d.error) for d in read_text(text, "m.yaml")] \
+        == [(f"m.yaml:{n}", o, f"invalid YAML: {e}" if e else "") for n, o, e in slow(text)
+            if e or o is not None]
+
+
+@pytest.mark.parametrize("text", [
+    "a: [1, 2\n", "a: 1\n---\nb: [\n", "a: 1\n  b: 2\n", "k: v\n\tb: 1\n", "a: 'x\n",
+    "---\n---\n", "", "# only a comment\n", "- 1\n- 2\n", "a: 1\n...\n---\nb: 2\n",
+    '{"a": 1, "b": [true, null, 1.5e3, "x", "\\u263A"]}\n', "a:\n  - b: 1\n    c: 2\n  - d\n",
+    "a: &a [*a]\n",
+])
+def test_syntax_errors_and_plain_streams_read_the_same(text):
+    same(text)
+
+
+def test_errors_name_the_file_the_document_and_the_line():
+    documents = list(read_text("kind: A\n---\nkind: Pod\nmetadata: {}\nkind: Job\n---\n"
+                               "kind: C\n---\nx: [\n", "dir/m.yaml"))
+    assert [(d.source, d.obj) for d in documents[:1]] == [("dir/m.yaml:1", {"kind": "A"})]
+    assert documents[1].source == "dir/m.yaml:2"
+    assert documents[1].error == ("invalid YAML: while reading a mapping: key 'kind' is "
+                                  "already defined (line 5, column 1)")
+    assert (documents[2].source, documents[2].obj) == ("dir/m.yaml:3", {"kind": "C"})
+    assert documents[3].source == "dir/m.yaml:4"
+    assert documents[3].error.startswith("invalid YAML: ") and "line 10" in documents[3].error
+
+
+def test_the_benchmark_corpus_reads_the_same_with_both_readers():
+    import corpus
+
+    for kind, obj in corpus.objects(300, seed=11):
+        text = corpus.render(kind, obj)
+        documents = fast(text)
+        assert documents != "fallback"
+        assert repr(documents) == repr(slow(text))
+        assert documents[0][1] == obj
