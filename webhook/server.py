@@ -23,13 +23,15 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
+import h11
 import uvicorn
 from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
-from starlette.requests import Request
+from starlette.requests import ClientDisconnect, Request
 from starlette.responses import JSONResponse, PlainTextResponse, Response
 from starlette.routing import Route
 from uvicorn.config import STARTUP_FAILURE
+from uvicorn.protocols.http.h11_impl import H11Protocol
 from uvicorn.supervisors.multiprocess import Multiprocess
 
 from webhook import admission, certs, metrics
@@ -47,6 +49,12 @@ RELOAD_INTERVAL = 2.0
 KEEP_ALIVE = 100
 # SIGTERM: requests in flight get this long to finish (an API server waits at most 30 s).
 GRACEFUL_SHUTDOWN = 25
+# A request (line, headers and body) must arrive whole within this many seconds of its first
+# byte, or of the connection being opened; a slow client (slowloris) is disconnected. The API
+# server sends a review at once and gives up after its timeoutSeconds (at most 30 s) anyway.
+READ_TIMEOUT = 10
+# The request line and headers together: at most this many bytes (h11 answers 400 beyond).
+MAX_HEADER = 16 * 1024
 
 log = logging.getLogger("quickq_guard.server")
 review_log = logging.getLogger(REVIEW_LOGGER)
@@ -202,6 +210,8 @@ async def _review(request: Request, guard: Guard, endpoint: str) -> Response:
         admission.check_content_type(request.headers.get("content-type"))
         body = await read_body(request, guard.settings.max_body)
         review = admission.parse_review(body)
+    except ClientDisconnect:  # gone (or cut off as too slow): nobody to answer
+        return Response(status_code=400)
     except AdmissionError as error:
         metrics.BAD_REQUESTS.labels(endpoint, str(error.status)).inc()
         # After a 413 the rest of the body is still on the wire: close the connection.
@@ -327,6 +337,56 @@ class _Config(uvicorn.Config):
         super().load()
 
 
+class _GuardedH11(H11Protocol):
+    """uvicorn's h11 protocol with a deadline for reading each request (READ_TIMEOUT) and
+    JSON bodies on its own 400 answers. uvicorn bounds only the idle time between requests;
+    without this a client that sends a byte now and then holds its connection for ever."""
+
+    _deadline: asyncio.TimerHandle | None = None
+
+    def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
+        super().connection_made(transport)
+        self._arm()
+
+    def data_received(self, data: bytes) -> None:
+        if self._deadline is None and self.conn.their_state is h11.IDLE:
+            self._arm()  # the first bytes of the next request on a kept-alive connection
+        super().data_received(data)
+        if self.conn.their_state not in (h11.IDLE, h11.SEND_BODY):
+            self._disarm()  # the whole request is in (or the connection is done)
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self._disarm()
+        super().connection_lost(exc)
+
+    def send_400_response(self, msg: str) -> None:
+        body = admission.dumps({"error": msg})
+        headers = [(b"content-type", b"application/json"), (b"connection", b"close")]
+        with contextlib.suppress(h11.LocalProtocolError):
+            self.transport.write(self.conn.send(h11.Response(status_code=400, headers=headers)))
+            self.transport.write(self.conn.send(h11.Data(data=body)))
+            self.transport.write(self.conn.send(h11.EndOfMessage()))
+        self.transport.close()
+
+    def _arm(self) -> None:
+        self._disarm()
+        self._deadline = self.loop.call_later(READ_TIMEOUT, self._too_slow)
+
+    def _disarm(self) -> None:
+        if self._deadline is not None:
+            self._deadline.cancel()
+            self._deadline = None
+
+    def _too_slow(self) -> None:
+        self._deadline = None
+        if self.transport.is_closing():
+            return
+        metrics.BAD_REQUESTS.labels("any", "408").inc()
+        log.info("closed a connection that did not send its request in time",
+                 extra={"fields": {"event": "read-timeout", "seconds": READ_TIMEOUT}})
+        self.transport.close()
+
+
 class _Supervisor(Multiprocess):
     """uvicorn's worker supervisor, except that SIGHUP reloads policies in every worker
     (each keeps serving) instead of replacing the workers."""
@@ -396,7 +456,8 @@ def run(args: argparse.Namespace) -> int:
     config = _Config(
         settings, host=settings.host, port=settings.port, workers=settings.workers,
         log_config=log_config(), access_log=False, server_header=False, proxy_headers=False,
-        lifespan="on", timeout_keep_alive=KEEP_ALIVE,
+        lifespan="on", timeout_keep_alive=KEEP_ALIVE, http=_GuardedH11,
+        h11_max_incomplete_event_size=MAX_HEADER,
         timeout_graceful_shutdown=GRACEFUL_SHUTDOWN)
     if settings.workers == 1:
         # uvicorn re-raises SIGTERM once it has shut down gracefully; with this handler in
