@@ -207,6 +207,10 @@ def build_app(guard: Guard) -> Starlette:
 async def _review(request: Request, guard: Guard, endpoint: str) -> Response:
     started = time.perf_counter()
     try:
+        # h11 refuses a header block over MAX_HEADER while it is incomplete; one that arrives
+        # whole in a single read is parsed first, and refused here.
+        if sum(len(k) + len(v) + 4 for k, v in request.headers.raw) > MAX_HEADER:
+            raise AdmissionError(431, f"request headers exceed {MAX_HEADER} bytes")
         admission.check_content_type(request.headers.get("content-type"))
         body = await read_body(request, guard.settings.max_body)
         review = admission.parse_review(body)
@@ -215,7 +219,7 @@ async def _review(request: Request, guard: Guard, endpoint: str) -> Response:
     except AdmissionError as error:
         metrics.BAD_REQUESTS.labels(endpoint, str(error.status)).inc()
         # After a 413 the rest of the body is still on the wire: close the connection.
-        headers = {"connection": "close"} if error.status == 413 else None
+        headers = {"connection": "close"} if error.status in (413, 431) else None
         return JSONResponse({"error": error.problem}, error.status, headers)
     sets = guard.policies
     policies = sets.mutate if endpoint == "mutate" else sets.validate

@@ -1,0 +1,211 @@
+"""Input limits of the real server: deep nesting, huge arrays, big headers, slow clients.
+
+Documented limits (docs/threat-model.md): body <= 3 MiB (413); request line + headers <= 16 KiB
+(400); JSON nesting <= 1023 levels (400 beyond); a request must arrive whole within
+READ_TIMEOUT (10 s) of its first byte or the connection is closed.
+"""
+
+from __future__ import annotations
+
+import json
+import socket
+import ssl
+import threading
+import time
+from typing import Any
+
+import httpx
+import pytest
+from server_helpers import Server, pod, post, review
+
+from webhook import admission
+from webhook.server import MAX_BODY, MAX_HEADER, READ_TIMEOUT
+
+
+@pytest.fixture(scope="module")
+def client(server: Server) -> Any:
+    with server.client() as client:
+        yield client
+
+
+def _raw(body: bytes) -> bytes:
+    return body
+
+
+def _with_value_at(path: tuple[str, ...], value_json: str) -> bytes:
+    body = review(pod())
+    node: Any = body["request"]
+    for part in path[:-1]:
+        node = node[part]
+    node[path[-1]] = "__PLACE__"
+    return json.dumps(body).encode().replace(b'"__PLACE__"', value_json.encode())
+
+
+def _nested(depth: int, kind: str) -> str:
+    if kind == "list":
+        return "[" * depth + "]" * depth
+    return '{"a":' * depth + "{}" + "}" * depth
+
+
+def _alive(client: httpx.Client) -> None:
+    assert client.get("/healthz").status_code == 200
+
+
+WHERE = [("object", "spec", "x"), ("object", "spec", "containers"),
+         ("object", "spec", "containers", 0, "livenessProbe"), ("oldObject",), ("userInfo",),
+         ("object", "metadata", "labels")]
+
+
+@pytest.mark.parametrize("where", WHERE, ids=lambda w: "/".join(map(str, w)))
+@pytest.mark.parametrize("kind", ["list", "dict"])
+@pytest.mark.parametrize("depth", [900, 1100, 200_000])
+def test_deep_nesting_is_judged_or_refused_never_500(client: httpx.Client, where: Any,
+                                                     kind: str, depth: int) -> None:
+    """Up to the parser's depth limit the object is judged; beyond it a 400 with JSON."""
+    body = _with_value_at(where, _nested(depth, kind))
+    if len(body) > MAX_BODY:
+        body = body[:MAX_BODY]  # still deep, still too deep to parse
+    for path in ("/validate", "/mutate"):
+        started = time.monotonic()
+        answer = client.post(path, content=body, headers={"content-type": "application/json"})
+        assert time.monotonic() - started < 5
+        assert answer.status_code in (200, 400), answer.text[:300]
+        data = answer.json()
+        if depth > 1100 - 77:  # the review itself adds a few levels above the value
+            assert answer.status_code == 400 and "body is not JSON" in data["error"]
+        if answer.status_code == 200:
+            assert isinstance(data["response"]["allowed"], bool)
+    _alive(client)
+
+
+def test_recursion_error_of_the_stdlib_parser_is_a_400(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Without orjson, json.loads raises RecursionError on deep input: still a 400."""
+    monkeypatch.setattr(admission, "loads", json.loads)
+    deep = b'{"a":' + b"[" * 200_000 + b"]" * 200_000 + b"}"
+    with pytest.raises(admission.AdmissionError) as raised:
+        admission.parse_review(deep)
+    assert raised.value.status == 400
+
+
+@pytest.mark.parametrize("path", ["/validate", "/mutate"])
+def test_huge_array_of_containers_within_the_body_limit_is_answered_in_time(
+        client: httpx.Client, path: str) -> None:
+    """~15 000 containers (just under 3 MiB), each failing policies and needing a patch: the
+    answer comes within 5 s and stays a valid AdmissionReview under the API server's limits."""
+    body = review(pod())
+    base = body["request"]["object"]["spec"]["containers"][0]
+    one = dict(base, image="nginx", livenessProbe={"httpGet": {"port": 80}})
+    count = (MAX_BODY - 4096) // (len(json.dumps(dict(one, name="c00000"))) + 2)
+    body["request"]["object"]["spec"]["containers"] = [
+        dict(one, name=f"c{i:05d}") for i in range(count)]
+    data = json.dumps(body).encode()
+    assert MAX_BODY - 16384 < len(data) <= MAX_BODY
+    started = time.monotonic()
+    answer = client.post(path, content=data, headers={"content-type": "application/json"},
+                         timeout=30)
+    elapsed = time.monotonic() - started
+    assert answer.status_code == 200
+    response = answer.json()["response"]
+    assert response["uid"] == body["request"]["uid"]
+    assert elapsed < 5, f"{count} containers took {elapsed:.2f} s"
+    if path == "/validate":
+        assert response["allowed"] is False
+    else:
+        assert response["patchType"] == "JSONPatch"
+    _alive(client)
+
+
+@pytest.mark.parametrize("size", [MAX_HEADER + 1, 64 * 1024, 1024 * 1024])
+def test_headers_over_the_limit_get_a_json_4xx(server: Server, size: int) -> None:
+    with server.client() as client:
+        try:
+            answer = client.post("/validate", json=review(pod()), headers={"x-pad": "a" * size})
+        except httpx.RemoteProtocolError:  # closed before the client finished sending
+            answer = None
+        if answer is not None:
+            assert answer.status_code in (400, 431)
+            assert "error" in answer.json()
+    with server.client() as client:
+        _alive(client)
+
+
+def test_many_headers_under_the_limit_are_fine(client: httpx.Client) -> None:
+    headers = {f"x-h{i}": "v" * 50 for i in range(100)}
+    assert post(client, "/validate", review(pod())) and client.post(
+        "/validate", json=review(pod()), headers=headers).status_code == 200
+
+
+def _tls(server: Server) -> ssl.SSLSocket:
+    raw = socket.create_connection(("127.0.0.1", server.port), timeout=READ_TIMEOUT + 10)
+    return server.context().wrap_socket(raw, server_hostname="localhost")
+
+
+def _closed_after(sock: ssl.SSLSocket, drip: bytes, started: float) -> float:
+    """Send `drip` a byte a second until the server closes; the seconds that took."""
+    for byte in drip:
+        try:
+            sock.sendall(bytes([byte]))
+            sock.settimeout(1.0)
+            if sock.recv(4096) == b"":
+                return time.monotonic() - started
+        except TimeoutError:
+            continue
+        except (ConnectionError, ssl.SSLError, OSError):
+            return time.monotonic() - started
+    return float("inf")
+
+
+def test_slow_clients_are_cut_off_and_others_still_served(server: Server,
+                                                          client: httpx.Client) -> None:
+    """Three slowloris connections (silent; dripping headers; dripping the body) are closed
+    within READ_TIMEOUT + 3 s, while a normal client keeps getting answers meanwhile."""
+    body = json.dumps(review(pod())).encode()
+    head = (b"POST /validate HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\n"
+            b"Content-Length: " + str(len(body)).encode() + b"\r\n\r\n")
+    drips = {"silent": b"", "headers": head * 4, "body": None}
+    results: dict[str, float] = {}
+
+    def slow(name: str) -> None:
+        started = time.monotonic()
+        with _tls(server) as sock:
+            drip = drips[name]
+            if drip is None:  # headers at once, then the body a byte a second
+                sock.sendall(head)
+                drip = body
+            if drip == b"":
+                sock.settimeout(READ_TIMEOUT + 5)
+                try:
+                    closed = sock.recv(1) == b""
+                except (TimeoutError, OSError):
+                    closed = False
+                results[name] = time.monotonic() - started if closed else float("inf")
+                return
+            results[name] = _closed_after(sock, drip, started)
+
+    def kept_alive() -> None:
+        """An idle kept-alive connection (as the API server keeps) may wait longer than
+        READ_TIMEOUT between two requests: the deadline counts from a request's first byte."""
+        with _tls(server) as sock:
+            answers = []
+            for pause in (0, READ_TIMEOUT + 1):
+                time.sleep(pause)
+                sock.sendall(head + body)
+                answers.append(sock.recv(65536))
+            results["kept-alive"] = float(all(a.startswith(b"HTTP/1.1 200") for a in answers))
+
+    threads = [threading.Thread(target=slow, args=(name,)) for name in drips]
+    threads.append(threading.Thread(target=kept_alive))
+    for thread in threads:
+        thread.start()
+    served = 0
+    while any(t.is_alive() for t in threads):
+        post(client, "/validate", review(pod()))
+        served += 1
+        time.sleep(0.2)
+    for thread in threads:
+        thread.join()
+    assert results.pop("kept-alive") == 1.0
+    assert set(results) == set(drips)
+    for name, seconds in results.items():
+        assert READ_TIMEOUT - 1 <= seconds <= READ_TIMEOUT + 3, (name, seconds)
+    assert served >= READ_TIMEOUT * 3
