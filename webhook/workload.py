@@ -51,11 +51,15 @@ class Container:
     # resources.requests and resources.limits, looked up once: five rules ask for them.
     _requests: Mapping[str, Any] = field(init=False, repr=False, compare=False)
     _limits: Mapping[str, Any] = field(init=False, repr=False, compare=False)
+    # What rules derive from this container, kept for the other policies of the same
+    # evaluation (the GPU resources of a container, asked by three GPU policies).
+    memo: dict[Any, Any] = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         resources = self.data.get("resources") or _EMPTY
         object.__setattr__(self, "_requests", resources.get("requests") or _EMPTY)
         object.__setattr__(self, "_limits", resources.get("limits") or _EMPTY)
+        object.__setattr__(self, "memo", {})
 
     @property
     def label(self) -> str:
@@ -169,11 +173,18 @@ def read_workload(obj: Any, node_template_groups: Sequence[str]) -> Workload | N
 
 
 def _container(data: Mapping[str, Any], group: str, path: Path, name: str) -> Container:
-    resources = _mapping(data.get("resources"), (*path, "resources"))
-    _mapping(resources.get("requests"), (*path, "resources", "requests"))
-    _mapping(resources.get("limits"), (*path, "resources", "limits"))
-    _list_of_mappings(data.get("env"), (*path, "env"))
-    _mapping(data.get("securityContext"), (*path, "securityContext"))
+    # The checks build a field's path only when it is wrong: this runs for every container of
+    # every object (twice when a mutate policy patched it), and most fields are fine.
+    resources = data.get("resources")
+    if resources is not None:
+        resources = _mapping(resources, (*path, "resources"))
+        for which in ("requests", "limits"):
+            if resources.get(which) is not None:
+                _mapping(resources[which], (*path, "resources", which))
+    if data.get("env") is not None:
+        _list_of_mappings(data["env"], (*path, "env"))
+    if data.get("securityContext") is not None:
+        _mapping(data["securityContext"], (*path, "securityContext"))
     if group == "nodeTemplate":
         health = _mapping(data.get("health"), (*path, "health"))
         for probe in NODE_TEMPLATE_PROBES.values():
@@ -181,7 +192,9 @@ def _container(data: Mapping[str, Any], group: str, path: Path, name: str) -> Co
         _list_of_mappings(data.get("tolerations"), (*path, "tolerations"))
     else:
         for probe in PROBES:
-            _mapping(data.get(probe), (*path, probe))
+            value = data.get(probe)
+            if value is not None and not isinstance(value, _MAPPING):
+                _mapping(value, (*path, probe))
     return Container(name, group, path, data)
 
 

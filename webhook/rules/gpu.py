@@ -5,7 +5,7 @@ GPU resources are named by glob patterns in each policy's `gpuResources` paramet
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from decimal import Decimal
 from typing import Any
 
@@ -22,13 +22,20 @@ class GpuParams(Params):
     gpuResources: tuple[str, ...] = DEFAULT_GPU_RESOURCES
 
 
-def gpus(container: Container, patterns: tuple[str, ...]) -> Iterator[tuple[str, str, Any]]:
-    """(requests|limits, resource name, value) for each GPU resource of a container."""
-    for which in ("requests", "limits"):
-        for name, value in container.resources(which).items():
-            # A non-string key (`1:` or `yes:` in YAML) is no GPU; it must not crash the rule.
-            if isinstance(name, str) and matches_any(name, patterns):
-                yield which, name, value
+def gpus(container: Container, patterns: tuple[str, ...]) -> list[tuple[str, str, Any]]:
+    """(requests|limits, resource name, value) for each GPU resource of a container.
+
+    Worked out once per container and pattern set: every GPU policy asks."""
+    key = ("gpus", patterns)
+    found: list[tuple[str, str, Any]] | None = container.memo.get(key)
+    if found is None:
+        # A non-string key (`1:` or `yes:` in YAML) is no GPU; it must not crash the rule.
+        found = container.memo[key] = [
+            (which, name, value)
+            for which in ("requests", "limits")
+            for name, value in container.resources(which).items()
+            if isinstance(name, str) and matches_any(name, patterns)]
+    return found
 
 
 def gpu_resources_used(workload: Workload, patterns: tuple[str, ...]) -> set[str]:
