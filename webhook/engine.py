@@ -164,12 +164,12 @@ def _exclusion(workload: Workload, namespace: str, username: str | None,
                groups: tuple[str, ...], policies: PolicySet) -> str:
     """Why the object is left alone, or '' when it is judged."""
     config = policies.config
-    if namespace and any(fnmatchcase(namespace, p) for p in config.excludeNamespaces):
+    if namespace and _glob_any(namespace, config.excludeNamespaces):
         return f"namespace {namespace} is excluded"
-    if username and any(fnmatchcase(username, p) for p in config.excludeUsers):
+    if username and _glob_any(username, config.excludeUsers):
         return f"user {username} is excluded"
     for group in groups:
-        if any(fnmatchcase(group, p) for p in config.excludeGroups):
+        if _glob_any(group, config.excludeGroups):
             return f"group {group} is excluded"
     if workload.is_pod:
         metadata = workload.obj.get("metadata") or {}
@@ -177,6 +177,12 @@ def _exclusion(workload: Workload, namespace: str, username: str | None,
         if isinstance(annotations, dict | Mapping) and MIRROR_POD_ANNOTATION in annotations:
             return "a mirror pod of a static pod is managed by the kubelet"
     return ""
+
+
+@lru_cache(maxsize=4096)
+def _glob_any(name: str, patterns: tuple[str, ...]) -> bool:
+    """Cached: every object asks about its namespace against the same few patterns."""
+    return any(fnmatchcase(name, pattern) for pattern in patterns)
 
 
 def _skipped(resource: Resource, policies: PolicySet, reason: str) -> Decision:

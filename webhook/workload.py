@@ -10,6 +10,7 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from functools import lru_cache
 from typing import Any
 
 from webhook.patch import Path
@@ -232,6 +233,7 @@ def _type(value: Any) -> str:
 _PLAIN = re.compile(r"^[A-Za-z_][A-Za-z0-9_-]*$")
 
 
+@lru_cache(maxsize=4096)
 def dotted(path: Path) -> str:
     """A path as people read it: spec.containers[0].resources.limits[nvidia.com/gpu]."""
     text = ""
