@@ -365,7 +365,8 @@ class _GuardedH11(H11Protocol):
 
     def send_400_response(self, msg: str) -> None:
         body = admission.dumps({"error": msg})
-        headers = [(b"content-type", b"application/json"), (b"connection", b"close")]
+        headers = [(b"content-type", b"application/json"), (b"connection", b"close"),
+                   (b"content-length", str(len(body)).encode())]
         with contextlib.suppress(h11.LocalProtocolError):
             self.transport.write(self.conn.send(h11.Response(status_code=400, headers=headers)))
             self.transport.write(self.conn.send(h11.Data(data=body)))

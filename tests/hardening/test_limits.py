@@ -149,9 +149,9 @@ def _read_response(sock: ssl.SSLSocket) -> bytes:
             return data
         data += chunk
     head, _, rest = data.partition(b"\r\n\r\n")
-    length = next(int(line.split(b":")[1]) for line in head.split(b"\r\n")
-                  if line.lower().startswith(b"content-length:"))
-    while len(rest) < length:
+    length = next((int(line.split(b":")[1]) for line in head.split(b"\r\n")
+                   if line.lower().startswith(b"content-length:")), 1 << 30)
+    while len(rest) < length:  # no Content-Length: read until the server closes
         chunk = sock.recv(65536)
         if not chunk:
             break
@@ -228,3 +228,19 @@ def test_slow_clients_are_cut_off_and_others_still_served(server: Server,
     for name, seconds in results.items():
         assert READ_TIMEOUT - 1 <= seconds <= READ_TIMEOUT + 3, (name, seconds)
     assert served >= READ_TIMEOUT * 3
+
+
+@pytest.mark.parametrize("request_bytes", [
+    b"GARBAGE\r\n\r\n",
+    b"POST /validate HTTP/1.1\r\nHost: x\r\nContent-Length: 5\r\nContent-Length: 6\r\n\r\n",
+    b"POST /validate HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n",
+    b"POST /validate HTTP/1.1\r\nHost: x\r\n" + b"X: " + b"a" * (MAX_HEADER + 100),
+])
+def test_http_protocol_errors_get_a_json_400(server: Server, request_bytes: bytes) -> None:
+    with _tls(server) as sock:
+        sock.sendall(request_bytes)
+        answer = _read_response(sock)
+    head, _, body = answer.partition(b"\r\n\r\n")
+    assert head.startswith(b"HTTP/1.1 400"), answer[:300]
+    assert b"content-type: application/json" in head.lower()
+    assert "error" in json.loads(body)
