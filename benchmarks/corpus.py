@@ -228,17 +228,19 @@ def _resources(rng: random.Random, flaw: str, gpu: bool) -> dict[str, Any]:
 
 
 def _probes(rng: random.Random, trigger_happy: bool) -> dict[str, Any]:
-    handler = {"httpGet": {"path": "/healthz", "port": 8080}}
+    def handler() -> dict[str, Any]:  # a fresh dict each time: a shared one dumps as &id001
+        return {"httpGet": {"path": "/healthz", "port": 8080}}
+
     probes: dict[str, Any] = {}
     if rng.random() < 0.8:
-        probes["livenessProbe"] = {**handler, "initialDelaySeconds": 10,
+        probes["livenessProbe"] = {**handler(), "initialDelaySeconds": 10,
                                    "periodSeconds": 5 if trigger_happy else 10,
                                    "failureThreshold": 3 if trigger_happy else 6}
     if rng.random() < 0.6:
         probes["readinessProbe"] = {"httpGet": {"path": "/ready", "port": 8080},
                                     "periodSeconds": 5}
     if rng.random() < 0.3:
-        probes["startupProbe"] = {**handler, "periodSeconds": 10, "failureThreshold": 60}
+        probes["startupProbe"] = {**handler(), "periodSeconds": 10, "failureThreshold": 60}
     return probes
 
 

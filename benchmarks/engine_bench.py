@@ -6,6 +6,7 @@ of --repeat timed loops of about --seconds each.
 
     python benchmarks/engine_bench.py            # the table
     python benchmarks/engine_bench.py --json     # the same figures, machine-readable
+    PYTHONPATH=/tmp/old python benchmarks/engine_bench.py   # another checkout's webhook/
 """
 
 from __future__ import annotations
@@ -94,7 +95,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                           pod_rate >= TARGET_POD_EVALS}, indent=2))
         return 0
     print(f"evaluate() with {len(policies.policies)} default policies, one process "
-          f"(Python {sys.version.split()[0]}); median of {args.repeat} x {args.seconds}s")
+          f"(Python {sys.version.split()[0]}); median of {args.repeat} x {args.seconds}s; "
+          f"webhook from {Path(sys.modules['webhook'].__file__ or '').parent}")
     print(f"{'kind':<32}{'objects':>8}{'evals/s':>12}{'us/eval':>10}")
     for name, count, value in rows:
         print(f"{name:<32}{count:>8}{value:>12,.0f}{1e6 / value:>10.1f}")
