@@ -244,3 +244,19 @@ def test_http_protocol_errors_get_a_json_400(server: Server, request_bytes: byte
     assert head.startswith(b"HTTP/1.1 400"), answer[:300]
     assert b"content-type: application/json" in head.lower()
     assert "error" in json.loads(body)
+
+
+def test_several_workers_answer_without_a_nagle_delay(tmp_path: Any, certs_dir: Any) -> None:
+    """With --workers 2 the shared socket once left Nagle on: every answer took 40+ ms
+    (delayed ACK). Kept-alive requests must come back in a few milliseconds."""
+    server = Server(tmp_path, certs_dir, workers=2)
+    try:
+        with server.client() as client:
+            times = []
+            for _ in range(40):
+                started = time.monotonic()
+                post(client, "/validate", review(pod()))
+                times.append(time.monotonic() - started)
+    finally:
+        assert server.stop() == 0
+    assert sorted(times)[len(times) // 2] < 0.025, sorted(times)
