@@ -91,9 +91,9 @@ def _build(kind: str, index: int, rng: random.Random) -> dict[str, Any]:
                 | {"config.yaml": "server:\n  port: 8080\n  workers: 4\nlogging:\n"
                    "  level: info\n  format: json\n"}}
     if kind == "NodeTemplate":
-        spec = _container(app, rng, bad, gpu, node_template=True)
+        node_spec = _container(app, rng, bad, gpu, node_template=True)
         return {"apiVersion": rng.choice(("quickq.io/v1", "quickq/v1")), "kind": kind,
-                "metadata": metadata, "spec": spec}
+                "metadata": metadata, "spec": node_spec}
     pod_spec = _pod_spec(app, rng, bad, gpu)
     if kind == "Pod":
         return {"apiVersion": "v1", "kind": "Pod", "metadata": metadata, "spec": pod_spec}
