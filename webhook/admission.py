@@ -46,6 +46,9 @@ WARNINGS_TOTAL_MAX = 4000
 # name (at most 63 characters of [A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?) or it is dropped.
 AUDIT_KEY = re.compile(r"^[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$")
 AUDIT_VALUE_MAX = 4096
+# A denial lists every enforced violation; an object with thousands of them would put
+# megabytes into the client's error and the API server's audit log, so it stops at 32 KiB.
+DENIAL_MAX = 32 * 1024
 
 
 class AdmissionError(Exception):
@@ -153,7 +156,7 @@ def respond(review: Review, decision: Decision | None, *, mutating: bool) -> dic
             # The client sees `admission webhook "<name>" denied the request: <message>`, and
             # `code` as the HTTP status of its request (a code below 400 becomes 400).
             response["status"] = {"status": "Failure", "code": 403, "reason": "Forbidden",
-                                  "message": decision.message or "denied by quickq-guard"}
+                                  "message": denial_message(decision.message)}
         warnings = clean_warnings(decision.warnings)
         if warnings:
             response["warnings"] = warnings
@@ -168,6 +171,26 @@ def respond(review: Review, decision: Decision | None, *, mutating: bool) -> dic
             response["patchType"] = "JSONPatch"
             response["patch"] = base64.b64encode(encoded).decode()
     return {"apiVersion": review.api_version, "kind": "AdmissionReview", "response": response}
+
+
+def denial_message(message: str) -> str:
+    """The denial, cut after DENIAL_MAX bytes at a line boundary with a count of what was
+    left out: the API server copies it into the client's error and its audit log."""
+    if not message:
+        return "denied by quickq-guard"
+    if len(message.encode()) <= DENIAL_MAX:
+        return message
+    lines = message.splitlines()
+    kept: list[str] = []
+    size = 0
+    for line in lines:
+        size += len(line.encode()) + 1
+        if size > DENIAL_MAX:
+            break
+        kept.append(line)
+    left = len(lines) - len(kept)
+    return "\n".join([*kept, f"... and {left} more line(s); run quickq-guard check on the "
+                                "manifest for the full list"])
 
 
 def clean_warnings(warnings: Iterable[str]) -> list[str]:
