@@ -176,27 +176,31 @@ def read_workload(obj: Any, node_template_groups: Sequence[str]) -> Workload | N
 def _container(data: Mapping[str, Any], group: str, path: Path, name: str) -> Container:
     # The checks build a field's path only when it is wrong: this runs for every container of
     # every object (twice when a mutate policy patched it), and most fields are fine.
-    resources = data.get("resources")
+    get = data.get
+    resources = get("resources")
     if resources is not None:
         resources = _mapping(resources, (*path, "resources"))
         for which in ("requests", "limits"):
-            if resources.get(which) is not None:
-                _mapping(resources[which], (*path, "resources", which))
-    if data.get("env") is not None:
+            value = resources.get(which)
+            if value is not None and not isinstance(value, _MAPPING):
+                _mapping(value, (*path, "resources", which))
+    if get("env") is not None:
         _list_of_mappings(data["env"], (*path, "env"))
-    if data.get("securityContext") is not None:
-        _mapping(data["securityContext"], (*path, "securityContext"))
     if group == "nodeTemplate":
-        health = _mapping(data.get("health"), (*path, "health"))
+        _mapping(get("securityContext"), (*path, "securityContext"))
+        health = _mapping(get("health"), (*path, "health"))
         for probe in NODE_TEMPLATE_PROBES.values():
             _mapping(health.get(probe), (*path, "health", probe))
-        _list_of_mappings(data.get("tolerations"), (*path, "tolerations"))
+        _list_of_mappings(get("tolerations"), (*path, "tolerations"))
     else:
-        for probe in PROBES:
-            value = data.get(probe)
+        for field_name in _CONTAINER_MAPPINGS:
+            value = get(field_name)
             if value is not None and not isinstance(value, _MAPPING):
-                _mapping(value, (*path, probe))
+                _mapping(value, (*path, field_name))
     return Container(name, group, path, data)
+
+
+_CONTAINER_MAPPINGS = ("securityContext", *PROBES)
 
 
 def _dig(obj: Mapping[str, Any], path: Path) -> Mapping[str, Any]:
