@@ -205,8 +205,13 @@ _CONTAINER_MAPPINGS = ("securityContext", *PROBES)
 
 def _dig(obj: Mapping[str, Any], path: Path) -> Mapping[str, Any]:
     current: Mapping[str, Any] = obj
-    for depth in range(len(path)):
-        current = _mapping(current.get(str(path[depth])), path[: depth + 1])
+    for depth, name in enumerate(path):
+        value = current.get(str(name))
+        if value is None:
+            return _EMPTY  # a missing level: nothing below it either
+        if not isinstance(value, _MAPPING):
+            _mapping(value, path[: depth + 1])
+        current = value
     return current
 
 
