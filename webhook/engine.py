@@ -112,17 +112,18 @@ def _text(value: Any) -> str:
 def _run(policy: Policy, workload: Workload, namespace: str, operation: str) -> Result:
     if policy.action == "off":
         return _result(policy, "skip", reason="the policy is off")
-    if workload.is_node_template and not policy.rule.node_templates:
+    rule = policy.rule
+    if workload.is_node_template and not rule.node_templates:
         return _result(policy, "skip", reason="not applicable to NodeTemplate")
     if not policy.applies(workload.kind, namespace, operation, workload.labels):
         return _result(policy, "skip", reason="the policy does not match this object")
     try:
-        findings = policy.rule.check(workload, policy.params)
+        findings = rule.check(workload, policy.params)
     except Exception as error:  # a rule bug must not take the webhook down with it
         return _result(policy, "error",
-                       reason=f"rule {policy.rule.name} failed ({type(error).__name__})")
-    if not findings:
-        return _result(policy, "pass")
+                       reason=f"rule {rule.name} failed ({type(error).__name__})")
+    if not findings:  # most results: straight to the shared one
+        return _plain_result(policy.id, policy.type, policy.action, "pass", "")
     if policy.message:
         findings = [replace(f, message=f"{f.message} ({policy.message})") for f in findings]
     status = "patch" if policy.type == "mutate" else "fail"

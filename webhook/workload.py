@@ -168,8 +168,10 @@ def read_workload(obj: Any, node_template_groups: Sequence[str]) -> Workload | N
             name = item.get("name")
             label = name if isinstance(name, str) and name else f"#{index}"
             containers.append(_container(item, container_group, item_path, label))
-    _mapping(pod_spec.get("securityContext"), (*spec_path, "securityContext"))
-    _list_of_mappings(pod_spec.get("tolerations"), (*spec_path, "tolerations"))
+    if pod_spec.get("securityContext") is not None:
+        _mapping(pod_spec["securityContext"], (*spec_path, "securityContext"))
+    if pod_spec.get("tolerations") is not None:
+        _list_of_mappings(pod_spec["tolerations"], (*spec_path, "tolerations"))
     return Workload(obj, kind, pod_spec, spec_path, tuple(containers), labels)
 
 
