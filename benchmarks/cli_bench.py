@@ -74,9 +74,10 @@ def measure(command: list[str], output: Path, timeout: float) -> Run:
                int(status) if status is not None else done.returncode)
 
 
-def median_runs(command: list[str], runs: int, name: str, timeout: float) -> tuple[Run, list[Run]]:
+def median_runs(command: list[str], runs: int, out: Path, name: str,
+                timeout: float) -> tuple[Run, list[Run]]:
     """The median of each figure over the runs, and the runs."""
-    done = [measure(command, OUT / f"{name}-{run + 1}.json", timeout) for run in range(runs)]
+    done = [measure(command, out / f"{name}-{run + 1}.json", timeout) for run in range(runs)]
 
     def median(values: list[float | None]) -> float | None:
         known = [v for v in values if v is not None]
@@ -96,18 +97,20 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--checkov", metavar="PATH", help="a checkov executable to compare with")
     parser.add_argument("--checkov-runs", type=int, default=1)
     parser.add_argument("--timeout", type=float, default=600, help="seconds per run")
+    parser.add_argument("--out", type=Path, default=OUT, help="where the corpus and outputs go")
     args = parser.parse_args(argv)
 
-    OUT.mkdir(exist_ok=True)
-    directory = OUT / "corpus"
+    out: Path = args.out
+    out.mkdir(parents=True, exist_ok=True)
+    directory = out / "corpus"
     files, size = ensure_corpus(directory, args.count, args.seed)
     guard = shutil.which("quickq-guard", path=str(Path(sys.executable).parent)) \
         or shutil.which("quickq-guard")
     command = [guard] if guard else [sys.executable, "-m", "webhook.cli"]
     command += ["check", "--output", "json", "--jobs", str(args.jobs), str(directory)]
 
-    ours, runs = median_runs(command, args.runs, "quickq-guard", args.timeout)
-    report = json.loads((OUT / "quickq-guard-1.json").read_text())
+    ours, runs = median_runs(command, args.runs, out, "quickq-guard", args.timeout)
+    report = json.loads((out / "quickq-guard-1.json").read_text())
     figures: dict[str, Any] = {
         "files": files, "megabytes": round(size / 1e6, 2), "cpus": os.cpu_count(),
         "quickq_guard": {**_figures(ours, runs), "resources": report["summary"]["resources"]}}
@@ -115,13 +118,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.checkov:
         checkov = [args.checkov, "-d", str(directory), "--framework", "kubernetes", "--quiet",
                    "--compact", "-o", "json"]
-        theirs, their_runs = median_runs(checkov, args.checkov_runs, "checkov", args.timeout)
+        theirs, their_runs = median_runs(checkov, args.checkov_runs, out, "checkov",
+                                         args.timeout)
         rows.append(("checkov --framework kubernetes", theirs, len(their_runs)))
         figures["checkov"] = {**_figures(theirs, their_runs),
                               "wall_ratio": round(theirs.wall / ours.wall, 1)}
         if theirs.cpu and ours.cpu:
             figures["checkov"]["cpu_ratio"] = round(theirs.cpu / ours.cpu, 1)
-    (OUT / "cli_bench.json").write_text(json.dumps(figures, indent=2) + "\n")
+    (out / "cli_bench.json").write_text(json.dumps(figures, indent=2) + "\n")
 
     print(f"corpus: {files} files, {size / 1e6:.2f} MB ({size / files / 1000:.2f} KB/object), "
           f"{os.cpu_count()} CPUs; median of the runs")

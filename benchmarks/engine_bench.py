@@ -86,13 +86,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     rows.append(("all (mixed corpus)", len(mixed), rate(mixed, policies, args.seconds,
                                                         args.repeat)))
 
+    typical_rate = rows[0][2]
     pod_rate = next(r for name, _, r in rows if name == "Pod")
     if args.json:
         print(json.dumps({"policies": len(policies.policies), "python": sys.version.split()[0],
                           "rows": [{"kind": n, "objects": c, "evals_per_s": round(r)}
                                    for n, c, r in rows],
-                          "pod_target": TARGET_POD_EVALS, "pod_target_met":
-                          pod_rate >= TARGET_POD_EVALS}, indent=2))
+                          "pod_target": TARGET_POD_EVALS,
+                          "typical_pod_target_met": typical_rate >= TARGET_POD_EVALS,
+                          "corpus_pods_target_met": pod_rate >= TARGET_POD_EVALS}, indent=2))
         return 0
     print(f"evaluate() with {len(policies.policies)} default policies, one process "
           f"(Python {sys.version.split()[0]}); median of {args.repeat} x {args.seconds}s; "
@@ -100,9 +102,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     print(f"{'kind':<32}{'objects':>8}{'evals/s':>12}{'us/eval':>10}")
     for name, count, value in rows:
         print(f"{name:<32}{count:>8}{value:>12,.0f}{1e6 / value:>10.1f}")
-    verdict = "met" if pod_rate >= TARGET_POD_EVALS else "NOT met"
-    print(f"target: >= {TARGET_POD_EVALS:,} Pod evals/s on one core: {verdict} "
-          f"({pod_rate:,.0f}/s over the corpus Pods)")
+    def verdict(value: float) -> str:
+        return f"{value:,.0f}/s, " + ("met" if value >= TARGET_POD_EVALS else "NOT met")
+
+    print(f"target >= {TARGET_POD_EVALS:,} Pod evals/s on one core: typical Pod "
+          f"{verdict(typical_rate)}; the corpus's Pods (most get patched) {verdict(pod_rate)}")
     return 0
 
 

@@ -1,0 +1,43 @@
+"""The issue #2 benchmark scripts still run (tiny sizes: the figures themselves are not tested)."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+BENCHMARKS = Path(__file__).resolve().parent.parent / "benchmarks"
+sys.path.insert(0, str(BENCHMARKS))
+
+import cli_bench  # noqa: E402
+import corpus  # noqa: E402
+import engine_bench  # noqa: E402
+
+
+def test_the_corpus_is_deterministic_and_mixed(tmp_path):
+    first, second = tmp_path / "a", tmp_path / "b"
+    assert corpus.write(first, 120) == corpus.write(second, 120)
+    names = sorted(p.name for p in first.iterdir())
+    assert names == sorted(p.name for p in second.iterdir())
+    assert all((first / n).read_bytes() == (second / n).read_bytes() for n in names)
+    kinds = {kind for kind, _ in corpus.objects(400)}
+    assert kinds == set(corpus.MIX)
+
+
+def test_engine_bench_prints_rates_per_kind(capsys):
+    assert engine_bench.main(["--count", "60", "--seconds", "0.01", "--repeat", "1",
+                              "--json"]) == 0
+    figures = json.loads(capsys.readouterr().out)
+    kinds = [row["kind"] for row in figures["rows"]]
+    assert kinds[0].startswith("Pod (") and kinds[-1] == "all (mixed corpus)"
+    assert all(row["evals_per_s"] > 0 for row in figures["rows"])
+
+
+def test_cli_bench_times_the_cli(tmp_path, capsys):
+    assert cli_bench.main(["--count", "40", "--runs", "1", "--out", str(tmp_path)]) == 0
+    figures = json.loads((tmp_path / "cli_bench.json").read_text())
+    assert figures["files"] == 40
+    assert figures["quickq_guard"]["resources"] == 40
+    assert figures["quickq_guard"]["wall_s"] > 0
+    assert "checkov" not in figures
+    assert "quickq-guard check -o json" in capsys.readouterr().out
