@@ -14,23 +14,21 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+import orjson  # parses and writes reviews 2-10x faster than json
+
 from webhook.results import Decision
 
-try:  # orjson, when installed, parses and writes reviews 2-10x faster than json
-    import orjson
 
-    def loads(data: bytes) -> Any:
-        return orjson.loads(data)
+def loads(data: bytes) -> Any:
+    return orjson.loads(data)
 
-    def dumps(value: Any) -> bytes:
+
+def dumps(value: Any) -> bytes:
+    try:
         return orjson.dumps(value, default=str)
-
-except ImportError:  # pragma: no cover - depends on the environment
-    def loads(data: bytes) -> Any:
-        return json.loads(data)
-
-    def dumps(value: Any) -> bytes:
+    except TypeError:  # an integer beyond 64 bits, which only json can write
         return json.dumps(value, separators=(",", ":"), default=str).encode()
+
 
 API_VERSIONS = ("admission.k8s.io/v1", "admission.k8s.io/v1beta1")
 JUDGED_OPERATIONS = ("CREATE", "UPDATE")
