@@ -3,18 +3,13 @@ and with --client-ca only to clients holding a certificate from that CA."""
 
 from __future__ import annotations
 
-import datetime as dt
 import socket
 import ssl
 from pathlib import Path
 
 import httpx
 import pytest
-from cryptography import x509
-from cryptography.hazmat.primitives import hashes, serialization
-from cryptography.hazmat.primitives.asymmetric import ec
-from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
-from server_helpers import Server, pod, post, review
+from server_helpers import Server, client_cert, pod, post, review
 
 from webhook.certs import create_ca, load_ca
 
@@ -76,34 +71,14 @@ def test_plain_http_on_the_serving_port_gets_no_admission_answer(server: Server)
         assert client.get("/healthz").status_code == 200
 
 
-def _client_cert(ca: tuple[ec.EllipticCurvePrivateKey, x509.Certificate], out: Path,
-                 name: str) -> tuple[str, str]:
-    ca_key, ca_cert = ca
-    key = ec.generate_private_key(ec.SECP256R1())
-    now = dt.datetime.now(dt.UTC)
-    cert = (
-        x509.CertificateBuilder()
-        .subject_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "kube-apiserver")]))
-        .issuer_name(ca_cert.subject).public_key(key.public_key())
-        .serial_number(x509.random_serial_number())
-        .not_valid_before(now - dt.timedelta(minutes=1)).not_valid_after(now + dt.timedelta(1))
-        .add_extension(x509.ExtendedKeyUsage([ExtendedKeyUsageOID.CLIENT_AUTH]), critical=False)
-        .sign(ca_key, hashes.SHA256()))
-    (out / f"{name}.crt").write_bytes(cert.public_bytes(serialization.Encoding.PEM))
-    (out / f"{name}.key").write_bytes(key.private_bytes(
-        serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
-        serialization.NoEncryption()))
-    return str(out / f"{name}.crt"), str(out / f"{name}.key")
-
-
 def test_client_ca_refuses_certificates_of_another_ca_and_none(tmp_path: Path,
                                                               certs_dir: Path) -> None:
     """With --client-ca, only a certificate from that CA gets through the TLS handshake: no
     certificate, or one from another CA (however well-formed), is refused before HTTP."""
     client_ca = load_ca(certs_dir / "ca.crt", certs_dir / "ca.key")
     assert client_ca is not None
-    good = _client_cert(client_ca, tmp_path, "good")
-    other = _client_cert(create_ca(), tmp_path, "other")
+    good = client_cert(client_ca, tmp_path, "good")
+    other = client_cert(create_ca(), tmp_path, "other")
 
     def context(pair: tuple[str, str] | None) -> ssl.SSLContext:
         made = ssl.create_default_context(cafile=str(certs_dir / "ca.crt"))

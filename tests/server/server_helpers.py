@@ -161,3 +161,31 @@ def post(client: httpx.Client, path: str, body: dict[str, Any]) -> dict[str, Any
     assert isinstance(data["response"]["allowed"], bool)
     response: dict[str, Any] = data["response"]
     return response
+
+
+def client_cert(ca: tuple[Any, Any], out: Path, name: str = "client") -> tuple[str, str]:
+    """A client certificate (CN kube-apiserver, clientAuth) signed by `ca` = (key, cert),
+    written as `<name>.crt` / `<name>.key`; the paths."""
+    import datetime as dt
+
+    from cryptography import x509
+    from cryptography.hazmat.primitives import hashes, serialization
+    from cryptography.hazmat.primitives.asymmetric import ec
+    from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
+
+    ca_key, ca_cert = ca
+    key = ec.generate_private_key(ec.SECP256R1())
+    now = dt.datetime.now(dt.UTC)
+    cert = (
+        x509.CertificateBuilder()
+        .subject_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "kube-apiserver")]))
+        .issuer_name(ca_cert.subject).public_key(key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now - dt.timedelta(minutes=1)).not_valid_after(now + dt.timedelta(1))
+        .add_extension(x509.ExtendedKeyUsage([ExtendedKeyUsageOID.CLIENT_AUTH]), critical=False)
+        .sign(ca_key, hashes.SHA256()))
+    (out / f"{name}.crt").write_bytes(cert.public_bytes(serialization.Encoding.PEM))
+    (out / f"{name}.key").write_bytes(key.private_bytes(
+        serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
+        serialization.NoEncryption()))
+    return str(out / f"{name}.crt"), str(out / f"{name}.key")

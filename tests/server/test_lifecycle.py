@@ -3,7 +3,6 @@ several workers, client certificates, and the first run without certificates."""
 
 from __future__ import annotations
 
-import datetime as dt
 import json
 import os
 import shutil
@@ -18,15 +17,13 @@ from pathlib import Path
 import httpx
 import pytest
 from cryptography import x509
-from cryptography.hazmat.primitives import hashes, serialization
-from cryptography.hazmat.primitives.asymmetric import ec
-from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 from server_helpers import (
     NAMESPACE,
     REPO,
     SERVICE,
     Server,
     bad_pod,
+    client_cert,
     pod,
     post,
     review,
@@ -271,29 +268,10 @@ def test_workers_share_metrics_and_first_run_makes_certificates(tmp_path: Path) 
         assert server.stop() == 0
 
 
-def _client_cert(ca_dir: Path, out: Path) -> tuple[str, str]:
-    loaded = load_ca(ca_dir / "ca.crt", ca_dir / "ca.key")
-    assert loaded is not None
-    ca_key, ca_cert = loaded
-    key = ec.generate_private_key(ec.SECP256R1())
-    now = dt.datetime.now(dt.UTC)
-    cert = (
-        x509.CertificateBuilder()
-        .subject_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "kube-apiserver")]))
-        .issuer_name(ca_cert.subject).public_key(key.public_key())
-        .serial_number(x509.random_serial_number())
-        .not_valid_before(now - dt.timedelta(minutes=1)).not_valid_after(now + dt.timedelta(1))
-        .add_extension(x509.ExtendedKeyUsage([ExtendedKeyUsageOID.CLIENT_AUTH]), critical=False)
-        .sign(ca_key, hashes.SHA256()))
-    (out / "client.crt").write_bytes(cert.public_bytes(serialization.Encoding.PEM))
-    (out / "client.key").write_bytes(key.private_bytes(
-        serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
-        serialization.NoEncryption()))
-    return str(out / "client.crt"), str(out / "client.key")
-
-
 def test_client_ca_requires_a_client_certificate(tmp_path: Path, certs_dir: Path) -> None:
-    cert, key = _client_cert(certs_dir, tmp_path)
+    ca = load_ca(certs_dir / "ca.crt", certs_dir / "ca.key")
+    assert ca is not None
+    cert, key = client_cert(ca, tmp_path)
     context = ssl.create_default_context(cafile=str(certs_dir / "ca.crt"))
     context.load_cert_chain(cert, key)
     class WithClientCert(Server):  # its clients (readiness check too) present the cert
