@@ -352,3 +352,18 @@ def test_the_installed_command_runs(tmp_path):
                            "json", str(path)], capture_output=True, text=True, check=False)
     assert done.returncode == 1
     assert json.loads(done.stdout)["summary"]["fail"] == 1
+
+
+def test_fix_writes_a_copied_probe_handler_out_in_full_not_as_a_yaml_alias(tmp_path: Path) -> None:
+    manifest = tmp_path / "pod.yaml"
+    manifest.write_text(
+        "apiVersion: v1\nkind: Pod\nmetadata: {name: p, labels: {app: p}}\nspec:\n"
+        "  securityContext: {runAsNonRoot: true}\n  containers:\n  - name: a\n    image: a:1\n"
+        "    resources: {requests: {cpu: 1, memory: 1Gi}}\n"
+        "    livenessProbe: {httpGet: {path: /h, port: 80}, failureThreshold: 6}\n")
+    out = subprocess.run([sys.executable, "-m", "webhook.cli", "check", "--fix", str(manifest)],
+                         capture_output=True, text=True, check=False).stdout
+    assert "&id" not in out and "*id" not in out
+    fixed = yaml.safe_load(out)
+    container = fixed["spec"]["containers"][0]
+    assert container["startupProbe"]["httpGet"] == {"path": "/h", "port": 80}

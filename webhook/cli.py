@@ -21,6 +21,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TextIO
 
+import yaml
+
 from webhook.engine import evaluate
 from webhook.manifests import Document, manifest_sources, read_paths, read_source
 from webhook.policy import PolicyError, PolicySet, load_config, load_policies
@@ -446,13 +448,19 @@ def _print_lines(decisions: Sequence[Decision], out: TextIO, color: bool) -> Non
 def _print_fixed(documents: Sequence[Document], decisions: Sequence[Decision],
                  out: TextIO) -> None:
     """Every readable manifest, with its patch applied where a mutate policy has one."""
-    import yaml
-
     objects = [decision.patched if decision.patched is not None else document.obj
                for document, decision in zip(documents, decisions, strict=True)
                if not document.error]
     if objects:
-        out.write(yaml.safe_dump_all(objects, sort_keys=False))
+        out.write(yaml.dump_all(objects, Dumper=_PlainDumper, sort_keys=False))
+
+
+class _PlainDumper(yaml.SafeDumper):
+    """A startup probe shares its handler with the liveness probe it was copied from; write
+    it out twice rather than as a YAML anchor and alias, as a person would."""
+
+    def ignore_aliases(self, data: Any) -> bool:
+        return True
 
 
 def list_policies(args: argparse.Namespace) -> int:
