@@ -323,3 +323,5 @@ def test_a_mutate_policy_set_to_warn_or_audit_reports_its_patch_without_applying
         "check, allowing 600s to start) so a slow model load is not killed by the liveness "
         "probe",)
     assert list(decision.audit_annotations) == ["inject-gpu-toleration"]
+    assert decision.audit_annotations["inject-gpu-toleration"].startswith(
+        "would patch: add a toleration")

@@ -213,13 +213,15 @@ def _decide(resource: Resource, results: tuple[Result, ...], dry_run: bool,
             continue
         if result.status not in ("fail", "patch"):
             continue
+        # A mutate policy that is not enforced (or not in force: dry-run) only says what it
+        # would have patched.
+        would_patch = "would patch: " if result.status == "patch" else ""
         for found in result.findings:
             line = f"[{result.policy}] {found.message}"
             if result.action == "audit":
-                audit.setdefault(str(result.policy), []).append(found.message)
+                audit.setdefault(str(result.policy), []).append(would_patch + found.message)
             elif result.action == "warn":
-                prefix = "would patch: " if result.status == "patch" else ""
-                warnings.append(f"[{result.policy}] {prefix}{found.message}")
+                warnings.append(f"[{result.policy}] {would_patch}{found.message}")
             elif result.status == "patch":
                 if dry_run:
                     warnings.append(f"[{result.policy}] would patch: {found.message}")
