@@ -25,6 +25,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import corpus
+from webhook_load import typical_pod
 
 from webhook.engine import evaluate
 from webhook.manifests import read_text
@@ -43,14 +44,30 @@ def load_objects(count: int, seed: int) -> dict[str, list[Any]]:
     return dict(by_kind)
 
 
-def rate(objects: Sequence[Any], policies: PolicySet, seconds: float, repeat: int) -> float:
+# What the webhook passes along with the object for webhook_load.py's review.
+WEBHOOK_REQUEST: dict[str, Any] = {
+    "operation": "CREATE", "namespace": "ml-serving",
+    "username": "system:serviceaccount:kube-system:replicaset-controller",
+    "groups": ("system:serviceaccounts", "system:serviceaccounts:kube-system",
+               "system:authenticated")}
+
+
+def split(policies: PolicySet, policy_type: str) -> PolicySet:
+    """The policies of one type, as webhook/reload.py's PolicySets gives /validate and /mutate."""
+    return PolicySet(tuple(p for p in policies.policies if p.type == policy_type),
+                     policies.config)
+
+
+def rate(objects: Sequence[Any], policies: PolicySet, seconds: float, repeat: int,
+         request: dict[str, Any] | None = None) -> float:
     """Median evaluations per second over `repeat` loops of about `seconds` each."""
+    request = request or {}
     rates = []
     for _ in range(repeat):
         done, start = 0, time.perf_counter()
         while True:
             for obj in objects:
-                evaluate(obj, policies)
+                evaluate(obj, policies, **request)
             done += len(objects)
             elapsed = time.perf_counter() - start
             if elapsed >= seconds:
@@ -85,6 +102,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     mixed = [obj for objects in by_kind.values() for obj in objects]
     rows.append(("all (mixed corpus)", len(mixed), rate(mixed, policies, args.seconds,
                                                         args.repeat)))
+    # The webhook's calls: /validate and /mutate each judge with one type of policy.
+    review = [typical_pod()]
+    for policy_type in ("validate", "mutate"):
+        rows.append((f"webhook /{policy_type}, typical Pod", 1,
+                     rate(review, split(policies, policy_type), args.seconds, args.repeat,
+                          WEBHOOK_REQUEST)))
 
     typical_rate = rows[0][2]
     pod_rate = next(r for name, _, r in rows if name == "Pod")
