@@ -50,41 +50,39 @@ def evaluate(
     if excluded:
         return _skipped(resource, policies, excluded)
 
+    namespace = resource.namespace
     results: dict[str, Result] = {}
     current: Any = obj
     patch: list[dict[str, Any]] = []
-    mutate_allowed = not (workload.is_pod and operation != "CREATE")
-    for policy in policies.policies:
-        if policy.type != "mutate":
-            continue
-        if not mutate_allowed:
+    if workload.is_pod and operation != "CREATE":
+        for policy in policies.mutating:
             results[policy.id] = _result(policy, "skip", reason="a Pod is mutated on CREATE only")
-            continue
-        result = _run(policy, workload, resource.namespace, operation)
-        results[policy.id] = result
-        ops = result.patch
-        if ops and policy.action == "enforce" and not dry_run:
+    else:
+        patching = not dry_run
+        for policy in policies.mutating:
+            result = results[policy.id] = _run(policy, workload, namespace, operation)
+            if not (result.findings and patching and policy.action == "enforce"):
+                continue
+            ops = result.patch
             try:
                 current = apply_patch(current, ops)
-                workload = read_workload(current, config.nodeTemplateGroups) or workload
+                workload = read_workload(current, config.nodeTemplateGroups, workload) or workload
             except (PatchError, InvalidObject) as error:
                 results[policy.id] = _result(policy, "error", reason=f"patch failed: {error}")
                 continue
             patch.extend(ops)
 
-    old_keys = _violation_keys(old_object, policies, resource.namespace, operation) \
+    old_keys = _violation_keys(old_object, policies, namespace, operation) \
         if operation == "UPDATE" and old_object is not None else frozenset()
-    for policy in policies.policies:
-        if policy.type != "validate":
-            continue
-        result = _run(policy, workload, resource.namespace, operation)
+    for policy in policies.validating:
+        result = _run(policy, workload, namespace, operation)
         if old_keys and result.status == "fail":
             result = replace(result, findings=tuple(
                 replace(f, preexisting=True) if (policy.id, f.container) in old_keys else f
                 for f in result.findings))
         results[policy.id] = result
 
-    ordered = tuple(results[policy.id] for policy in policies.policies)
+    ordered = tuple(map(results.__getitem__, policies.ids))
     return _decide(resource, ordered, dry_run, tuple(patch), current if patch else None)
 
 
@@ -113,9 +111,12 @@ def _run(policy: Policy, workload: Workload, namespace: str, operation: str) -> 
     if policy.action == "off":
         return _result(policy, "skip", reason="the policy is off")
     rule = policy.rule
-    if workload.is_node_template and not rule.node_templates:
+    if not rule.node_templates and workload.is_node_template:
         return _result(policy, "skip", reason="not applicable to NodeTemplate")
-    if not policy.applies(workload.kind, namespace, operation, workload.labels):
+    # Without kinds, namespaces or a selector the match is only about the operation.
+    if operation not in policy.match.operations or (
+            policy.selective
+            and not policy.applies(workload.kind, namespace, operation, workload.labels)):
         return _result(policy, "skip", reason="the policy does not match this object")
     try:
         findings = rule.check(workload, policy.params)
@@ -123,7 +124,7 @@ def _run(policy: Policy, workload: Workload, namespace: str, operation: str) -> 
         return _result(policy, "error",
                        reason=f"rule {rule.name} failed ({type(error).__name__})")
     if not findings:  # most results: straight to the shared one
-        return _plain_result(policy.id, policy.type, policy.action, "pass", "")
+        return policy.passed
     if policy.message:
         findings = [replace(f, message=f"{f.message} ({policy.message})") for f in findings]
     status = "patch" if policy.type == "mutate" else "fail"
@@ -154,10 +155,9 @@ def _violation_keys(old_object: Any, policies: PolicySet, namespace: str,
     if workload is None:
         return frozenset()
     keys = set()
-    for policy in policies.policies:
-        if policy.type == "validate":
-            for found in _run(policy, workload, namespace, operation).findings:
-                keys.add((policy.id, found.container))
+    for policy in policies.validating:
+        for found in _run(policy, workload, namespace, operation).findings:
+            keys.add((policy.id, found.container))
     return frozenset(keys)
 
 

@@ -7,7 +7,7 @@ the field and the reason.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from fnmatch import fnmatchcase
 from pathlib import Path
 from typing import Any, Literal
@@ -15,6 +15,7 @@ from typing import Any, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
+from webhook.results import Result
 from webhook.rules import RULES, Rule
 from webhook.rules._base import Params
 
@@ -121,6 +122,18 @@ class Policy:
     match: Match
     message: str | None
     source: str
+    # Worked out once at load for evaluate(), which asks for every policy and every object:
+    # whether the match looks at more than the operation (most policies match every object),
+    # and the pass result, which every evaluation this policy passes shares.
+    selective: bool = field(init=False, repr=False, compare=False)
+    passed: Result = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        match = self.match
+        selective = bool(match.kinds or match.namespaces != ("*",) or match.excludeNamespaces
+                         or match.selector is not None)
+        object.__setattr__(self, "selective", selective)
+        object.__setattr__(self, "passed", Result(self.id, self.type, self.action, "pass"))
 
     def applies(self, kind: str, namespace: str, operation: str,
                 labels: Mapping[str, Any]) -> bool:
@@ -142,6 +155,18 @@ class PolicySet:
 
     policies: tuple[Policy, ...]
     config: Config
+    # evaluate() runs the mutate policies first, then the validate ones, and reports results
+    # in the policies' order: split and listed once here rather than on every evaluation.
+    mutating: tuple[Policy, ...] = field(init=False, repr=False, compare=False)
+    validating: tuple[Policy, ...] = field(init=False, repr=False, compare=False)
+    ids: tuple[str, ...] = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        policies = self.policies
+        object.__setattr__(self, "mutating", tuple(p for p in policies if p.type == "mutate"))
+        object.__setattr__(self, "validating",
+                           tuple(p for p in policies if p.type == "validate"))
+        object.__setattr__(self, "ids", tuple(p.id for p in policies))
 
     def get(self, policy_id: str) -> Policy:
         for policy in self.policies:

@@ -128,10 +128,13 @@ def api_group(api_version: str) -> str:
     return api_version.rpartition("/")[0] if "/" in api_version else ""
 
 
-def read_workload(obj: Any, node_template_groups: Sequence[str]) -> Workload | None:
+def read_workload(obj: Any, node_template_groups: Sequence[str],
+                  previous: Workload | None = None) -> Workload | None:
     """The workload view of an object, or None for a kind quickq-guard does not judge.
 
     Raises InvalidObject, naming the field, when a field rules rely on has the wrong type.
+    `previous` is the view of the object before a patch: a patch copies only what it changes,
+    so a container whose mapping is the very same object is already read and is reused.
     """
     if not isinstance(obj, _MAPPING):
         raise InvalidObject(f"expected a Kubernetes object (a mapping), got {_type(obj)}")
@@ -153,6 +156,7 @@ def read_workload(obj: Any, node_template_groups: Sequence[str]) -> Workload | N
     if spec_path is None:
         return None
     pod_spec = _dig(obj, spec_path)
+    known = _known_containers(previous, kind, spec_path)
     containers: list[Container] = []
     for container_group in CONTAINER_GROUPS:
         items = pod_spec.get(container_group)
@@ -162,6 +166,11 @@ def read_workload(obj: Any, node_template_groups: Sequence[str]) -> Workload | N
         if not isinstance(items, list):
             raise InvalidObject(f"{dotted(list_path)}: expected a list, got {_type(items)}")
         for index, item in enumerate(items):
+            same = known.get(id(item))
+            if same is not None and same.data is item and same.path[-1] == index \
+                    and same.group == container_group:
+                containers.append(same)
+                continue
             item_path = (*list_path, index)
             if not isinstance(item, _MAPPING):
                 raise InvalidObject(f"{dotted(item_path)}: expected a mapping, got {_type(item)}")
@@ -173,6 +182,17 @@ def read_workload(obj: Any, node_template_groups: Sequence[str]) -> Workload | N
     if pod_spec.get("tolerations") is not None:
         _list_of_mappings(pod_spec["tolerations"], (*spec_path, "tolerations"))
     return Workload(obj, kind, pod_spec, spec_path, tuple(containers), labels)
+
+
+def _known_containers(previous: Workload | None, kind: str,
+                      spec_path: Path) -> dict[int, Container]:
+    """The previous view's containers by the id of their mapping, when its paths still hold."""
+    if previous is None or previous.kind != kind or previous.pod_spec_path != spec_path:
+        return _NO_CONTAINERS
+    return {id(container.data): container for container in previous.containers}
+
+
+_NO_CONTAINERS: dict[int, Container] = {}
 
 
 def _container(data: Mapping[str, Any], group: str, path: Path, name: str) -> Container:
