@@ -38,7 +38,7 @@ from uvicorn.supervisors.multiprocess import Multiprocess
 from webhook import admission, certs, metrics
 from webhook.admission import AdmissionError, Review
 from webhook.engine import evaluate
-from webhook.logs import REVIEW_LOGGER, log_config
+from webhook.logs import REVIEW_LOGGER, line_writer, log_config
 from webhook.policy import PolicyError, PolicySet
 from webhook.reload import PolicySets, PolicySource, ServingCert
 from webhook.results import Decision, Resource, Result
@@ -59,6 +59,7 @@ MAX_HEADER = 16 * 1024
 
 log = logging.getLogger("quickq_guard.server")
 review_log = logging.getLogger(REVIEW_LOGGER)
+review_line = line_writer(review_log, "review")
 
 
 @dataclass(frozen=True, slots=True)
@@ -300,7 +301,7 @@ def _record(endpoint: str, review: Review, decision: Decision | None, mode: str,
             count = max(1, len(result.findings))
             metrics.child(metrics.FINDINGS, result.policy or "none", action, mode).inc(count)
             findings.append({"policy": result.policy, "action": action, "count": count})
-    review_log.info("review", extra={"fields": {
+    review_line({
         "endpoint": endpoint,
         "uid": review.uid,
         "kind": review.kind,
@@ -313,7 +314,7 @@ def _record(endpoint: str, review: Review, decision: Decision | None, mode: str,
         "decision": label,
         "findings": findings,
         "latency_ms": round(latency * 1000, 3),
-    }})
+    })
 
 
 # Running under uvicorn --------------------------------------------------------------------
@@ -358,6 +359,8 @@ class _GuardedH11(H11Protocol):
         with contextlib.suppress(OSError, AttributeError):
             if sock is not None and sock.family in (socket.AF_INET, socket.AF_INET6):
                 sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        # Every request cycle writes through this (uvicorn hands self.transport to each).
+        self.transport = _OneWritePerResponse(transport, self)  # type: ignore[assignment]
         self._arm()
 
     def data_received(self, data: bytes) -> None:
@@ -398,6 +401,41 @@ class _GuardedH11(H11Protocol):
         log.info("closed a connection that did not send its request in time",
                  extra={"fields": {"event": "read-timeout", "seconds": READ_TIMEOUT}})
         self.transport.close()
+
+
+class _OneWritePerResponse:
+    """The connection's TLS transport, except that a response's status line and headers are
+    held back until its first body write and go out with it: one TLS record and one send()
+    per answer instead of two. uvicorn writes the two separately, and on loopback or a LAN
+    each send() costs this process some 25-30 us of kernel time (the answer's whole TCP path),
+    a tenth of a review's cost. Everything but write() and close() is the transport's own."""
+
+    def __init__(self, transport: asyncio.Transport, protocol: H11Protocol) -> None:
+        self._transport = transport
+        self._protocol = protocol
+        self._head = b""
+        self._held = False  # this response's head was held (reset when the response ends)
+
+    def write(self, data: bytes) -> None:
+        if self._protocol.conn.our_state is not h11.SEND_BODY:
+            self._held = False  # the end of a response (or not a response's bytes at all)
+        elif not self._held:  # the status line and headers, just sent to h11
+            self._held = True
+            self._head = data
+            return
+        if self._head:
+            data, self._head = self._head + data, b""
+        if data:
+            self._transport.write(data)
+
+    def close(self) -> None:
+        if self._head:
+            self._transport.write(self._head)
+            self._head = b""
+        self._transport.close()
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._transport, name)
 
 
 class _Supervisor(Multiprocess):
