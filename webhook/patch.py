@@ -7,6 +7,7 @@ object stays cheap (jsonpatch deep-copies the whole document on every call).
 
 from __future__ import annotations
 
+from functools import lru_cache
 from typing import Any
 
 Path = tuple[str | int, ...]
@@ -22,9 +23,10 @@ def escape(segment: str | int) -> str:
     return str(segment).replace("~", "~0").replace("/", "~1")
 
 
+@lru_cache(maxsize=4096)
 def pointer(path: Path) -> str:
     """The JSON pointer of a path: ("metadata", "labels", "app.kubernetes.io/name") ->
-    /metadata/labels/app.kubernetes.io~1name."""
+    /metadata/labels/app.kubernetes.io~1name. Cached: rules patch the same few paths."""
     return "".join("/" + escape(segment) for segment in path)
 
 
@@ -32,12 +34,14 @@ def unescape(token: str) -> str:
     return token.replace("~1", "/").replace("~0", "~")
 
 
-def split_pointer(text: str) -> list[str]:
+@lru_cache(maxsize=4096)
+def split_pointer(text: str) -> tuple[str, ...]:
+    """The reference tokens of a JSON pointer. Cached: rules patch the same few paths."""
     if text == "":
-        return []
+        return ()
     if not text.startswith("/"):
         raise PatchError(f"JSON pointer {text!r} does not start with '/'")
-    return [unescape(token) for token in text[1:].split("/")]
+    return tuple(unescape(token) for token in text[1:].split("/"))
 
 
 def add(path: Path, value: Any) -> Operation:

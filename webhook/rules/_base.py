@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from fnmatch import fnmatchcase
 from functools import lru_cache
+from typing import Any
 
 from pydantic import BaseModel, ConfigDict
 
@@ -22,12 +23,13 @@ class NoParams(Params):
     pass
 
 
-def finding(container: Container | None, message: str, path: Path) -> Finding:
-    """A finding whose message starts with the container it is about."""
+def finding(container: Container | None, message: str, path: Path,
+            patch: tuple[dict[str, Any], ...] = ()) -> Finding:
+    """A finding whose message starts with the container it is about; `patch` is a mutate
+    rule's fix."""
     if container is None:
-        return Finding(message=message, path=dotted(path))
-    return Finding(message=f"{container.label}: {message}", path=dotted(path),
-                   container=container.name)
+        return Finding(message, dotted(path), None, patch)
+    return Finding(f"{container.label}: {message}", dotted(path), container.name, patch)
 
 
 @lru_cache(maxsize=4096)

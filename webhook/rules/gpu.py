@@ -40,12 +40,15 @@ def gpus(container: Container, patterns: tuple[str, ...]) -> list[tuple[str, str
 
 def gpu_resources_used(workload: Workload, patterns: tuple[str, ...]) -> set[str]:
     """GPU resource names that some container asks a count above zero of."""
-    used = set()
+    used: set[str] = set()
     for container in workload.containers:
-        for _, name, value in gpus(container, patterns):
-            amount = parse_quantity(value)
-            if amount is not None and amount > 0:
-                used.add(name)
+        key = ("gpus used", patterns)  # per container: a patch re-reads only what it changed
+        names: frozenset[str] | None = container.memo.get(key)
+        if names is None:
+            names = container.memo[key] = frozenset(
+                name for _, name, value in gpus(container, patterns)
+                if (amount := parse_quantity(value)) is not None and amount > 0)
+        used |= names
     return used
 
 
@@ -116,6 +119,8 @@ def tolerates(toleration: Mapping[str, Any], key: str, effect: str) -> bool:
 def inject_gpu_toleration(workload: Workload, params: GpuTolerationParams) -> list[Finding]:
     """A GPU pod tolerates its vendor's GPU-node taint, or it stays Pending forever."""
     used = gpu_resources_used(workload, params.gpuResources)
+    if not used:  # most pods: no GPU, nothing to tolerate
+        return []
     keys: list[str] = []
     for name in sorted(used):
         for pattern, key in params.taintKeys.items():

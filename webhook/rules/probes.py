@@ -81,7 +81,7 @@ def inject_startup_probe(workload: Workload, params: StartupProbeParams) -> list
         path = container.field_path("startupProbe")
         name = "health.startup" if workload.is_node_template else "startupProbe"
         window = params.periodSeconds * params.failureThreshold
-        found = finding(container, f"add {name} (the liveness check, allowing {window}s to "
-                        "start) so a slow model load is not killed by the liveness probe", path)
-        findings.append(Finding(found.message, found.path, found.container, (add(path, startup),)))
+        findings.append(finding(
+            container, f"add {name} (the liveness check, allowing {window}s to start) so a slow "
+            "model load is not killed by the liveness probe", path, (add(path, startup),)))
     return findings
