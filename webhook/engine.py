@@ -18,6 +18,7 @@ from webhook.results import Decision, Finding, Resource, Result
 from webhook.workload import InvalidObject, Workload, read_workload
 
 MIRROR_POD_ANNOTATION = "kubernetes.io/config.mirror"
+_MAPPING = (dict, Mapping)  # dict first: the ABC check is slow
 
 
 def evaluate(
@@ -88,10 +89,10 @@ def evaluate(
 
 def describe(obj: Any, namespace: str | None = None, source: str = "") -> Resource:
     """Name an object for messages, whatever shape it has."""
-    if not isinstance(obj, dict | Mapping):  # dict first: the ABC check is slow
+    if not isinstance(obj, _MAPPING):
         return Resource("", "", namespace or "", "", source)
     metadata = obj.get("metadata")
-    metadata = metadata if isinstance(metadata, dict | Mapping) else {}
+    metadata = metadata if isinstance(metadata, _MAPPING) else {}
     name = metadata.get("name") or metadata.get("generateName") or ""
     own_namespace = metadata.get("namespace")
     return Resource(
@@ -175,7 +176,7 @@ def _exclusion(workload: Workload, namespace: str, username: str | None,
     if workload.is_pod:
         metadata = workload.obj.get("metadata") or {}
         annotations = metadata.get("annotations")
-        if isinstance(annotations, dict | Mapping) and MIRROR_POD_ANNOTATION in annotations:
+        if isinstance(annotations, _MAPPING) and MIRROR_POD_ANNOTATION in annotations:
             return "a mirror pod of a static pod is managed by the kubelet"
     return ""
 
@@ -207,11 +208,14 @@ def _decide(resource: Resource, results: tuple[Result, ...], dry_run: bool,
     warnings: list[str] = []
     audit: dict[str, list[str]] = {}
     for result in results:
-        if result.status == "error":
+        status = result.status
+        if status == "pass" or status == "skip":  # most results
+            continue
+        if status == "error":
             line = f"[{result.policy}] {result.reason}"
             (warnings if dry_run else denials).append(line)
             continue
-        if result.status not in ("fail", "patch"):
+        if status not in ("fail", "patch"):
             continue
         # A mutate policy that is not enforced (or not in force: dry-run) only says what it
         # would have patched.
@@ -233,6 +237,8 @@ def _decide(resource: Resource, results: tuple[Result, ...], dry_run: bool,
                 audit.setdefault(str(result.policy), []).append(f"would deny: {found.message}")
             else:
                 denials.append(f"{line} (field: {found.path})")
+    if not (denials or warnings or audit):  # most objects: nothing to say
+        return Decision(resource, results, True, "", (), {}, patch, patched)
     message = ""
     if denials:
         message = f"{resource} is denied by quickq-guard:\n" + "\n".join(f"- {d}" for d in denials)

@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+from decimal import Decimal
+from typing import Any
+
 from webhook.quantity import parse_quantity
 from webhook.results import Finding
 from webhook.rules._base import NoParams, Params, finding, resource_field
-from webhook.workload import Workload
+from webhook.workload import Container, Workload
 
 
 class RequireRequestsParams(Params):
@@ -33,30 +36,35 @@ def require_requests(workload: Workload, params: RequireRequestsParams) -> list[
 
 def valid_resource_quantities(workload: Workload, params: NoParams) -> list[Finding]:
     """Every request and limit is a valid quantity, and no request exceeds its limit."""
-    findings = []
+    findings: list[Finding] = []
     for container in workload.containers:
-        amounts = {}
-        texts = {}
-        for which in ("requests", "limits"):
-            for name, value in container.resources(which).items():
-                amount = parse_quantity(value)
-                if amount is None:
-                    shown = repr(value) if isinstance(value, str) else str(value)
-                    findings.append(finding(
-                        container,
-                        f"{resource_field(container, which, name)} {shown} is not a valid "
-                        "quantity; use a non-negative amount such as 500m, 2, 256Mi or 1Gi",
-                        container.field_path("resources", which, name)))
-                else:
-                    amounts[which, name] = amount
-                    texts[which, name] = str(value)
-        for (which, name), request in amounts.items():
-            limit = amounts.get(("limits", name))
-            if which == "requests" and limit is not None and request > limit:
+        requests = _amounts(container, "requests", findings)
+        limits = _amounts(container, "limits", findings)
+        for name, request in requests.items():
+            limit = limits.get(name)
+            if limit is not None and request > limit:
                 findings.append(finding(
                     container,
                     f"{resource_field(container, 'requests', name)} "
-                    f"({texts[which, name]}) exceeds {resource_field(container, 'limits', name)} "
-                    f"({texts['limits', name]}); lower the request or raise the limit",
+                    f"({container.requests[name]}) exceeds "
+                    f"{resource_field(container, 'limits', name)} ({container.limits[name]}); "
+                    "lower the request or raise the limit",
                     container.field_path("resources", "requests", name)))
     return findings
+
+
+def _amounts(container: Container, which: str, findings: list[Finding]) -> dict[Any, Decimal]:
+    """The valid amounts of a container's requests or limits; a finding for each invalid one."""
+    amounts = {}
+    for name, value in container.resources(which).items():
+        amount = parse_quantity(value)
+        if amount is not None:
+            amounts[name] = amount
+            continue
+        shown = repr(value) if isinstance(value, str) else str(value)
+        findings.append(finding(
+            container,
+            f"{resource_field(container, which, name)} {shown} is not a valid "
+            "quantity; use a non-negative amount such as 500m, 2, 256Mi or 1Gi",
+            container.field_path("resources", which, name)))
+    return amounts
