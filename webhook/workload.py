@@ -175,10 +175,12 @@ def read_workload(obj: Any, node_template_groups: Sequence[str],
             name = item.get("name")
             label = name if isinstance(name, str) and name else f"#{index}"
             containers.append(_container(item, container_group, item_path, label))
-    if pod_spec.get("securityContext") is not None:
-        _mapping(pod_spec["securityContext"], (*spec_path, "securityContext"))
-    if pod_spec.get("tolerations") is not None:
-        _list_of_mappings(pod_spec["tolerations"], (*spec_path, "tolerations"))
+    security_context = pod_spec.get("securityContext")
+    if security_context is not None and not isinstance(security_context, _MAPPING):
+        _mapping(security_context, (*spec_path, "securityContext"))
+    tolerations = pod_spec.get("tolerations")
+    if tolerations is not None and not _is_list_of_mappings(tolerations):
+        _list_of_mappings(tolerations, (*spec_path, "tolerations"))
     return Workload(obj, kind, pod_spec, spec_path, tuple(containers), labels)
 
 
@@ -201,15 +203,17 @@ def _container(data: Mapping[str, Any], group: str, path: Path, name: str) -> Co
     limits: Any = None
     resources = get("resources")
     if resources is not None:
-        resources = _mapping(resources, (*path, "resources"))
+        if not isinstance(resources, _MAPPING):
+            _mapping(resources, (*path, "resources"))
         requests = resources.get("requests")
         if requests is not None and not isinstance(requests, _MAPPING):
             _mapping(requests, (*path, "resources", "requests"))
         limits = resources.get("limits")
         if limits is not None and not isinstance(limits, _MAPPING):
             _mapping(limits, (*path, "resources", "limits"))
-    if get("env") is not None:
-        _list_of_mappings(data["env"], (*path, "env"))
+    env = get("env")
+    if env is not None and not _is_list_of_mappings(env):
+        _list_of_mappings(env, (*path, "env"))
     if group == "nodeTemplate":
         _mapping(get("securityContext"), (*path, "securityContext"))
         health = _mapping(get("health"), (*path, "health"))
@@ -245,6 +249,16 @@ def _mapping(value: Any, path: Path) -> Mapping[str, Any]:
     if not isinstance(value, _MAPPING):
         raise InvalidObject(f"{dotted(path)}: expected a mapping, got {_type(value)}")
     return value
+
+
+def _is_list_of_mappings(value: Any) -> bool:
+    """What _list_of_mappings checks, without the path it needs only to say what is wrong."""
+    if not isinstance(value, list):
+        return False
+    for item in value:  # noqa: SIM110 - all() over a generator costs twice this loop
+        if not isinstance(item, _MAPPING):
+            return False
+    return True
 
 
 def _list_of_mappings(value: Any, path: Path) -> None:
