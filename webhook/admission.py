@@ -7,6 +7,7 @@ next to the code that follows it, so a reader can check one against the other.
 from __future__ import annotations
 
 import base64
+import functools
 import json
 import re
 import unicodedata
@@ -155,7 +156,7 @@ def respond(review: Review, decision: Decision | None, *, mutating: bool) -> dic
             # `code` as the HTTP status of its request (a code below 400 becomes 400).
             response["status"] = {"status": "Failure", "code": 403, "reason": "Forbidden",
                                   "message": denial_message(decision.message)}
-        warnings = clean_warnings(decision.warnings)
+        warnings = _cleaned_warnings(decision.warnings)
         if warnings:
             response["warnings"] = warnings
         audit = clean_audit(decision.audit_annotations)
@@ -208,6 +209,22 @@ def clean_warnings(warnings: Iterable[str]) -> list[str]:
         kept.append(text)
         total += len(text.encode())
     return kept
+
+
+def _cleaned_warnings(warnings: Iterable[str]) -> list[str]:
+    """clean_warnings(warnings), remembered for the last few hundred tuples: the same objects
+    get the same warnings over and over, and wrapping them costs some 4 us a review."""
+    if isinstance(warnings, tuple):
+        try:
+            return list(_clean_warnings_tuple(warnings))
+        except TypeError:  # not hashable after all
+            pass
+    return clean_warnings(warnings)
+
+
+@functools.lru_cache(maxsize=256)
+def _clean_warnings_tuple(warnings: tuple[str, ...]) -> tuple[str, ...]:
+    return tuple(clean_warnings(warnings))
 
 
 def clean_audit(annotations: Mapping[str, str]) -> dict[str, str]:
