@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from decimal import Decimal
+from functools import lru_cache
 from typing import Any
 
 from webhook.patch import add
@@ -29,13 +30,20 @@ def gpus(container: Container, patterns: tuple[str, ...]) -> list[tuple[str, str
     key = ("gpus", patterns)
     found: list[tuple[str, str, Any]] | None = container.memo.get(key)
     if found is None:
-        # A non-string key (`1:` or `yes:` in YAML) is no GPU; it must not crash the rule.
         found = container.memo[key] = [
-            (which, name, value)
-            for which in ("requests", "limits")
-            for name, value in container.resources(which).items()
-            if isinstance(name, str) and matches_any(name, patterns)]
+            (which, name, resources[name])
+            for which, resources in (("requests", container.requests),
+                                     ("limits", container.limits))
+            for name in _gpu_names(tuple(resources), patterns)]
     return found
+
+
+@lru_cache(maxsize=4096)
+def _gpu_names(names: tuple[Any, ...], patterns: tuple[str, ...]) -> tuple[str, ...]:
+    """Which of a container's resource names are GPUs. Cached: the same few sets of names
+    (cpu and memory, mostly) come back in every object."""
+    # A non-string key (`1:` or `yes:` in YAML) is no GPU; it must not crash the rule.
+    return tuple(name for name in names if isinstance(name, str) and matches_any(name, patterns))
 
 
 def gpu_resources_used(workload: Workload, patterns: tuple[str, ...]) -> set[str]:
