@@ -176,7 +176,8 @@ def _exclusion(workload: Workload, namespace: str, username: str | None,
     if workload.is_pod:
         metadata = workload.obj.get("metadata") or {}
         annotations = metadata.get("annotations")
-        if isinstance(annotations, _MAPPING) and MIRROR_POD_ANNOTATION in annotations:
+        if annotations is not None and isinstance(annotations, _MAPPING) \
+                and MIRROR_POD_ANNOTATION in annotations:  # None first: skip the ABC check
             return "a mirror pod of a static pod is managed by the kubelet"
     return ""
 

@@ -79,7 +79,8 @@ class Container:
             found = health.get(NODE_TEMPLATE_PROBES[name])
         else:
             found = self.data.get(name)
-        return found if isinstance(found, _MAPPING) else None
+        # None first: isinstance(None, Mapping) falls through to the slow ABC check.
+        return found if found is not None and isinstance(found, _MAPPING) else None
 
     def resources(self, which: str) -> Mapping[str, Any]:
         """requests or limits; missing means empty."""

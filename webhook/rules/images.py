@@ -2,13 +2,17 @@
 
 from __future__ import annotations
 
+from functools import lru_cache
+
 from webhook.results import Finding
 from webhook.rules._base import NoParams, finding
 from webhook.workload import Workload
 
 
+@lru_cache(maxsize=4096)
 def image_pin_problem(image: str) -> str | None:
-    """Why an image reference is not pinned, or None when it is.
+    """Why an image reference is not pinned, or None when it is. Cached: the same images come
+    back in object after object.
 
     A digest pins it whatever the tag says (app:latest@sha256:...). A registry `host:port` is
     not a tag: the tag is looked for only after the last `/`.
