@@ -168,11 +168,12 @@ def _exclusion(workload: Workload, namespace: str, username: str | None,
     config = policies.config
     if namespace and _glob_any(namespace, config.excludeNamespaces):
         return f"namespace {namespace} is excluded"
-    if username and _glob_any(username, config.excludeUsers):
+    if username and config.excludeUsers and _glob_any(username, config.excludeUsers):
         return f"user {username} is excluded"
-    for group in groups:
-        if _glob_any(group, config.excludeGroups):
-            return f"group {group} is excluded"
+    if config.excludeGroups:  # none by default: no lookup per group
+        for group in groups:
+            if _glob_any(group, config.excludeGroups):
+                return f"group {group} is excluded"
     if workload.is_pod:
         metadata = workload.obj.get("metadata") or {}
         annotations = metadata.get("annotations")

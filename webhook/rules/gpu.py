@@ -50,11 +50,14 @@ def gpu_resources_used(workload: Workload, patterns: tuple[str, ...]) -> set[str
     """GPU resource names that some container asks a count above zero of."""
     used: set[str] = set()
     for container in workload.containers:
+        found = gpus(container, patterns)
+        if not found:  # most containers
+            continue
         key = ("gpus used", patterns)  # per container: a patch re-reads only what it changed
         names: frozenset[str] | None = container.memo.get(key)
         if names is None:
             names = container.memo[key] = frozenset(
-                name for _, name, value in gpus(container, patterns)
+                name for _, name, value in found
                 if (amount := parse_quantity(value)) is not None and amount > 0)
         used |= names
     return used
