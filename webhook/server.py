@@ -406,6 +406,8 @@ class _GuardedH11(H11Protocol):
 
     # loop.time() by which the request being read must be in whole; None while idle.
     _deadline: float | None = None
+    # loop.time() at which an idle kept-alive connection is closed; None while in use.
+    _idle_until: float | None = None
 
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
         super().connection_made(transport)
@@ -419,9 +421,10 @@ class _GuardedH11(H11Protocol):
         # Every request cycle writes through this (uvicorn hands self.transport to each).
         self.transport = _OneWritePerResponse(transport, self)  # type: ignore[assignment]
         self._deadline = self.loop.time() + READ_TIMEOUT
-        _ReadDeadlines.of(self.loop).watch(self)
+        _Deadlines.of(self.loop).watch(self)
 
     def data_received(self, data: bytes) -> None:
+        self._idle_until = None
         if self._deadline is None and self.conn.their_state is h11.IDLE:
             # the first bytes of the next request on a kept-alive connection
             self._deadline = self.loop.time() + READ_TIMEOUT
@@ -431,8 +434,21 @@ class _GuardedH11(H11Protocol):
 
     def connection_lost(self, exc: Exception | None) -> None:
         self._deadline = None
-        _ReadDeadlines.of(self.loop).forget(self)
+        _Deadlines.of(self.loop).forget(self)
         super().connection_lost(exc)
+
+    def on_response_complete(self) -> None:
+        """uvicorn's, except that the keep-alive timeout is a deadline for _Deadlines to check
+        rather than a timer armed here and cancelled by the next request's first bytes."""
+        self.server_state.total_requests += 1
+        if self.transport.is_closing():
+            return
+        self._idle_until = self.loop.time() + self.timeout_keep_alive
+        self.flow.resume_reading()
+        # Unblock any pipelined events.
+        if self.conn.our_state is h11.DONE and self.conn.their_state is h11.DONE:
+            self.conn.start_next_cycle()
+            self.handle_events()
 
     def send_400_response(self, msg: str) -> None:
         body = admission.dumps({"error": msg})
@@ -454,14 +470,15 @@ class _GuardedH11(H11Protocol):
         self.transport.close()
 
 
-class _ReadDeadlines:
-    """The READ_TIMEOUT deadlines of one event loop's connections, checked by one timer every
-    SWEEP seconds instead of a timer armed and cancelled for every request (a TimerHandle, a
-    heap push and a cancelled entry for the loop to skip: some 5 us a review). A slow client
-    is cut off between READ_TIMEOUT and READ_TIMEOUT + SWEEP seconds after its first byte."""
+class _Deadlines:
+    """The deadlines of one event loop's connections, checked by one timer every SWEEP
+    seconds instead of timers armed and cancelled for every request (each a TimerHandle, a
+    heap push and a cancelled entry for the loop to skip): READ_TIMEOUT for a request being
+    read, and uvicorn's keep-alive timeout for an idle connection. A slow client is cut off
+    between READ_TIMEOUT and READ_TIMEOUT + SWEEP seconds after its first byte."""
 
     SWEEP = 0.5
-    _loops: dict[asyncio.AbstractEventLoop, _ReadDeadlines] = {}
+    _loops: dict[asyncio.AbstractEventLoop, _Deadlines] = {}
 
     def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
         self.loop = loop
@@ -469,7 +486,7 @@ class _ReadDeadlines:
         self.timer: asyncio.TimerHandle | None = None
 
     @classmethod
-    def of(cls, loop: asyncio.AbstractEventLoop) -> _ReadDeadlines:
+    def of(cls, loop: asyncio.AbstractEventLoop) -> _Deadlines:
         found = cls._loops.get(loop)
         if found is None:
             found = cls._loops[loop] = cls(loop)
@@ -491,9 +508,12 @@ class _ReadDeadlines:
     def sweep(self) -> None:
         self.timer = None
         now = self.loop.time()
-        late = [c for c in self.connections if c._deadline is not None and c._deadline <= now]
-        for connection in late:
-            connection._too_slow()
+        for connection in list(self.connections):
+            if connection._deadline is not None and connection._deadline <= now:
+                connection._too_slow()
+            elif connection._idle_until is not None and connection._idle_until <= now:
+                connection._idle_until = None
+                connection.timeout_keep_alive_handler()
         if self.connections:
             self.timer = self.loop.call_later(self.SWEEP, self.sweep)
 
