@@ -190,7 +190,7 @@ def _glob_any(name: str, patterns: tuple[str, ...]) -> bool:
 
 
 def _skipped(resource: Resource, policies: PolicySet, reason: str) -> Decision:
-    results = tuple(Result(p.id, p.type, p.action, "skip", (), reason)
+    results = tuple(_plain_result(p.id, p.type, p.action, "skip", reason)
                     for p in policies.policies)
     return Decision(resource, results, allowed=True)
 
