@@ -216,11 +216,17 @@ def _container(data: Mapping[str, Any], group: str, path: Path, name: str) -> Co
     if env is not None and not _is_list_of_mappings(env):
         _list_of_mappings(env, (*path, "env"))
     if group == "nodeTemplate":
-        _mapping(get("securityContext"), (*path, "securityContext"))
+        value = get("securityContext")
+        if value is not None and not isinstance(value, _MAPPING):
+            _mapping(value, (*path, "securityContext"))
         health = _mapping(get("health"), (*path, "health"))
         for probe in NODE_TEMPLATE_PROBES.values():
-            _mapping(health.get(probe), (*path, "health", probe))
-        _list_of_mappings(get("tolerations"), (*path, "tolerations"))
+            value = health.get(probe)
+            if value is not None and not isinstance(value, _MAPPING):
+                _mapping(value, (*path, "health", probe))
+        value = get("tolerations")
+        if value is not None and not _is_list_of_mappings(value):
+            _list_of_mappings(value, (*path, "tolerations"))
     else:
         for field_name in _CONTAINER_MAPPINGS:
             value = get(field_name)
