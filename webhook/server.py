@@ -94,6 +94,7 @@ class Guard:
         metrics.CERT_EXPIRY.set(self.tls.expiry)
         self.ready = True
         self.wake: asyncio.Event | None = None
+        self.loop: asyncio.AbstractEventLoop | None = None  # the server's, while it runs
 
     async def reload_policies(self, force: bool = False) -> None:
         """Swap in changed policies; a set that fails to load is logged, counted and ignored."""
@@ -157,7 +158,7 @@ def build_app(guard: Guard) -> Starlette:
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
         guard.wake = asyncio.Event()
-        loop = asyncio.get_running_loop()
+        loop = guard.loop = asyncio.get_running_loop()
         with contextlib.suppress(ValueError, RuntimeError, NotImplementedError):
             loop.add_signal_handler(signal.SIGHUP, guard.wake.set)  # main thread only
         watcher = asyncio.create_task(guard.watch())
@@ -170,6 +171,7 @@ def build_app(guard: Guard) -> Starlette:
             yield
         finally:
             guard.ready = False
+            guard.loop = None
             watcher.cancel()
             metrics.worker_exited(os.getpid())
 
@@ -274,7 +276,8 @@ async def _review(scope: Scope, receive: Receive, send: Send, guard: Guard,
         else None
     answer = admission.respond(review, decision, mutating=endpoint == "mutate")
     content = admission.dumps(answer)
-    _record(endpoint, review, decision, policies.config.mode, time.perf_counter() - started)
+    _record(endpoint, review, decision, policies.config.mode, time.perf_counter() - started,
+            guard.loop)
     # What starlette's Response(content, media_type="application/json") sends.
     await send({"type": "http.response.start", "status": 200,
                 "headers": [(b"content-length", str(len(content)).encode()), _JSON_TYPE]})
@@ -344,7 +347,7 @@ def verdict(decision: Decision | None, mode: str) -> str:
 
 
 def _record(endpoint: str, review: Review, decision: Decision | None, mode: str,
-            latency: float) -> None:
+            latency: float, loop: asyncio.AbstractEventLoop | None = None) -> None:
     """Metrics and the review's log line: policy ids and actions, never field values."""
     label = verdict(decision, mode)
     metrics.child(metrics.REVIEWS, endpoint, review.kind or "unknown", review.operation,
@@ -370,7 +373,7 @@ def _record(endpoint: str, review: Review, decision: Decision | None, mode: str,
         "decision": label,
         "findings": findings,
         "latency_ms": round(latency * 1000, 3),
-    })
+    }, loop)
 
 
 # Running under uvicorn --------------------------------------------------------------------
