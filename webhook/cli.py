@@ -21,17 +21,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TextIO
 
+import orjson  # writes the JSON report ~20x faster than json (see dumps_json)
 import yaml
 
-from webhook.engine import evaluate
+from webhook.engine import error_decision, evaluate
 from webhook.manifests import Document, manifest_sources, read_paths, read_source
 from webhook.policy import PolicyError, PolicySet, load_config, load_policies
-from webhook.results import Decision, Result
-
-try:  # writes the JSON report ~20x faster than json (see dumps_json)
-    import orjson
-except ImportError:  # pragma: no cover - a dependency, but the CLI works without it
-    orjson = None  # type: ignore[assignment]
+from webhook.results import Decision, Resource, Result
 
 EXIT_OK, EXIT_DENIED, EXIT_ERROR = 0, 1, 2
 
@@ -261,14 +257,14 @@ def _cpus() -> int:
 
 
 def dumps_json(value: Any) -> str:
-    """`json.dumps(value, indent=2, default=str)`, byte for byte, about 20x faster with orjson.
+    """`json.dumps(value, indent=2, default=str)`, byte for byte, about 20x faster.
 
     orjson writes UTF-8 where json escapes (\\u00e9), so non-ASCII is escaped back; the few
     values orjson writes differently (NaN and infinities, integers beyond 64 bits, non-string
     keys) can only come from user data in patches, and any of them sends the whole document
     through json.
     """
-    if orjson is None or not _orjson_safe(value):
+    if not _orjson_safe(value):
         return json.dumps(value, indent=2, default=str)
     return _orjson_dumps(value)
 
@@ -308,12 +304,9 @@ def _judge(document: Document, policies: PolicySet) -> Decision:
 
 
 def _read_error(document: Document) -> Decision:
-    from webhook.results import Resource
-
     resource = Resource("", "", "", "", document.source)
-    result = Result(None, "validate", "enforce", "error", (), document.error)
-    return Decision(resource, (result,), allowed=False,
-                    message=f"{document.source}: {document.error}")
+    return error_decision(resource, document.error, f"{document.source}: {document.error}",
+                          dry_run=False)
 
 
 def exit_code(decisions: Iterable[Decision]) -> int:
@@ -376,7 +369,7 @@ def _json_rows(rows: list[dict[str, Any]]) -> str:
     if not rows:
         return ""
     # Only a row's patch holds values from the manifests; the rest is strings and booleans.
-    if orjson is not None and _orjson_safe([row["patch"] for row in rows if row["patch"]]):
+    if _orjson_safe([row["patch"] for row in rows if row["patch"]]):
         text = _orjson_dumps(rows)
     else:
         text = dumps_json(rows)

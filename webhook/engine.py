@@ -44,7 +44,8 @@ def evaluate(
     try:
         workload = read_workload(obj, config.nodeTemplateGroups)
     except InvalidObject as error:
-        return _error(resource, str(error), dry_run)
+        return error_decision(resource, str(error),
+                              f"{resource}: cannot be judged: {error}", dry_run)
     if workload is None:
         return _skipped(resource, policies, f"kind {resource.kind} is not judged")
     excluded = _exclusion(workload, resource.namespace, username, tuple(groups), policies)
@@ -195,9 +196,10 @@ def _skipped(resource: Resource, policies: PolicySet, reason: str) -> Decision:
     return Decision(resource, results, allowed=True)
 
 
-def _error(resource: Resource, problem: str, dry_run: bool) -> Decision:
+def error_decision(resource: Resource, problem: str, message: str, dry_run: bool) -> Decision:
+    """The verdict on an object that cannot be judged (unreadable, the wrong shape): one
+    `error` result; denied with `message`, or in dry-run admitted with it as a warning."""
     result = Result(None, "validate", "enforce", "error", (), problem)
-    message = f"{resource}: cannot be judged: {problem}"
     if dry_run:
         return Decision(resource, (result,), allowed=True, warnings=(f"[dry-run] {message}",))
     return Decision(resource, (result,), allowed=False, message=message)

@@ -38,11 +38,11 @@ from uvicorn.supervisors.multiprocess import Multiprocess
 
 from webhook import admission, certs, metrics
 from webhook.admission import AdmissionError, Review
-from webhook.engine import evaluate
+from webhook.engine import error_decision, evaluate
 from webhook.logs import REVIEW_LOGGER, line_writer, log_config
 from webhook.policy import PolicyError, PolicySet
 from webhook.reload import PolicySets, PolicySource, ServingCert
-from webhook.results import Decision, Resource, Result
+from webhook.results import Decision, Resource
 
 MAX_BODY = 3 * 1024 * 1024
 RELOAD_INTERVAL = 2.0
@@ -294,10 +294,7 @@ def judge(review: Review, policies: PolicySet) -> Decision:
         log.exception("evaluation failed", extra={"fields": {"uid": review.uid}})
         problem = f"quickq-guard could not judge this object ({type(error).__name__})"
         resource = Resource("", review.kind, review.namespace or "", review.name)
-        result = Result(None, "validate", "enforce", "error", (), problem)
-        if policies.config.mode == "dry-run":
-            return Decision(resource, (result,), True, warnings=(f"[dry-run] {problem}",))
-        return Decision(resource, (result,), False, message=problem)
+        return error_decision(resource, problem, problem, policies.config.mode == "dry-run")
 
 
 async def read_body(receive: Receive, declared: str | None, limit: int) -> bytes:
