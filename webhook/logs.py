@@ -54,7 +54,7 @@ def line_writer(logger: logging.Logger,
     has one in, and a write() system call per line (stdout is unbuffered in containers, as
     PYTHONUNBUFFERED=1 is usual) costs about as much as formatting the line. Nothing waits
     longer than that pass; without `loop`, each line is written and flushed at once."""
-    head = {"level": "info", "logger": logger.name, "message": message}
+    head = {"time": "", "level": "info", "logger": logger.name, "message": message}
 
     def streams() -> list[logging.StreamHandler[Any]] | None:
         found: list[logging.StreamHandler[Any]] = []
@@ -74,21 +74,29 @@ def line_writer(logger: logging.Logger,
     held: dict[logging.StreamHandler[Any], list[str]] = {}
 
     def write(fields: dict[str, Any], loop: asyncio.AbstractEventLoop | None = None) -> None:
+        if loop is not None and held:  # this pass already found where the lines go
+            line = _line(fields)
+            for lines in held.values():
+                lines.append(line)
+            return
         if not logger.isEnabledFor(logging.INFO):
             return
         handlers = streams()
         if handlers is None:
             logger.info(message, extra={"fields": fields})
             return
-        line = dumps({"time": timestamp(time.time()), **head, **fields}).decode() + "\n"
-        if loop is not None:
-            if not held:
-                loop.call_soon(flush)
+        line = _line(fields)
+        if loop is not None and handlers:
+            loop.call_soon(flush)
             for handler in handlers:
-                held.setdefault(handler, []).append(line)
+                held[handler] = [line]
             return
         for handler in handlers:
             emit(handler, line)
+
+    def _line(fields: dict[str, Any]) -> str:
+        head["time"] = timestamp(time.time())
+        return dumps(head | fields).decode() + "\n"
 
     def flush() -> None:
         lines = list(held.items())

@@ -21,6 +21,7 @@ import tempfile
 import time
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, replace
+from itertools import chain
 from pathlib import Path
 from typing import Any
 
@@ -31,7 +32,7 @@ from starlette.exceptions import HTTPException
 from starlette.requests import ClientDisconnect, Request
 from starlette.responses import JSONResponse, PlainTextResponse, Response
 from starlette.routing import Route
-from starlette.types import ASGIApp, Receive, Scope, Send
+from starlette.types import Receive, Scope, Send
 from uvicorn.config import STARTUP_FAILURE
 from uvicorn.protocols.http.h11_impl import H11Protocol
 from uvicorn.supervisors.multiprocess import Multiprocess
@@ -190,8 +191,8 @@ def build_app(guard: Guard) -> Starlette:
         assert isinstance(error, HTTPException)
         return JSONResponse({"error": error.detail}, error.status_code, error.headers)
 
-    reviews: dict[str, ASGIApp] = {"/validate": _ReviewEndpoint(guard, "validate"),
-                                   "/mutate": _ReviewEndpoint(guard, "mutate")}
+    reviews = {"/validate": _ReviewEndpoint(guard, "validate"),
+               "/mutate": _ReviewEndpoint(guard, "mutate")}
     return _App(
         reviews,
         routes=[
@@ -213,7 +214,7 @@ class _App(Starlette):
     other method and path); an exception escaping the endpoint, which _review never lets
     happen, would get uvicorn's 500 instead of starlette's."""
 
-    def __init__(self, reviews: dict[str, ASGIApp], **kwargs: Any) -> None:
+    def __init__(self, reviews: dict[str, _ReviewEndpoint], **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self.reviews = reviews
 
@@ -222,7 +223,7 @@ class _App(Starlette):
             endpoint = self.reviews.get(scope["path"])
             if endpoint is not None:
                 scope["app"] = self
-                await endpoint(scope, receive, send)
+                await _review(scope, receive, send, endpoint.guard, endpoint.endpoint)
                 return
         await super().__call__(scope, receive, send)
 
@@ -248,7 +249,7 @@ async def _review(scope: Scope, receive: Receive, send: Send, guard: Guard,
         # h11 refuses a header block over MAX_HEADER while it is incomplete; one that arrives
         # whole in a single read is parsed first, and refused here.
         raw: list[tuple[bytes, bytes]] = scope["headers"]
-        if sum(len(k) + len(v) + 4 for k, v in raw) > MAX_HEADER:
+        if sum(map(len, chain.from_iterable(raw))) + 4 * len(raw) > MAX_HEADER:
             raise AdmissionError(431, f"request headers exceed {MAX_HEADER} bytes")
         content_type = content_length = None  # the first of each, as starlette's Headers
         for name, value in raw:
