@@ -10,8 +10,13 @@ from typing import Any, Literal
 
 Status = Literal["pass", "fail", "patch", "skip", "error"]
 
+# These are read-only by convention, not frozen dataclasses: a frozen __init__ sets each field
+# through object.__setattr__, about twice the cost of a plain one, and several are built on
+# every evaluation. Nothing assigns to them (dataclasses.replace makes changed copies), and the
+# engine shares pass and skip results between evaluations, so nothing may. unsafe_hash keeps
+# them hashable by value, as they were when frozen.
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True, unsafe_hash=True)
 class Resource:
     """Which object a decision is about, and where it was read from (file:document)."""
 
@@ -26,7 +31,7 @@ class Resource:
         return f"{self.kind} {where}" if where else self.kind or "object"
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True, unsafe_hash=True)
 class Finding:
     """One thing to change: `message` says what to do, naming the container and field.
 
@@ -41,7 +46,7 @@ class Finding:
     preexisting: bool = False
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True, unsafe_hash=True)
 class Result:
     """What one policy says about one resource."""
 
@@ -63,7 +68,7 @@ class Result:
         return [op for f in self.findings for op in f.patch]
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True, unsafe_hash=True)
 class Decision:
     """The verdict on one object: what the webhook answers and what the CLI prints.
 
