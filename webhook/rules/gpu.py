@@ -14,13 +14,20 @@ from webhook.patch import add
 from webhook.quantity import is_whole, parse_quantity
 from webhook.results import Finding
 from webhook.rules._base import Params, finding, matches_any, resource_field
-from webhook.workload import Container, Workload, dotted
+from webhook.workload import CORE_RESOURCES, Container, Workload, dotted
 
 DEFAULT_GPU_RESOURCES = ("nvidia.com/gpu", "amd.com/gpu", "nvidia.com/mig-*")
+_CORE_NAMES = tuple(sorted(CORE_RESOURCES))
 
 
 class GpuParams(Params):
     gpuResources: tuple[str, ...] = DEFAULT_GPU_RESOURCES
+
+
+def no_gpus(workload: Workload, patterns: tuple[str, ...]) -> bool:
+    """True when no container can ask for a GPU: all ask for core resources only (cpu,
+    memory, ephemeral-storage), and no pattern names one. Most pods: one test, no loop."""
+    return not workload.extended_resources and not _gpu_names(_CORE_NAMES, patterns)
 
 
 def gpus(container: Container, patterns: tuple[str, ...]) -> list[tuple[str, str, Any]]:
@@ -49,6 +56,8 @@ def _gpu_names(names: tuple[Any, ...], patterns: tuple[str, ...]) -> tuple[str, 
 def gpu_resources_used(workload: Workload, patterns: tuple[str, ...]) -> set[str]:
     """GPU resource names that some container asks a count above zero of."""
     used: set[str] = set()
+    if no_gpus(workload, patterns):
+        return used
     for container in workload.containers:
         found = gpus(container, patterns)
         if not found:  # most containers
@@ -68,9 +77,11 @@ def require_gpu_limits(workload: Workload, params: GpuParams) -> list[Finding]:
 
     A GPU only in limits is fine: the API server copies the limit into the request.
     """
-    findings = []
+    findings: list[Finding] = []
+    if no_gpus(workload, params.gpuResources):
+        return findings
     for container in workload.containers:
-        requests, limits = container.resources("requests"), container.resources("limits")
+        requests, limits = container.requests, container.limits
         for which, name, value in gpus(container, params.gpuResources):
             amount = parse_quantity(value)
             if amount is not None and (amount <= 0 or not is_whole(amount)):
