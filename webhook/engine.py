@@ -53,38 +53,43 @@ def evaluate(
         return _skipped(resource, policies, excluded)
 
     namespace = resource.namespace
-    results: dict[str, Result] = {}
+    results: list[Result] = []  # in the order they run: mutate policies, then validate ones
     current: Any = obj
     patch: list[dict[str, Any]] = []
     if workload.is_pod and operation != "CREATE":
-        for policy in policies.mutating:
-            results[policy.id] = _result(policy, "skip", reason="a Pod is mutated on CREATE only")
+        results = [_result(policy, "skip", reason="a Pod is mutated on CREATE only")
+                   for policy in policies.mutating]
     else:
         patching = not dry_run
-        for policy in policies.mutating:
-            result = results[policy.id] = _run(policy, workload, namespace, operation)
+        mutating = policies.mutating
+        last = len(mutating) - 1
+        for index, policy in enumerate(mutating):
+            result = _run(policy, workload, namespace, operation)
+            results.append(result)
             if not (result.findings and patching and policy.action == "enforce"):
                 continue
             ops = result.patch
             try:
                 current = apply_patch(current, ops)
-                workload = read_workload(current, config.nodeTemplateGroups, workload) or workload
+                # The view is read again for the policies still to run; after the last
+                # mutate policy of a set without validate ones (the /mutate endpoint's),
+                # nothing would look at it.
+                if index < last or policies.validating:
+                    workload = read_workload(current, config.nodeTemplateGroups,
+                                             workload) or workload
             except (PatchError, InvalidObject) as error:
-                results[policy.id] = _result(policy, "error", reason=f"patch failed: {error}")
+                results[-1] = _result(policy, "error", reason=f"patch failed: {error}")
                 continue
             patch.extend(ops)
 
-    old_keys = _violation_keys(old_object, policies, namespace, operation) \
-        if operation == "UPDATE" and old_object is not None else frozenset()
-    for policy in policies.validating:
-        result = _run(policy, workload, namespace, operation)
-        if old_keys and result.status == "fail":
-            result = replace(result, findings=tuple(
-                replace(f, preexisting=True) if (policy.id, f.container) in old_keys else f
-                for f in result.findings))
-        results[policy.id] = result
+    validated = [_run(policy, workload, namespace, operation) for policy in policies.validating]
+    if operation == "UPDATE" and old_object is not None:
+        old_keys = _violation_keys(old_object, policies, namespace, operation)
+        if old_keys:
+            validated = [_mark_preexisting(result, old_keys) for result in validated]
+    results += validated
 
-    ordered = tuple(map(results.__getitem__, policies.ids))
+    ordered = tuple(map(results.__getitem__, policies.run_order))
     return _decide(resource, ordered, dry_run, tuple(patch), current if patch else None)
 
 
@@ -110,16 +115,11 @@ def _text(value: Any) -> str:
 
 
 def _run(policy: Policy, workload: Workload, namespace: str, operation: str) -> Result:
-    if policy.action == "off":
-        return _result(policy, "skip", reason="the policy is off")
+    if operation not in policy.unconditional:  # most policies judge every object
+        reason = _skip_reason(policy, workload, namespace, operation)
+        if reason:
+            return _result(policy, "skip", reason=reason)
     rule = policy.rule
-    if not rule.node_templates and workload.is_node_template:
-        return _result(policy, "skip", reason="not applicable to NodeTemplate")
-    # Without kinds, namespaces or a selector the match is only about the operation.
-    if operation not in policy.match.operations or (
-            policy.selective
-            and not policy.applies(workload.kind, namespace, operation, workload.labels)):
-        return _result(policy, "skip", reason="the policy does not match this object")
     try:
         findings = rule.check(workload, policy.params)
     except Exception as error:  # a rule bug must not take the webhook down with it
@@ -131,6 +131,29 @@ def _run(policy: Policy, workload: Workload, namespace: str, operation: str) -> 
         findings = [replace(f, message=f"{f.message} ({policy.message})") for f in findings]
     status = "patch" if policy.type == "mutate" else "fail"
     return _result(policy, status, tuple(findings))
+
+
+def _skip_reason(policy: Policy, workload: Workload, namespace: str, operation: str) -> str:
+    """Why the policy does not judge this object, or '' when it does."""
+    if policy.action == "off":
+        return "the policy is off"
+    if not policy.rule.node_templates and workload.is_node_template:
+        return "not applicable to NodeTemplate"
+    # Without kinds, namespaces or a selector the match is only about the operation.
+    if operation not in policy.match.operations or (
+            policy.selective
+            and not policy.applies(workload.kind, namespace, operation, workload.labels)):
+        return "the policy does not match this object"
+    return ""
+
+
+def _mark_preexisting(result: Result, old_keys: frozenset[tuple[str, str | None]]) -> Result:
+    """On UPDATE, the findings of a failed result the old object already had."""
+    if result.status != "fail":
+        return result
+    return replace(result, findings=tuple(
+        replace(f, preexisting=True) if (result.policy, f.container) in old_keys else f
+        for f in result.findings))
 
 
 def _result(policy: Policy, status: Any, findings: tuple[Finding, ...] = (),
@@ -205,16 +228,20 @@ def error_decision(resource: Resource, problem: str, message: str, dry_run: bool
     return Decision(resource, (result,), allowed=False, message=message)
 
 
+_QUIET = frozenset({"pass", "skip"})  # results that add nothing to the verdict
+
+
 def _decide(resource: Resource, results: tuple[Result, ...], dry_run: bool,
             patch: tuple[dict[str, Any], ...], patched: Any) -> Decision:
     """Turn results into the verdict: denials, warnings, audit annotations and the patch."""
+    notable = [result for result in results if result.status not in _QUIET]
+    if not notable:  # most objects
+        return Decision(resource, results, True, "", (), {}, patch, patched)
     denials: list[str] = []
     warnings: list[str] = []
     audit: dict[str, list[str]] = {}
-    for result in results:
+    for result in notable:
         status = result.status
-        if status == "pass" or status == "skip":  # most results
-            continue
         if status == "error":
             line = f"[{result.policy}] {result.reason}"
             (warnings if dry_run else denials).append(line)

@@ -124,15 +124,21 @@ class Policy:
     source: str
     # Worked out once at load for evaluate(), which asks for every policy and every object:
     # whether the match looks at more than the operation (most policies match every object),
-    # and the pass result, which every evaluation this policy passes shares.
+    # the operations on which the policy judges every object without looking at it (it is
+    # not off, judges NodeTemplates too and is not selective; empty otherwise), and the pass
+    # result, which every evaluation this policy passes shares.
     selective: bool = field(init=False, repr=False, compare=False)
+    unconditional: frozenset[str] = field(init=False, repr=False, compare=False)
     passed: Result = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         match = self.match
         selective = bool(match.kinds or match.namespaces != ("*",) or match.excludeNamespaces
                          or match.selector is not None)
+        always = self.action != "off" and self.rule.node_templates and not selective
         object.__setattr__(self, "selective", selective)
+        object.__setattr__(self, "unconditional",
+                           frozenset(match.operations) if always else frozenset())
         object.__setattr__(self, "passed", Result(self.id, self.type, self.action, "pass"))
 
     def applies(self, kind: str, namespace: str, operation: str,
@@ -156,17 +162,20 @@ class PolicySet:
     policies: tuple[Policy, ...]
     config: Config
     # evaluate() runs the mutate policies first, then the validate ones, and reports results
-    # in the policies' order: split and listed once here rather than on every evaluation.
+    # in the policies' order: split once here rather than on every evaluation, with where
+    # each policy's result is in the run order.
     mutating: tuple[Policy, ...] = field(init=False, repr=False, compare=False)
     validating: tuple[Policy, ...] = field(init=False, repr=False, compare=False)
-    ids: tuple[str, ...] = field(init=False, repr=False, compare=False)
+    run_order: tuple[int, ...] = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         policies = self.policies
-        object.__setattr__(self, "mutating", tuple(p for p in policies if p.type == "mutate"))
-        object.__setattr__(self, "validating",
-                           tuple(p for p in policies if p.type == "validate"))
-        object.__setattr__(self, "ids", tuple(p.id for p in policies))
+        mutating = tuple(p for p in policies if p.type == "mutate")
+        validating = tuple(p for p in policies if p.type == "validate")
+        position = {p.id: index for index, p in enumerate(mutating + validating)}
+        object.__setattr__(self, "mutating", mutating)
+        object.__setattr__(self, "validating", validating)
+        object.__setattr__(self, "run_order", tuple(position[p.id] for p in policies))
 
     def get(self, policy_id: str) -> Policy:
         for policy in self.policies:
