@@ -85,13 +85,11 @@ class Container:
         return (*self.path, *names)
 
     def probe(self, name: str) -> Mapping[str, Any] | None:
+        """The probe, or None; read_workload made sure it is a mapping."""
         if self.group == "nodeTemplate":
             health = self.data.get("health") or _EMPTY
-            found = health.get(NODE_TEMPLATE_PROBES[name])
-        else:
-            found = self.data.get(name)
-        # None first: isinstance(None, Mapping) falls through to the slow ABC check.
-        return found if found is not None and isinstance(found, _MAPPING) else None
+            return health.get(NODE_TEMPLATE_PROBES[name])
+        return self.data.get(name)
 
     def resources(self, which: str) -> Mapping[str, Any]:
         """requests or limits; missing means empty."""

@@ -36,10 +36,10 @@ def disallow_latest_tag(workload: Workload, params: NoParams) -> list[Finding]:
     findings = []
     for container in workload.containers:
         image = container.data.get("image")
-        path = container.field_path("image")
         if not isinstance(image, str) or not image.strip():
             findings.append(finding(container, "set image to a pinned reference "
-                                    "(registry/app:1.2.3 or registry/app@sha256:...)", path))
+                                    "(registry/app:1.2.3 or registry/app@sha256:...)",
+                                    container.field_path("image")))
             continue
         problem = image_pin_problem(image)
         if problem:
@@ -49,5 +49,5 @@ def disallow_latest_tag(workload: Workload, params: NoParams) -> list[Finding]:
             findings.append(finding(
                 container,
                 f"image '{image}' {problem}; pin it to a version ({repository}:1.2.3) "
-                f"or a digest ({repository}@sha256:...)", path))
+                f"or a digest ({repository}@sha256:...)", container.field_path("image")))
     return findings

@@ -15,6 +15,7 @@ from webhook.rules._base import Params, finding
 from webhook.workload import Workload
 
 HANDLERS = ("httpGet", "tcpSocket", "exec", "grpc")
+_HANDLER_KEYS = frozenset(HANDLERS)
 DEFAULT_PERIOD_SECONDS = 10
 DEFAULT_FAILURE_THRESHOLD = 3
 
@@ -70,10 +71,11 @@ def inject_startup_probe(workload: Workload, params: StartupProbeParams) -> list
         liveness = container.probe("livenessProbe")
         if liveness is None or container.probe("startupProbe") is not None:
             continue
-        handler = {key: liveness[key] for key in HANDLERS if key in liveness}
-        if len(handler) != 1:
+        handlers = _HANDLER_KEYS.intersection(liveness)
+        if len(handlers) != 1:
             continue  # no valid probe to copy; the API server rejects it anyway
-        startup: dict[str, Any] = dict(handler)
+        [handler] = handlers
+        startup: dict[str, Any] = {handler: liveness[handler]}
         if "timeoutSeconds" in liveness:
             startup["timeoutSeconds"] = liveness["timeoutSeconds"]
         startup["periodSeconds"] = params.periodSeconds

@@ -26,6 +26,8 @@ def disallow_root_user(workload: Workload, params: NoParams) -> list[Finding]:
         own = container.security_context
         own_user = _int_or_none(own.get("runAsUser"))
         user = own_user if own_user is not None else pod_user
+        if user is not None and user != 0:  # most containers: a non-root uid
+            continue
         non_root = own.get("runAsNonRoot")
         if non_root is None:
             non_root = pod.get("runAsNonRoot")
