@@ -69,10 +69,7 @@ def _apply_one(document: Any, operation: Operation) -> Any:
     root = _shallow_copy(document)
     parent = root
     for token in tokens[:-1]:
-        child = _child(parent, token, operation)
-        copied = _shallow_copy(child)
-        _set(parent, token, copied)
-        parent = copied
+        parent = _copy_child(parent, token, operation)
     last = tokens[-1]
     if op == "add":
         if isinstance(parent, list):
@@ -97,6 +94,17 @@ def _apply_one(document: Any, operation: Operation) -> Any:
     else:
         raise PatchError(f"unsupported patch operation {op!r}")
     return root
+
+
+def _copy_child(parent: Any, token: str, operation: Operation) -> Any:
+    """The child at `token`, put back into `parent` as a shallow copy and returned: a patch
+    changes copies only, of the containers along its path."""
+    if isinstance(parent, dict) and token in parent:  # most steps: a field of an object
+        copied = parent[token] = _shallow_copy(parent[token])
+        return copied
+    copied = _shallow_copy(_child(parent, token, operation))
+    _set(parent, token, copied)
+    return copied
 
 
 def _shallow_copy(value: Any) -> Any:
