@@ -7,10 +7,8 @@ by every other rule.
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
 from decimal import Decimal
 from functools import lru_cache
-from typing import Any
 
 # <number><suffix>, where suffix is binary SI, decimal SI or a decimal exponent.
 # Signs are part of the grammar, but a resource amount may never be negative.
@@ -58,24 +56,6 @@ def parse_quantity(value: object) -> Decimal | None:
     if isinstance(value, str):
         return _parse_text(value)
     return None
-
-
-def parse_quantities(quantities: Mapping[Any, Any]) -> dict[Any, Decimal]:
-    """The amounts of a requests or limits mapping by resource name; an invalid quantity's
-    name is left out."""
-    values = quantities.values()
-    # Quantities are nearly always strings, and valid: then every one goes straight to the
-    # cached parser and nothing is left out, with no bytecode per value (the type tests are
-    # C-level passes too; `None in` would compare each Decimal with None, in Python).
-    parse = _parse_text if _STR.issuperset(map(type, values)) else parse_quantity
-    amounts = dict(zip(quantities, map(parse, values), strict=True))
-    if _NONE.isdisjoint(map(type, amounts.values())):
-        return amounts
-    return {name: amount for name, amount in amounts.items() if amount is not None}
-
-
-_STR = frozenset({str})
-_NONE = frozenset({type(None)})
 
 
 @lru_cache(maxsize=4096)

@@ -38,11 +38,6 @@ _EMPTY: Mapping[str, Any] = {}
 # isinstance(x, Mapping) is an ABC check, several times slower than the exact-type check that
 # `dict | Mapping` tries first; objects read from YAML or JSON are always dicts.
 _MAPPING = (dict, Mapping)
-# Cheaper still for several fields at once: their types checked in one C-level pass (no
-# bytecode per field), with the per-field isinstance check, naming the field, only when this
-# fails. Missing fields are None.
-_DICT_OR_NONE = frozenset({dict, type(None)})
-_DICT = frozenset({dict})
 
 
 class InvalidObject(ValueError):
@@ -64,9 +59,6 @@ class Container:
     # container is read: five rules ask for them.
     requests: Mapping[str, Any] = field(repr=False, compare=False)
     limits: Mapping[str, Any] = field(repr=False, compare=False)
-    # Whether requests or limits name a resource outside CORE_RESOURCES: GPU rules skip a pod
-    # whose containers have none with one test (see Workload.extended_resources).
-    extended_resources: bool = field(repr=False, compare=False)
     # What rules derive from this container, kept for the other policies of the same
     # evaluation (the GPU resources of a container, asked by three GPU policies).
     memo: dict[Any, Any] = field(init=False, repr=False, compare=False, default_factory=dict)
@@ -115,7 +107,16 @@ class Workload:
     pod_spec_path: Path
     containers: tuple[Container, ...]
     labels: Mapping[str, Any]
-    extended_resources: bool  # some container has one; most pods ask for cpu and memory only
+    # See extended_resources: worked out when a GPU rule first asks, not for every object.
+    _extended: bool | None = field(default=None, init=False, repr=False, compare=False)
+
+    @property
+    def extended_resources(self) -> bool:
+        """Whether some container's requests or limits name a resource outside
+        CORE_RESOURCES; most pods ask for cpu and memory only, and cannot use a GPU."""
+        if self._extended is None:
+            self._extended = _any_extended(self.containers)
+        return self._extended
 
     @property
     def is_node_template(self) -> bool:
@@ -160,8 +161,7 @@ def read_workload(obj: Any, node_template_groups: Sequence[str],
             return None
         spec = _mapping(obj.get("spec"), ("spec",))
         container = _container(spec, "nodeTemplate", ("spec",), "spec")
-        return Workload(obj, kind, spec, ("spec",), (container,), labels,
-                        container.extended_resources)
+        return Workload(obj, kind, spec, ("spec",), (container,), labels)
     spec_path = POD_SPEC_PATHS.get((group, kind))
     if spec_path is None:
         return None
@@ -193,8 +193,15 @@ def read_workload(obj: Any, node_template_groups: Sequence[str],
     tolerations = pod_spec.get("tolerations")
     if tolerations is not None and not _is_list_of_mappings(tolerations):
         _list_of_mappings(tolerations, (*spec_path, "tolerations"))
-    extended = any(container.extended_resources for container in containers)
-    return Workload(obj, kind, pod_spec, spec_path, tuple(containers), labels, extended)
+    return Workload(obj, kind, pod_spec, spec_path, tuple(containers), labels)
+
+
+def _any_extended(containers: Sequence[Container]) -> bool:
+    for container in containers:
+        if not (CORE_RESOURCES.issuperset(container.requests)
+                and CORE_RESOURCES.issuperset(container.limits)):
+            return True
+    return False
 
 
 def _known_containers(previous: Workload | None, kind: str,
@@ -239,12 +246,12 @@ def _container(data: Mapping[str, Any], group: str, path: Path, name: str) -> Co
         value = get("tolerations")
         if value is not None and not _is_list_of_mappings(value):
             _list_of_mappings(value, (*path, "tolerations"))
-    elif not _DICT_OR_NONE.issuperset(map(type, map(get, _CONTAINER_MAPPINGS))):
+    else:
         for field_name in _CONTAINER_MAPPINGS:
-            _mapping(get(field_name), (*path, field_name))
-    requests, limits = requests or _EMPTY, limits or _EMPTY
-    extended = not (CORE_RESOURCES.issuperset(requests) and CORE_RESOURCES.issuperset(limits))
-    return Container(name, group, path, data, requests, limits, extended)
+            value = get(field_name)
+            if value is not None and not isinstance(value, _MAPPING):
+                _mapping(value, (*path, field_name))
+    return Container(name, group, path, data, requests or _EMPTY, limits or _EMPTY)
 
 
 _CONTAINER_MAPPINGS = ("securityContext", *PROBES)
@@ -274,8 +281,10 @@ def _is_list_of_mappings(value: Any) -> bool:
     """What _list_of_mappings checks, without the path it needs only to say what is wrong."""
     if not isinstance(value, list):
         return False
-    return _DICT.issuperset(map(type, value)) or all(isinstance(item, _MAPPING)
-                                                     for item in value)
+    for item in value:  # noqa: SIM110 - all() over a generator costs twice this loop
+        if not isinstance(item, _MAPPING):
+            return False
+    return True
 
 
 def _list_of_mappings(value: Any, path: Path) -> None:

@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from decimal import Decimal
 from typing import Any
 
-from webhook.quantity import parse_quantities
+from webhook.quantity import parse_quantity
 from webhook.results import Finding
 from webhook.rules._base import NoParams, Params, finding, resource_field
 from webhook.workload import Container, Workload
@@ -22,14 +23,11 @@ def require_requests(workload: Workload, params: RequireRequestsParams) -> list[
     limit before admission, so the offline verdict matches the cluster's.
     """
     findings = []
-    names = params.resources
     for container in workload.containers:
         if container.group == "ephemeralContainers":
             continue  # ephemeral containers cannot carry resources
         requests, limits = container.requests, container.limits
-        if None not in map(requests.get, names):  # most containers: all requested, in C
-            continue
-        for name in names:
+        for name in params.resources:
             if requests.get(name) is None and limits.get(name) is None:
                 findings.append(finding(
                     container, f"add {resource_field(container, 'requests', name)}",
@@ -41,11 +39,8 @@ def valid_resource_quantities(workload: Workload, params: NoParams) -> list[Find
     """Every request and limit is a valid quantity, and no request exceeds its limit."""
     findings: list[Finding] = []
     for container in workload.containers:
-        requests = parse_quantities(container.requests)
-        limits = parse_quantities(container.limits)
-        if len(requests) < len(container.requests) or len(limits) < len(container.limits):
-            _invalid(container, "requests", requests, findings)
-            _invalid(container, "limits", limits, findings)
+        requests = _amounts(container, "requests", container.requests, findings)
+        limits = _amounts(container, "limits", container.limits, findings)
         for name, request in requests.items():
             limit = limits.get(name)
             if limit is not None and request > limit:
@@ -59,11 +54,14 @@ def valid_resource_quantities(workload: Workload, params: NoParams) -> list[Find
     return findings
 
 
-def _invalid(container: Container, which: str, amounts: dict[Any, Decimal],
-             findings: list[Finding]) -> None:
-    """A finding for each quantity of a container's requests or limits that has no amount."""
-    for name, value in container.resources(which).items():
-        if name in amounts:
+def _amounts(container: Container, which: str, quantities: Mapping[Any, Any],
+             findings: list[Finding]) -> dict[Any, Decimal]:
+    """The valid amounts of a container's requests or limits; a finding for each invalid one."""
+    amounts = {}
+    for name, value in quantities.items():
+        amount = parse_quantity(value)
+        if amount is not None:
+            amounts[name] = amount
             continue
         shown = repr(value) if isinstance(value, str) else str(value)
         findings.append(finding(
@@ -71,3 +69,4 @@ def _invalid(container: Container, which: str, amounts: dict[Any, Decimal],
             f"{resource_field(container, which, name)} {shown} is not a valid "
             "quantity; use a non-negative amount such as 500m, 2, 256Mi or 1Gi",
             container.field_path("resources", which, name)))
+    return amounts
