@@ -89,7 +89,8 @@ def evaluate(
             validated = [_mark_preexisting(result, old_keys) for result in validated]
     results += validated
 
-    ordered = tuple(map(results.__getitem__, policies.run_order))
+    order = policies.run_order
+    ordered = tuple(results) if order is None else tuple(map(results.__getitem__, order))
     return _decide(resource, ordered, dry_run, tuple(patch), current if patch else None)
 
 
@@ -252,7 +253,6 @@ def _decide(resource: Resource, results: tuple[Result, ...], dry_run: bool,
         # would have patched.
         would_patch = "would patch: " if result.status == "patch" else ""
         for found in result.findings:
-            line = f"[{result.policy}] {found.message}"
             if result.action == "audit":
                 audit.setdefault(str(result.policy), []).append(would_patch + found.message)
             elif result.action == "warn":
@@ -262,12 +262,13 @@ def _decide(resource: Resource, results: tuple[Result, ...], dry_run: bool,
                     warnings.append(f"[{result.policy}] would patch: {found.message}")
                     audit.setdefault(str(result.policy), []).append(f"would patch: {found.message}")
             elif found.preexisting:
-                warnings.append(f"{line} (already violated before this update)")
+                warnings.append(f"[{result.policy}] {found.message} "
+                                "(already violated before this update)")
             elif dry_run:
                 warnings.append(f"[{result.policy}] would deny: {found.message}")
                 audit.setdefault(str(result.policy), []).append(f"would deny: {found.message}")
             else:
-                denials.append(f"{line} (field: {found.path})")
+                denials.append(f"[{result.policy}] {found.message} (field: {found.path})")
     if not (denials or warnings or audit):  # most objects: nothing to say
         return Decision(resource, results, True, "", (), {}, patch, patched)
     message = ""
