@@ -1,7 +1,8 @@
 """The engine's shortcuts for the common case give the verdicts of the full checks.
 
 Objects read from JSON or YAML hold dicts, lists and strings; users' scripts may hand in other
-mappings (a MappingProxyType) or numbers, which take the slower, general path.
+mappings (a MappingProxyType) or numbers. Pods without GPUs skip the GPU rules, and policies
+whose match is only about the operation skip the match.
 """
 
 from __future__ import annotations
@@ -11,15 +12,21 @@ from types import MappingProxyType
 from typing import Any
 
 import pytest
-from builders import container, gpu_container, messages, pod, result, statuses, with_config
-from builders import judge as judge_copy
+from builders import (
+    container,
+    gpu_container,
+    judge,
+    messages,
+    node_template,
+    pod,
+    result,
+    statuses,
+    with_config,
+    workload,
+)
 
 from webhook import Finding, Resource, Result, evaluate, load_policies
 from webhook.policy import PolicySet
-
-
-def judge(obj: Any, policies: PolicySet | None = None, **kwargs: Any) -> Any:
-    return judge_copy(obj, policies, **kwargs)
 
 
 def proxied(value: Any) -> Any:
@@ -152,3 +159,29 @@ def test_a_gpu_in_any_container_is_seen():
     assert "whole number of GPUs" in decision.message
     assert statuses(decision)["gpu-priority-class"] == "fail"
     assert statuses(decision)["inject-gpu-toleration"] == "patch"
+
+
+# --- matching ---------------------------------------------------------------------------------
+
+POD_KINDS = "[Pod, Deployment, ReplicaSet, StatefulSet, DaemonSet, Job, CronJob]"
+
+
+@pytest.mark.parametrize(("rule", "kinds", "kind", "status"), [
+    # kinds naming every kind the rule judges: no filter, NodeTemplates still skipped
+    ("gpu-priority-class", POD_KINDS, "Deployment", "fail"),
+    ("gpu-priority-class", POD_KINDS, "NodeTemplate", "skip"),
+    # a rule that judges NodeTemplates too is filtered by a list of pod kinds
+    ("disallow-latest-tag", POD_KINDS, "NodeTemplate", "skip"),
+    ("disallow-latest-tag", POD_KINDS, "Job", "fail"),
+    ("disallow-latest-tag", "[Pod, NodeTemplate]", "CronJob", "skip"),
+    ("disallow-latest-tag", "[Pod, NodeTemplate]", "NodeTemplate", "fail"),
+])
+def test_a_kinds_list_filters_only_the_kinds_it_leaves_out(tmp_path, rule, kinds, kind, status):
+    (tmp_path / "p.yaml").write_text(
+        f"id: probe\ndescription: x\ntype: validate\naction: enforce\nrule: {rule}\n"
+        f"params: {{}}\nmatch: {{kinds: {kinds}}}\n")
+    policies = load_policies(tmp_path)
+    gpu = gpu_container(image="app:latest")
+    obj = node_template(image="app:latest", resources=gpu["resources"]) \
+        if kind == "NodeTemplate" else workload(kind, gpu)
+    assert result(judge(obj, policies), "probe").status == status

@@ -18,6 +18,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from webhook.results import Result
 from webhook.rules import RULES, Rule
 from webhook.rules._base import Params
+from webhook.workload import JUDGED_KINDS
 
 Action = Literal["enforce", "warn", "audit", "off"]
 Operation = Literal["CREATE", "UPDATE"]
@@ -123,7 +124,8 @@ class Policy:
     message: str | None
     source: str
     # Worked out once at load for evaluate(), which asks for every policy and every object:
-    # whether the match looks at more than the operation (most policies match every object),
+    # whether the match looks at more than the operation (most policies match every object;
+    # `kinds` naming every kind the rule judges, as gpu-priority-class's does, is no filter),
     # the operations on which the policy judges every object without looking at it (it is
     # not off, judges NodeTemplates too and is not selective; empty otherwise), and the pass
     # result, which every evaluation this policy passes shares.
@@ -133,7 +135,9 @@ class Policy:
 
     def __post_init__(self) -> None:
         match = self.match
-        selective = bool(match.kinds or match.namespaces != ("*",) or match.excludeNamespaces
+        judged = JUDGED_KINDS if self.rule.node_templates else JUDGED_KINDS - {"NodeTemplate"}
+        kinds = bool(match.kinds) and not judged <= set(match.kinds)
+        selective = bool(kinds or match.namespaces != ("*",) or match.excludeNamespaces
                          or match.selector is not None)
         always = self.action != "off" and self.rule.node_templates and not selective
         object.__setattr__(self, "selective", selective)
