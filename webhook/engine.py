@@ -48,7 +48,7 @@ def evaluate(
                               f"{resource}: cannot be judged: {error}", dry_run)
     if workload is None:
         return _skipped(resource, policies, f"kind {resource.kind} is not judged")
-    excluded = _exclusion(workload, resource.namespace, username, tuple(groups), policies)
+    excluded = _exclusion(workload, resource.namespace, username, groups, policies)
     if excluded:
         return _skipped(resource, policies, excluded)
 
@@ -188,7 +188,7 @@ def _violation_keys(old_object: Any, policies: PolicySet, namespace: str,
 
 
 def _exclusion(workload: Workload, namespace: str, username: str | None,
-               groups: tuple[str, ...], policies: PolicySet) -> str:
+               groups: Iterable[str], policies: PolicySet) -> str:
     """Why the object is left alone, or '' when it is judged."""
     config = policies.config
     if namespace and _glob_any(namespace, config.excludeNamespaces):

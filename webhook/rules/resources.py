@@ -6,7 +6,7 @@ from collections.abc import Mapping
 from decimal import Decimal
 from typing import Any
 
-from webhook.quantity import parse_quantity
+from webhook.quantity import parse_quantity, parse_text
 from webhook.results import Finding
 from webhook.rules._base import NoParams, Params, finding, resource_field
 from webhook.workload import Container, Workload
@@ -59,7 +59,7 @@ def _amounts(container: Container, which: str, quantities: Mapping[Any, Any],
     """The valid amounts of a container's requests or limits; a finding for each invalid one."""
     amounts = {}
     for name, value in quantities.items():
-        amount = parse_quantity(value)
+        amount = parse_text(value) if type(value) is str else parse_quantity(value)
         if amount is not None:
             amounts[name] = amount
             continue
