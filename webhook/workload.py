@@ -46,7 +46,8 @@ class InvalidObject(ValueError):
 
 # Container and Workload are read-only views, but not frozen dataclasses: a frozen __init__
 # sets each field through object.__setattr__, 3.5x the cost of a plain one, and one of each is
-# built per object (and per patched container) on every evaluation. Nothing assigns to them.
+# built per object (and per patched container) on every evaluation. Nothing assigns to them
+# but the memos of what rules derive (Container.memo, Workload.extended_resources).
 @dataclass(slots=True)
 class Container:
     """One container (or a NodeTemplate's spec) and where it lives in the object."""
@@ -82,15 +83,6 @@ class Container:
             health = self.data.get("health") or _EMPTY
             return health.get(NODE_TEMPLATE_PROBES[name])
         return self.data.get(name)
-
-    def resources(self, which: str) -> Mapping[str, Any]:
-        """requests or limits; missing means empty."""
-        if which == "requests":
-            return self.requests
-        if which == "limits":
-            return self.limits
-        resources = self.data.get("resources") or _EMPTY
-        return resources.get(which) or _EMPTY
 
     @property
     def security_context(self) -> Mapping[str, Any]:
