@@ -19,7 +19,8 @@ import pytest
 from server_helpers import Server, pod, post, review
 
 from webhook import admission
-from webhook.server import MAX_BODY, MAX_HEADER, READ_TIMEOUT
+from webhook.protocol import READ_TIMEOUT
+from webhook.server import MAX_BODY, MAX_HEADER
 
 
 @pytest.fixture(scope="module")
