@@ -39,7 +39,7 @@ from webhook.admission import AdmissionError, Review
 from webhook.engine import error_decision, evaluate
 from webhook.logs import REVIEW_LOGGER, line_writer, log_config
 from webhook.policy import PolicyError, PolicySet
-from webhook.protocol import GuardedH11
+from webhook.protocol import MAX_HEADER, WHOLE_RESPONSE, GuardedH11
 from webhook.reload import PolicySets, PolicySource, ServingCert
 from webhook.results import Decision, Resource
 
@@ -50,8 +50,6 @@ RELOAD_INTERVAL = 2.0
 KEEP_ALIVE = 100
 # SIGTERM: requests in flight get this long to finish (an API server waits at most 30 s).
 GRACEFUL_SHUTDOWN = 25
-# The request line and headers together: at most this many bytes (h11 answers 400 beyond).
-MAX_HEADER = 16 * 1024
 
 log = logging.getLogger("quickq_guard.server")
 review_log = logging.getLogger(REVIEW_LOGGER)
@@ -234,6 +232,7 @@ class _ReviewEndpoint:
 
 
 _JSON_TYPE = (b"content-type", b"application/json")
+_NO_EXTENSIONS: dict[str, Any] = {}
 
 
 async def _review(scope: Scope, receive: Receive, send: Send, guard: Guard,
@@ -274,9 +273,11 @@ async def _review(scope: Scope, receive: Receive, send: Send, guard: Guard,
     _record(endpoint, review, decision, policies.config.mode, time.perf_counter() - started,
             guard.loop)
     # What starlette's Response(content, media_type="application/json") sends.
-    await send({"type": "http.response.start", "status": 200,
-                "headers": [(b"content-length", str(len(content)).encode()), _JSON_TYPE]})
-    await send({"type": "http.response.body", "body": content})
+    head = [(b"content-length", b"%d" % len(content)), _JSON_TYPE]
+    whole = scope.get("extensions", _NO_EXTENSIONS).get(WHOLE_RESPONSE)
+    if whole is None or not whole["send"](200, head, content):
+        await send({"type": "http.response.start", "status": 200, "headers": head})
+        await send({"type": "http.response.body", "body": content})
 
 
 def judge(review: Review, policies: PolicySet) -> Decision:
