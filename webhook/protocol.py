@@ -12,11 +12,13 @@ import asyncio
 import contextlib
 import logging
 import socket
+from functools import lru_cache
+from http import HTTPStatus
 from operator import itemgetter
 from typing import Any
 
 import h11
-from uvicorn.protocols.http.h11_impl import STATUS_PHRASES, H11Protocol
+from uvicorn.protocols.http.h11_impl import H11Protocol
 
 from webhook import admission, metrics
 
@@ -63,8 +65,8 @@ class GuardedH11(H11Protocol):
     def handle_events(self) -> None:
         cycle = self.cycle
         super().handle_events()
-        if self.cycle is not cycle and self.cycle is not None:  # a request has been read
-            self.cycle.scope["extensions"] = self._extensions
+        if self.cycle is not cycle and self.cycle is not None and _can_write_whole(self.cycle):
+            self.cycle.scope["extensions"] = self._extensions  # a request has been read
 
     def send_whole(self, status: int, headers: list[tuple[bytes, bytes]], body: bytes) -> bool:
         """Write a whole answer at once: what uvicorn and h11 write for an ASGI response start
@@ -82,7 +84,7 @@ class GuardedH11(H11Protocol):
                 or conn.their_http_version != b"1.1"
                 or b"connection" in map(_NAME, cycle.scope["headers"])):
             return False
-        lines = [b"HTTP/1.1 %d %s\r\n" % (status, STATUS_PHRASES[status])]
+        lines = [b"HTTP/1.1 %d %s\r\n" % (status, _phrase(status))]
         lines += [b"%s: %s\r\n" % header for header in cycle.default_headers]
         lines += [b"%s: %s\r\n" % header for header in headers]
         lines.append(b"\r\n")
@@ -231,3 +233,32 @@ class _OneWritePerResponse:
 
 
 _NAME = itemgetter(0)
+
+
+# What send_whole reads and sets on uvicorn's request cycle (uvicorn 0.29 to 0.54 have them
+# all). These are uvicorn's internals: a uvicorn without one of them gets no whole answers,
+# only its own send, rather than a failed request.
+_CYCLE_FIELDS = ("scope", "conn", "default_headers", "keep_alive", "disconnected",
+                 "response_started", "response_complete", "message_event", "on_response")
+_cycle_checked: dict[type, bool] = {}
+
+
+def _can_write_whole(cycle: Any) -> bool:
+    kind = type(cycle)
+    found = _cycle_checked.get(kind)
+    if found is None:
+        found = _cycle_checked[kind] = all(hasattr(cycle, name) for name in _CYCLE_FIELDS)
+        if not found:
+            log.warning("this uvicorn's request cycle lacks what whole answers need; answers "
+                        "go through uvicorn's send", extra={"fields": {"uvicorn": kind.__module__}})
+    return found
+
+
+@lru_cache(maxsize=64)
+def _phrase(status: int) -> bytes:
+    """The reason phrase uvicorn sends with a status code."""
+    try:
+        return HTTPStatus(status).phrase.encode()
+    except ValueError:
+        return b""
+

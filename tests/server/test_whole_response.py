@@ -16,6 +16,7 @@ import uvicorn
 from server_helpers import Server, pod, review, with_probe
 from uvicorn.server import ServerState
 
+from webhook import protocol as protocol_module
 from webhook.protocol import MAX_HEADER, GuardedH11
 
 
@@ -154,12 +155,26 @@ def test_the_review_answer_skips_h11s_response_path() -> None:
 
     async def app(scope: Any, receive: Any, send: Any) -> None:
         await receive()
-        whole = scope["extensions"]["quickq.whole_response"]["send"]
-        if not whole(200, [(b"content-length", b"2"), (b"content-type", b"text/plain")],
-                     b"ok"):
+        whole = scope.get("extensions", {}).get("quickq.whole_response")
+        if whole is None or not whole["send"](
+                200, [(b"content-length", b"2"), (b"content-type", b"text/plain")], b"ok"):
             await send({"type": "http.response.start", "status": 200,
                         "headers": [(b"content-length", b"2"), (b"content-type", b"text/plain")]})
             await send({"type": "http.response.body", "body": b"ok"})
+
+    async def lacking_uvicorn() -> None:
+        """A uvicorn whose request cycle lacks a field send_whole needs: no extension, and the
+        app's answer goes through uvicorn's send."""
+        fields = protocol_module._CYCLE_FIELDS
+        protocol_module._CYCLE_FIELDS = (*fields, "field_of_another_uvicorn")
+        protocol_module._cycle_checked.clear()
+        try:
+            before, after, _, written = await exchange(b"")
+        finally:
+            protocol_module._CYCLE_FIELDS = fields
+            protocol_module._cycle_checked.clear()
+        assert after is before
+        assert written.startswith(b"HTTP/1.1 200 OK\r\n") and written.endswith(b"\r\n\r\nok")
 
     async def exchange(extra: bytes) -> tuple[h11.Connection, h11.Connection, Any, bytes]:
         config = uvicorn.Config(app, h11_max_incomplete_event_size=MAX_HEADER, lifespan="off",
@@ -176,6 +191,7 @@ def test_the_review_answer_skips_h11s_response_path() -> None:
         return before, after, state, transport.written
 
     async def main() -> None:
+        await lacking_uvicorn()
         before, after, state, whole = await exchange(b"")
         assert after is not before and state is h11.IDLE
         kept, same, state, usual = await exchange(b"Connection: keep-alive\r\n")
