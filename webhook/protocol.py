@@ -235,7 +235,7 @@ class _OneWritePerResponse:
 _NAME = itemgetter(0)
 
 
-# What send_whole reads and sets on uvicorn's request cycle (uvicorn 0.29 to 0.54 have them
+# What send_whole reads and sets on uvicorn's request cycle (uvicorn 0.29 and 0.54 have them
 # all). These are uvicorn's internals: a uvicorn without one of them gets no whole answers,
 # only its own send, rather than a failed request.
 _CYCLE_FIELDS = ("scope", "conn", "default_headers", "keep_alive", "disconnected",
