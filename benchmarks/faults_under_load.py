@@ -32,7 +32,6 @@ import json
 import os
 import shutil
 import signal
-import socket
 import statistics
 import sys
 import tempfile
@@ -48,12 +47,13 @@ sys.path.insert(0, str(REPO))
 
 import httpx  # noqa: E402
 import jsonpatch  # noqa: E402
-from cryptography import x509  # noqa: E402
 from server_helpers import (  # noqa: E402
     NAMESPACE,
     SERVICE,
     Server,
     bad_pod,
+    file_serial,
+    metric,
     pod,
     review,
     with_probe,
@@ -181,22 +181,9 @@ def server_pids(pid: int) -> list[int]:
     return pids
 
 
-def served_serial(server: Server) -> int:
-    with socket.create_connection(("127.0.0.1", server.port), timeout=5) as raw, \
-            server.context().wrap_socket(raw, server_hostname="localhost") as tls:
-        der = tls.getpeercert(binary_form=True)
-    assert der is not None
-    return int(x509.load_der_x509_certificate(der).serial_number)
-
-
-def file_serial(path: Path) -> int:
-    return int(x509.load_pem_x509_certificate(path.read_bytes()).serial_number)
-
-
-def metric(server: Server, prefix: str) -> float:
+def server_metric(server: Server, prefix: str) -> float:
     with server.client() as client:
-        lines = client.get("/metrics").text.splitlines()
-    return sum(float(line.rsplit(" ", 1)[1]) for line in lines if line.startswith(prefix))
+        return metric(client, prefix)
 
 
 def verdict(server: Server, obj: dict[str, Any]) -> bool:
@@ -280,10 +267,10 @@ def main(argv: list[str] | None = None) -> int:
             time.sleep(max(0.0, started + fraction * seconds - time.monotonic()))
 
         def rotate(label: str) -> None:
-            before = served_serial(server)
+            before = server.served_serial()
             ensure_certs(certs, SERVICE, NAMESPACE, days=2)  # same CA, atomic writes
             new = file_serial(certs / "tls.crt")
-            figures[f"{label}_s"] = round(wait_until(lambda: served_serial(server) == new), 2)
+            figures[f"{label}_s"] = round(wait_until(lambda: server.served_serial() == new), 2)
             checks[f"{label}: new certificate served"] = new != before
 
         at(0.15)
@@ -297,12 +284,13 @@ def main(argv: list[str] | None = None) -> int:
         at(0.45)
         rotate("rotation2")
         at(0.60)
-        failures_before = metric(server, 'quickq_guard_reload_failures_total{what="policies"}')
+        failures_before = server_metric(
+            server, 'quickq_guard_reload_failures_total{what="policies"}')
         write_atomically(policies / "zz-broken.yaml",
                          "id: zz-broken\ntype: validate\naction: enforce\nrule: require-labels\n"
                          "surprise: this field does not exist\n")
         write_atomically(config, "mode: enforce\n")  # would admit the unlabelled pod again
-        figures["reload_broken_rejected_s"] = round(wait_until(lambda: metric(
+        figures["reload_broken_rejected_s"] = round(wait_until(lambda: server_metric(
             server, 'quickq_guard_reload_failures_total{what="policies"}') > failures_before),
             2)
         checks["broken set rejected"] = True

@@ -8,7 +8,6 @@ READ_TIMEOUT (10 s) of its first byte or the connection is closed.
 from __future__ import annotations
 
 import json
-import socket
 import ssl
 import threading
 import time
@@ -136,11 +135,6 @@ def test_many_headers_under_the_limit_are_fine(client: httpx.Client) -> None:
         "/validate", json=review(pod()), headers=headers).status_code == 200
 
 
-def _tls(server: Server) -> ssl.SSLSocket:
-    raw = socket.create_connection(("127.0.0.1", server.port), timeout=READ_TIMEOUT + 10)
-    return server.context().wrap_socket(raw, server_hostname="localhost")
-
-
 def _read_response(sock: ssl.SSLSocket) -> bytes:
     """One whole HTTP response (Content-Length framed) from the socket."""
     data = b""
@@ -187,7 +181,7 @@ def test_slow_clients_are_cut_off_and_others_still_served(server: Server,
 
     def slow(name: str) -> None:
         started = time.monotonic()
-        with _tls(server) as sock:
+        with server.tls(timeout=READ_TIMEOUT + 10) as sock:
             drip = drips[name]
             if drip is None:  # headers at once, then the body a byte a second
                 sock.sendall(head)
@@ -205,7 +199,7 @@ def test_slow_clients_are_cut_off_and_others_still_served(server: Server,
     def kept_alive() -> None:
         """An idle kept-alive connection (as the API server keeps) may wait longer than
         READ_TIMEOUT between two requests: the deadline counts from a request's first byte."""
-        with _tls(server) as sock:
+        with server.tls(timeout=READ_TIMEOUT + 10) as sock:
             answers = []
             for pause in (0, READ_TIMEOUT + 1):
                 time.sleep(pause)
@@ -238,7 +232,7 @@ def test_slow_clients_are_cut_off_and_others_still_served(server: Server,
     b"POST /validate HTTP/1.1\r\nHost: x\r\n" + b"X: " + b"a" * (MAX_HEADER + 100),
 ])
 def test_http_protocol_errors_get_a_json_400(server: Server, request_bytes: bytes) -> None:
-    with _tls(server) as sock:
+    with server.tls(timeout=READ_TIMEOUT + 10) as sock:
         sock.sendall(request_bytes)
         answer = _read_response(sock)
     head, _, body = answer.partition(b"\r\n\r\n")

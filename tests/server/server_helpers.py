@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+from cryptography import x509
 
 SERVICE = "quickq-guard"
 NAMESPACE = "quickq-guard"
@@ -52,6 +53,18 @@ class Server:
 
     def context(self) -> ssl.SSLContext:
         return ssl.create_default_context(cafile=str(self.certs / "ca.crt"))
+
+    def tls(self, timeout: float = 10) -> ssl.SSLSocket:
+        """A raw TLS connection to the server, checked as the API server checks it."""
+        raw = socket.create_connection(("127.0.0.1", self.port), timeout=timeout)
+        return self.context().wrap_socket(raw, server_hostname="localhost")
+
+    def served_serial(self) -> int:
+        """The serial number of the certificate the server serves now."""
+        with self.tls(timeout=5) as tls:
+            der = tls.getpeercert(binary_form=True)
+        assert der is not None
+        return int(x509.load_der_x509_certificate(der).serial_number)
 
     def client(self, **kwargs: Any) -> httpx.Client:
         return httpx.Client(base_url=f"https://localhost:{self.port}", verify=self.context(),
@@ -189,3 +202,15 @@ def client_cert(ca: tuple[Any, Any], out: Path, name: str = "client") -> tuple[s
         serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
         serialization.NoEncryption()))
     return str(out / f"{name}.crt"), str(out / f"{name}.key")
+
+
+def file_serial(path: Path) -> int:
+    """The serial number of a PEM certificate file."""
+    return int(x509.load_pem_x509_certificate(path.read_bytes()).serial_number)
+
+
+def metric(client: httpx.Client, prefix: str) -> float:
+    """The sum of the /metrics samples whose line starts with `prefix`."""
+    lines = client.get("/metrics").text.splitlines()
+    return sum(float(line.rsplit(" ", 1)[1]) for line in lines if line.startswith(prefix))
+

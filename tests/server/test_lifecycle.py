@@ -16,7 +16,6 @@ from pathlib import Path
 
 import httpx
 import pytest
-from cryptography import x509
 from server_helpers import (
     NAMESPACE,
     REPO,
@@ -24,6 +23,8 @@ from server_helpers import (
     Server,
     bad_pod,
     client_cert,
+    file_serial,
+    metric,
     pod,
     post,
     review,
@@ -40,23 +41,6 @@ def eventually(check: Callable[[], bool], timeout: float = 6.0) -> None:
             return
         time.sleep(0.05)
     raise AssertionError("condition not met in time")
-
-
-def metric(client: httpx.Client, prefix: str) -> float:
-    lines = client.get("/metrics").text.splitlines()
-    return sum(float(line.rsplit(" ", 1)[1]) for line in lines if line.startswith(prefix))
-
-
-def served_serial(server: Server) -> int:
-    raw = socket.create_connection(("127.0.0.1", server.port), timeout=5)
-    with server.context().wrap_socket(raw, server_hostname="localhost") as tls:
-        der = tls.getpeercert(binary_form=True)
-    assert der is not None
-    return int(x509.load_der_x509_certificate(der).serial_number)
-
-
-def serial(path: Path) -> int:
-    return int(x509.load_pem_x509_certificate(path.read_bytes()).serial_number)
 
 
 def test_dry_run_denies_nothing_and_reports_everything(tmp_path: Path, certs_dir: Path) -> None:
@@ -113,19 +97,19 @@ def test_certificate_rotation_while_requests_run(tmp_path: Path) -> None:
     for thread in threads:
         thread.start()
     try:
-        first = served_serial(server)
+        first = server.served_serial()
         time.sleep(0.3)
         ensure_certs(certs, SERVICE, NAMESPACE, days=2)  # same CA, new serving certificate
-        renewed = serial(certs / "tls.crt")
+        renewed = file_serial(certs / "tls.crt")
         assert renewed != first
-        eventually(lambda: served_serial(server) == renewed)
+        eventually(lambda: server.served_serial() == renewed)
         # A broken certificate is refused; the one in use stays.
         good_cert = (certs / "tls.crt").read_bytes()
         (certs / "tls.crt").write_text("-----BEGIN CERTIFICATE-----\nbroken\n")
         with server.client() as client:
             eventually(lambda: metric(
                 client, 'quickq_guard_reload_failures_total{what="certificate"}') >= 1)
-        assert served_serial(server) == renewed
+        assert server.served_serial() == renewed
         (certs / "tls.crt").write_bytes(good_cert)
         time.sleep(0.3)
     finally:

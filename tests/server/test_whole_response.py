@@ -7,7 +7,6 @@ from __future__ import annotations
 import asyncio
 import json
 import re
-import socket
 import ssl
 from typing import Any
 
@@ -56,11 +55,6 @@ class Answers:
         return not self.buffer and self.tls.recv(65536) == b""
 
 
-def connect(server: Server) -> ssl.SSLSocket:
-    raw = socket.create_connection(("127.0.0.1", server.port), timeout=10)
-    return server.context().wrap_socket(raw, server_hostname="localhost")
-
-
 def without_date(raw: bytes) -> bytes:
     return re.sub(rb"\r\ndate: [^\r]*", b"\r\ndate: -", raw)
 
@@ -70,7 +64,7 @@ def test_answer_is_byte_for_byte_what_h11_writes(server: Server) -> None:
     uvicorn's and h11's response path; both answers are the same bytes (but for the date)."""
     for path, obj in (("/validate", pod()), ("/mutate", with_probe(pod()))):
         body = review(obj)
-        with connect(server) as tls:
+        with server.tls() as tls:
             answers = Answers(tls)
             tls.sendall(request(path, body))
             whole, headers, content = answers.next()
@@ -83,7 +77,7 @@ def test_answer_is_byte_for_byte_what_h11_writes(server: Server) -> None:
 
 
 def test_kept_alive_connection_answers_request_after_request(server: Server) -> None:
-    with connect(server) as tls:
+    with server.tls() as tls:
         answers = Answers(tls)
         for number in range(40):
             body = review(pod(f"web-{number}"))
@@ -102,7 +96,7 @@ def test_pipelined_requests_are_answered_in_order(server: Server) -> None:
     """Requests sent back to back before any answer: the bytes after the first request are
     handed on to read the next."""
     bodies = [review(pod(f"web-{number}")) for number in range(5)]
-    with connect(server) as tls:
+    with server.tls() as tls:
         answers = Answers(tls)
         tls.sendall(b"".join(request("/validate", body) for body in bodies))
         uids = [json.loads(answers.next()[2])["response"]["uid"] for _ in bodies]
@@ -112,7 +106,7 @@ def test_pipelined_requests_are_answered_in_order(server: Server) -> None:
 def test_http_1_0_and_connection_close_are_answered_then_closed(server: Server) -> None:
     for extra, version in (((), b"1.0"), ((b"Connection: close",), b"1.1")):
         body = review(pod())
-        with connect(server) as tls:
+        with server.tls() as tls:
             answers = Answers(tls)
             tls.sendall(request("/validate", body, *extra, version=version))
             raw, headers, content = answers.next()
