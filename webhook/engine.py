@@ -89,8 +89,7 @@ def evaluate(
             validated = [_mark_preexisting(result, old_keys) for result in validated]
     results += validated
 
-    order = policies.run_order
-    ordered = tuple(results) if order is None else tuple(map(results.__getitem__, order))
+    ordered = tuple(map(results.__getitem__, policies.run_order))
     return _decide(resource, ordered, dry_run, tuple(patch), current if patch else None)
 
 
@@ -236,8 +235,6 @@ def _decide(resource: Resource, results: tuple[Result, ...], dry_run: bool,
             patch: tuple[dict[str, Any], ...], patched: Any) -> Decision:
     """Turn results into the verdict: denials, warnings, audit annotations and the patch."""
     notable = [result for result in results if result.status not in _QUIET]
-    if not notable:  # most objects
-        return Decision(resource, results, True, "", (), {}, patch, patched)
     denials: list[str] = []
     warnings: list[str] = []
     audit: dict[str, list[str]] = {}

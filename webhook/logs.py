@@ -54,7 +54,7 @@ def line_writer(logger: logging.Logger,
     has one in, and a write() system call per line (stdout is unbuffered in containers, as
     PYTHONUNBUFFERED=1 is usual) costs about as much as formatting the line. Nothing waits
     longer than that pass; without `loop`, each line is written and flushed at once."""
-    head = {"time": "", "level": "info", "logger": logger.name, "message": message}
+    head = {"level": "info", "logger": logger.name, "message": message}
 
     def streams() -> list[logging.StreamHandler[Any]] | None:
         found: list[logging.StreamHandler[Any]] = []
@@ -95,8 +95,7 @@ def line_writer(logger: logging.Logger,
             emit(handler, line)
 
     def _line(fields: dict[str, Any]) -> str:
-        head["time"] = timestamp(time.time())
-        return dumps(head | fields).decode() + "\n"
+        return dumps({"time": timestamp(time.time()), **head, **fields}).decode() + "\n"
 
     def flush() -> None:
         lines = list(held.items())

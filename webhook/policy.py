@@ -167,12 +167,11 @@ class PolicySet:
     config: Config
     # evaluate() runs the mutate policies first, then the validate ones, and reports results
     # in the policies' order: split once here rather than on every evaluation, with where
-    # each policy's result is in the run order (None: the same order, as in the webhook's
-    # validate-only and mutate-only sets).
+    # each policy's result is in the run order.
     mutating: tuple[Policy, ...] = field(init=False, repr=False, compare=False)
     validating: tuple[Policy, ...] = field(init=False, repr=False, compare=False)
     ids: tuple[str, ...] = field(init=False, repr=False, compare=False)
-    run_order: tuple[int, ...] | None = field(init=False, repr=False, compare=False)
+    run_order: tuple[int, ...] = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         policies = self.policies
@@ -182,9 +181,7 @@ class PolicySet:
         object.__setattr__(self, "mutating", mutating)
         object.__setattr__(self, "validating", validating)
         object.__setattr__(self, "ids", tuple(p.id for p in policies))
-        run_order = tuple(position[p.id] for p in policies)
-        object.__setattr__(self, "run_order",
-                           None if run_order == tuple(range(len(policies))) else run_order)
+        object.__setattr__(self, "run_order", tuple(position[p.id] for p in policies))
 
     def get(self, policy_id: str) -> Policy:
         for policy in self.policies:

@@ -44,7 +44,7 @@ def parse_quantity(value: object) -> Decimal | None:
     negative amounts and malformed strings (`1GB`, `500mi`, `''`) are not.
     """
     if type(value) is str:  # the common case first: quantities are mostly strings
-        return parse_text(value)
+        return _parse_text(value)
     if isinstance(value, bool):
         return None
     if isinstance(value, int):
@@ -54,14 +54,12 @@ def parse_quantity(value: object) -> Decimal | None:
             return None
         return Decimal(repr(value))
     if isinstance(value, str):
-        return parse_text(value)
+        return _parse_text(value)
     return None
 
 
 @lru_cache(maxsize=4096)
-def parse_text(text: str) -> Decimal | None:
-    """parse_quantity of a string. A hot loop whose values are nearly all strings calls this
-    (a C-level cache hit) for them, and parse_quantity for the others."""
+def _parse_text(text: str) -> Decimal | None:
     match = _QUANTITY.match(text)
     if match is None:
         return None

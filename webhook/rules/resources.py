@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from decimal import Decimal
 from typing import Any
 
-from webhook.quantity import parse_quantity, parse_text
+from webhook.quantity import parse_quantity
 from webhook.results import Finding
 from webhook.rules._base import NoParams, Params, finding, resource_field
 from webhook.workload import Container, Workload
@@ -39,8 +38,8 @@ def valid_resource_quantities(workload: Workload, params: NoParams) -> list[Find
     """Every request and limit is a valid quantity, and no request exceeds its limit."""
     findings: list[Finding] = []
     for container in workload.containers:
-        requests = _amounts(container, "requests", container.requests, findings)
-        limits = _amounts(container, "limits", container.limits, findings)
+        requests = _amounts(container, "requests", findings)
+        limits = _amounts(container, "limits", findings)
         for name, request in requests.items():
             limit = limits.get(name)
             if limit is not None and request > limit:
@@ -54,12 +53,12 @@ def valid_resource_quantities(workload: Workload, params: NoParams) -> list[Find
     return findings
 
 
-def _amounts(container: Container, which: str, quantities: Mapping[Any, Any],
-             findings: list[Finding]) -> dict[Any, Decimal]:
+def _amounts(container: Container, which: str, findings: list[Finding]) -> dict[Any, Decimal]:
     """The valid amounts of a container's requests or limits; a finding for each invalid one."""
     amounts = {}
+    quantities = container.requests if which == "requests" else container.limits
     for name, value in quantities.items():
-        amount = parse_text(value) if type(value) is str else parse_quantity(value)
+        amount = parse_quantity(value)
         if amount is not None:
             amounts[name] = amount
             continue
