@@ -59,7 +59,7 @@ from server_helpers import (  # noqa: E402
     with_probe,
 )
 
-from webhook.certs import ensure_certs  # noqa: E402
+from webhook.server.certs import ensure_certs  # noqa: E402
 
 EXPECTED = {  # what each load request must get back, whichever policy set is in force
     "good": ("/validate", True, False),

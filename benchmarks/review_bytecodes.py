@@ -32,9 +32,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import webhook_load  # benchmarks/ is not a package
 
-from webhook.certs import ensure_certs
-from webhook.logs import log_config
-from webhook.server import Guard, Settings, build_app
+from webhook.server.app import Guard, Settings, build_app
+from webhook.server.certs import ensure_certs
+from webhook.server.logs import log_config
 
 
 def count(path: str, guard: Guard) -> collections.Counter[str]:

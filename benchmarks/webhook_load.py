@@ -252,7 +252,7 @@ def floor_main(port: int, cert: str, key: str) -> None:
     from starlette.responses import Response
     from starlette.routing import Route
 
-    from webhook.certs import server_context
+    from webhook.server.certs import server_context
 
     answer = json.dumps({"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview",
                          "response": {"uid": UID, "allowed": True}}).encode()
@@ -337,7 +337,7 @@ def main() -> int:
         floor_main(int(args.floor[0]), args.floor[1], args.floor[2])
         return 0
 
-    from webhook.certs import ensure_certs
+    from webhook.server.certs import ensure_certs
 
     duration = 1.0 if args.quick else args.duration
     rates = [float(r) for r in args.rates.split(",") if r]

@@ -10,7 +10,7 @@ import copy
 from typing import Any
 
 from webhook import Decision, Result, evaluate, load_policies
-from webhook.policy import Config, PolicySet
+from webhook.engine.policy import Config, PolicySet
 
 GOOD_IMAGE = "registry.example.com/app:1.2.3"
 POD_SPEC_PATHS = {

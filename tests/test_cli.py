@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from webhook.cli import main
+from webhook.cli.commands import main
 
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLES = ROOT / "examples"

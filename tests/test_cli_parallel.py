@@ -8,10 +8,10 @@ from pathlib import Path
 
 import pytest
 
-from webhook import cli
-from webhook.engine import evaluate
+from webhook.cli import commands as cli
+from webhook.engine.evaluate import evaluate
+from webhook.engine.policy import load_policies
 from webhook.manifests import read_paths
-from webhook.policy import load_policies
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
 

@@ -18,7 +18,7 @@ from builders import (
     workload,
 )
 
-from webhook.patch import pointer
+from webhook.engine.patch import pointer
 
 ROOT_CONTAINER = {"securityContext": {"runAsUser": 0}}
 

@@ -26,7 +26,7 @@ from builders import (
 )
 
 from webhook import Finding, Resource, Result, evaluate, load_policies
-from webhook.policy import PolicySet
+from webhook.engine.policy import PolicySet
 
 
 def proxied(value: Any) -> Any:

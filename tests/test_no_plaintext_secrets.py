@@ -8,7 +8,7 @@ import json
 import pytest
 from builders import container, judge, messages, node_template, paths, pod, result, with_config
 
-from webhook.cli import _print_table, report
+from webhook.cli.commands import _print_table, report
 
 PLANTED = "pl4nted-S3cret-value-93f1"
 

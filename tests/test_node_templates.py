@@ -10,7 +10,7 @@ import jsonschema
 import pytest
 from builders import judge, node_template, result, statuses
 
-from webhook import nodetemplate
+from webhook.engine import nodetemplate
 from webhook.manifests import read_file
 
 ROOT = Path(__file__).resolve().parent.parent

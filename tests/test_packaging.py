@@ -23,7 +23,7 @@ def test_wheel_ships_policies_and_finds_them_outside_a_checkout(tmp_path: Path) 
 
     target = tmp_path / "site"
     zipfile.ZipFile(wheel).extractall(target)
-    probe = ("import webhook.policy as p, webhook; "
+    probe = ("import webhook.engine.policy as p, webhook; "
              "print(p.default_policies_dir()); "
              "print(len(webhook.load_policies().policies))")
     out = subprocess.run([sys.executable, "-c", probe], cwd=tmp_path, check=True,

@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 from builders import container, pod
 
-from webhook.patch import add, apply_patch
-from webhook.workload import InvalidObject, read_workload
+from webhook.engine.patch import add, apply_patch
+from webhook.engine.workload import InvalidObject, read_workload
 
 GROUPS = ("quickq", "quickq.io")
 

@@ -8,9 +8,9 @@ The public API is what the webhook and the CLI use themselves:
     decision.allowed, decision.message, decision.warnings, decision.patch
 """
 
-from webhook.engine import evaluate
-from webhook.policy import Config, Policy, PolicyError, PolicySet, load_config, load_policies
-from webhook.results import Decision, Finding, Resource, Result
+from webhook.engine.evaluate import evaluate
+from webhook.engine.policy import Config, Policy, PolicyError, PolicySet, load_config, load_policies
+from webhook.engine.results import Decision, Finding, Resource, Result
 
 __all__ = [
     "Config",

@@ -175,7 +175,7 @@ def structural(schema: Schema) -> Schema:
 def openapi_v3_schema(source: Callable[[], Schema] | None = None) -> Schema:
     """The NodeTemplate CRD's openAPIV3Schema, from the model `lint` validates with."""
     if source is None:
-        from webhook.nodetemplate import json_schema
+        from webhook.engine.nodetemplate import json_schema
 
         source = json_schema
     return structural(source())

@@ -14,7 +14,8 @@ import pytest
 import yaml
 from chart_helpers import CHART, KUBE_VERSION, REPO, find, helm_template
 
-from webhook import crd, nodetemplate
+from webhook import crd
+from webhook.engine import nodetemplate
 
 # Keywords a structural CRD schema may not carry (or that make no sense there).
 FORBIDDEN = {"$ref", "$defs", "$schema", "$id", "definitions", "const", "title",

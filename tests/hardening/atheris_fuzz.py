@@ -18,9 +18,9 @@ from pathlib import Path
 import atheris
 
 with atheris.instrument_imports(include=["webhook"]):
-    from webhook import admission
-    from webhook.reload import PolicySource
-    from webhook.server import judge
+    from webhook.server import admission
+    from webhook.server.app import judge
+    from webhook.server.reload import PolicySource
 
 SETS = PolicySource(None, None).load()
 HERE = Path(__file__).resolve().parent

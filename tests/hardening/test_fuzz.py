@@ -20,8 +20,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from server_helpers import Server, review
 
-from webhook import admission, evaluate
-from webhook.reload import PolicySource
+from webhook import evaluate
+from webhook.server import admission
+from webhook.server.reload import PolicySource
 
 SETS = PolicySource(None, None).load()
 DRY_RUN = PolicySource(None, None, mode="dry-run").load()

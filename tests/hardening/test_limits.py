@@ -17,9 +17,9 @@ import httpx
 import pytest
 from server_helpers import Server, pod, post, review
 
-from webhook import admission
-from webhook.protocol import READ_TIMEOUT
-from webhook.server import MAX_BODY, MAX_HEADER
+from webhook.server import admission
+from webhook.server.app import MAX_BODY, MAX_HEADER
+from webhook.server.protocol import READ_TIMEOUT
 
 
 @pytest.fixture(scope="module")

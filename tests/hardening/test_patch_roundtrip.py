@@ -21,8 +21,9 @@ from hypothesis import strategies as st
 from server_helpers import Server, post, review
 from test_properties import OWNED_SUFFIXES, objects, undo
 
-from webhook import admission, evaluate
-from webhook.reload import PolicySource
+from webhook import evaluate
+from webhook.server import admission
+from webhook.server.reload import PolicySource
 
 VERSION = kubernetes_validate.latest_version()
 LIVENESS = {"httpGet": {"path": "/healthz", "port": 8080}, "periodSeconds": 10,

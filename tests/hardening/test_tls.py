@@ -11,7 +11,7 @@ import httpx
 import pytest
 from server_helpers import Server, client_cert, pod, post, review
 
-from webhook.certs import create_ca, load_ca
+from webhook.server.certs import create_ca, load_ca
 
 
 def _tls12(server: Server, ciphers: str) -> ssl.SSLContext:

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from server_helpers import NAMESPACE, SERVICE, Server
 
-from webhook.certs import ensure_certs
+from webhook.server.certs import ensure_certs
 
 
 @pytest.fixture(scope="session")

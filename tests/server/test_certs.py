@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 from cryptography import x509
 
-from webhook.certs import reload_pair, server_context
-from webhook.cli import main
+from webhook.cli.commands import main
+from webhook.server.certs import reload_pair, server_context
 
 
 def _load(path: Path) -> x509.Certificate:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from webhook.admission import DENIAL_MAX, denial_message
+from webhook.server.admission import DENIAL_MAX, denial_message
 
 
 def test_short_denial_is_passed_through_whole() -> None:

@@ -31,7 +31,7 @@ from server_helpers import (
     with_probe,
 )
 
-from webhook.certs import ensure_certs, load_ca
+from webhook.server.certs import ensure_certs, load_ca
 
 
 def eventually(check: Callable[[], bool], timeout: float = 6.0) -> None:

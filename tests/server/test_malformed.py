@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 from server_helpers import Server, pod, review
 from starlette.applications import Starlette
 
-from webhook.server import MAX_BODY, Guard, Settings, build_app
+from webhook.server.app import MAX_BODY, Guard, Settings, build_app
 
 
 @pytest.fixture(scope="module")

@@ -15,8 +15,8 @@ import uvicorn
 from server_helpers import Server, pod, review, with_probe
 from uvicorn.server import ServerState
 
-from webhook import protocol as protocol_module
-from webhook.protocol import MAX_HEADER, GuardedH11
+from webhook.server import protocol as protocol_module
+from webhook.server.protocol import MAX_HEADER, GuardedH11
 
 
 def request(path: str, body: dict[str, Any], *extra: bytes, version: bytes = b"1.1") -> bytes:

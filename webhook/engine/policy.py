@@ -15,10 +15,10 @@ from typing import Any, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-from webhook.results import Result
-from webhook.rules import RULES, Rule
-from webhook.rules._base import Params
-from webhook.workload import JUDGED_KINDS
+from webhook.engine.results import Result
+from webhook.engine.rules import RULES, Rule
+from webhook.engine.rules._base import Params
+from webhook.engine.workload import JUDGED_KINDS
 
 Action = Literal["enforce", "warn", "audit", "off"]
 Operation = Literal["CREATE", "UPDATE"]
@@ -196,7 +196,7 @@ def _glob_any(name: str, patterns: Iterable[str]) -> bool:
 
 def default_policies_dir() -> Path:
     """The shipped policies: `policies/` of a checkout, or the copy inside an installed wheel."""
-    package = Path(__file__).resolve().parent
+    package = Path(__file__).resolve().parent.parent  # webhook/
     checkout = package.parent / "policies"
     return checkout if checkout.is_dir() else package / "policies"
 

@@ -24,10 +24,10 @@ from typing import Any, TextIO
 import orjson  # writes the JSON report ~20x faster than json (see dumps_json)
 import yaml
 
-from webhook.engine import error_decision, evaluate
+from webhook.engine.evaluate import error_decision, evaluate
+from webhook.engine.policy import PolicyError, PolicySet, load_config, load_policies
+from webhook.engine.results import Decision, Resource, Result
 from webhook.manifests import Document, manifest_sources, read_paths, read_source
-from webhook.policy import PolicyError, PolicySet, load_config, load_policies
-from webhook.results import Decision, Resource, Result
 
 EXIT_OK, EXIT_DENIED, EXIT_ERROR = 0, 1, 2
 
@@ -128,13 +128,13 @@ def _certs_parser(commands: Any) -> None:
 
 
 def _serve(args: argparse.Namespace) -> int:
-    from webhook import server  # type: ignore[attr-defined,unused-ignore]
+    from webhook.server import app as server
 
     return int(server.run(args))
 
 
 def _certs(args: argparse.Namespace) -> int:
-    from webhook import certs  # type: ignore[attr-defined,unused-ignore]
+    from webhook.server import certs
 
     return int(certs.run(args))
 
@@ -465,7 +465,7 @@ def list_policies(args: argparse.Namespace) -> int:
 
 
 def lint(args: argparse.Namespace) -> int:
-    from webhook import nodetemplate
+    from webhook.engine import nodetemplate
 
     if args.schema:
         sys.stdout.write(nodetemplate.schema_text())
@@ -492,5 +492,3 @@ def lint(args: argparse.Namespace) -> int:
     return code
 
 
-if __name__ == "__main__":
-    sys.exit(main())

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from webhook.results import Finding
-from webhook.rules._base import NoParams, finding
-from webhook.workload import Workload
+from webhook.engine.results import Finding
+from webhook.engine.rules._base import NoParams, finding
+from webhook.engine.workload import Workload
 
 
 def _int_or_none(value: Any) -> int | None:

@@ -34,14 +34,14 @@ from starlette.types import Receive, Scope, Send
 from uvicorn.config import STARTUP_FAILURE
 from uvicorn.supervisors.multiprocess import Multiprocess
 
-from webhook import admission, certs, metrics
-from webhook.admission import AdmissionError, Review
-from webhook.engine import error_decision, evaluate
-from webhook.logs import REVIEW_LOGGER, line_writer, log_config
-from webhook.policy import PolicyError, PolicySet
-from webhook.protocol import MAX_HEADER, WHOLE_RESPONSE, GuardedH11
-from webhook.reload import PolicySets, PolicySource, ServingCert
-from webhook.results import Decision, Resource
+from webhook.engine.evaluate import error_decision, evaluate
+from webhook.engine.policy import PolicyError, PolicySet
+from webhook.engine.results import Decision, Resource
+from webhook.server import admission, certs, metrics
+from webhook.server.admission import AdmissionError, Review
+from webhook.server.logs import REVIEW_LOGGER, line_writer, log_config
+from webhook.server.protocol import MAX_HEADER, WHOLE_RESPONSE, GuardedH11
+from webhook.server.reload import PolicySets, PolicySource, ServingCert
 
 MAX_BODY = 3 * 1024 * 1024
 RELOAD_INTERVAL = 2.0

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from functools import lru_cache
 
-from webhook.results import Finding
-from webhook.rules._base import NoParams, finding
-from webhook.workload import Workload
+from webhook.engine.results import Finding
+from webhook.engine.rules._base import NoParams, finding
+from webhook.engine.workload import Workload
 
 
 @lru_cache(maxsize=4096)

@@ -5,10 +5,10 @@ from __future__ import annotations
 from decimal import Decimal
 from typing import Any
 
-from webhook.quantity import parse_quantity
-from webhook.results import Finding
-from webhook.rules._base import NoParams, Params, finding, resource_field
-from webhook.workload import Container, Workload
+from webhook.engine.quantity import parse_quantity
+from webhook.engine.results import Finding
+from webhook.engine.rules._base import NoParams, Params, finding, resource_field
+from webhook.engine.workload import Container, Workload
 
 
 class RequireRequestsParams(Params):

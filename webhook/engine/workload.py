@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Any
 
-from webhook.patch import Path
+from webhook.engine.patch import Path
 
 # Where each judged kind keeps its pod spec, by (API group, kind).
 POD_SPEC_PATHS: dict[tuple[str, str], Path] = {

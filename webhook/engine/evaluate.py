@@ -12,10 +12,10 @@ from fnmatch import fnmatchcase
 from functools import lru_cache
 from typing import Any
 
-from webhook.patch import PatchError, apply_patch
-from webhook.policy import Policy, PolicySet
-from webhook.results import Decision, Finding, Resource, Result
-from webhook.workload import InvalidObject, Workload, read_workload
+from webhook.engine.patch import PatchError, apply_patch
+from webhook.engine.policy import Policy, PolicySet
+from webhook.engine.results import Decision, Finding, Resource, Result
+from webhook.engine.workload import InvalidObject, Workload, read_workload
 
 MIRROR_POD_ANNOTATION = "kubernetes.io/config.mirror"
 _MAPPING = (dict, Mapping)  # dict first: the ABC check is slow

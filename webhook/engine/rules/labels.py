@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from webhook.results import Finding
-from webhook.rules._base import Params, finding
-from webhook.workload import Workload, dotted
+from webhook.engine.results import Finding
+from webhook.engine.rules._base import Params, finding
+from webhook.engine.workload import Workload, dotted
 
 
 class RequireLabelsParams(Params):

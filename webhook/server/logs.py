@@ -8,7 +8,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from webhook.admission import dumps
+from webhook.server.admission import dumps
 
 REVIEW_LOGGER = "quickq_guard.review"
 

@@ -12,8 +12,14 @@ import ssl
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from webhook import certs
-from webhook.policy import Config, PolicySet, default_policies_dir, load_config, load_policies
+from webhook.engine.policy import (
+    Config,
+    PolicySet,
+    default_policies_dir,
+    load_config,
+    load_policies,
+)
+from webhook.server import certs
 
 
 @dataclass(frozen=True, slots=True)

@@ -20,7 +20,7 @@ from typing import Any
 import h11
 from uvicorn.protocols.http.h11_impl import H11Protocol
 
-from webhook import admission, metrics
+from webhook.server import admission, metrics
 
 # A request (line, headers and body) must arrive whole within this many seconds of its first
 # byte, or of the connection being opened; a slow client (slowloris) is disconnected. The API

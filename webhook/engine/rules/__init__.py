@@ -12,10 +12,10 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from webhook.results import Finding
-from webhook.rules import gpu, images, labels, probes, resources, secrets, security
-from webhook.rules._base import NoParams, Params
-from webhook.workload import Workload
+from webhook.engine.results import Finding
+from webhook.engine.rules import gpu, images, labels, probes, resources, secrets, security
+from webhook.engine.rules._base import NoParams, Params
+from webhook.engine.workload import Workload
 
 RuleType = Literal["validate", "mutate"]
 

@@ -9,9 +9,9 @@ import itertools
 import re
 from functools import cached_property
 
-from webhook.results import Finding
-from webhook.rules._base import Params, finding
-from webhook.workload import Workload
+from webhook.engine.results import Finding
+from webhook.engine.rules._base import Params, finding
+from webhook.engine.workload import Workload
 
 _SEPARATORS = re.compile(r"[_\-.]+")
 _CAMEL = re.compile(r"(?<=[a-z0-9])(?=[A-Z])")

@@ -9,10 +9,10 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from webhook.patch import add
-from webhook.results import Finding
-from webhook.rules._base import Params, finding
-from webhook.workload import Workload
+from webhook.engine.patch import add
+from webhook.engine.results import Finding
+from webhook.engine.rules._base import Params, finding
+from webhook.engine.workload import Workload
 
 HANDLERS = ("httpGet", "tcpSocket", "exec", "grpc")
 _HANDLER_KEYS = frozenset(HANDLERS)

@@ -10,11 +10,11 @@ from decimal import Decimal
 from functools import lru_cache
 from typing import Any
 
-from webhook.patch import add
-from webhook.quantity import is_whole, parse_quantity
-from webhook.results import Finding
-from webhook.rules._base import Params, finding, matches_any, resource_field
-from webhook.workload import CORE_RESOURCES, Container, Workload, dotted
+from webhook.engine.patch import add
+from webhook.engine.quantity import is_whole, parse_quantity
+from webhook.engine.results import Finding
+from webhook.engine.rules._base import Params, finding, matches_any, resource_field
+from webhook.engine.workload import CORE_RESOURCES, Container, Workload, dotted
 
 DEFAULT_GPU_RESOURCES = ("nvidia.com/gpu", "amd.com/gpu", "nvidia.com/mig-*")
 _CORE_NAMES = tuple(sorted(CORE_RESOURCES))

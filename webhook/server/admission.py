@@ -17,7 +17,7 @@ from typing import Any
 
 import orjson  # parses and writes reviews 2-10x faster than json
 
-from webhook.results import Decision
+from webhook.engine.results import Decision
 
 
 def loads(data: bytes) -> Any:

@@ -8,9 +8,9 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict
 
-from webhook.patch import Path
-from webhook.results import Finding
-from webhook.workload import Container, dotted
+from webhook.engine.patch import Path
+from webhook.engine.results import Finding
+from webhook.engine.workload import Container, dotted
 
 
 class Params(BaseModel):

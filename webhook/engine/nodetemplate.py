@@ -19,7 +19,7 @@ from pydantic import (
     WithJsonSchema,
 )
 
-from webhook.quantity import parse_quantity
+from webhook.engine.quantity import parse_quantity
 
 QUANTITY_PATTERN = (
     r"^([+]?([0-9]+(\.[0-9]*)?|\.[0-9]+))(Ki|Mi|Gi|Ti|Pi|Ei|n|u|m|k|M|G|T|P|E|[eE][+-]?[0-9]+)?$"
@@ -212,9 +212,9 @@ def lint(obj: Any) -> list[str]:
     return []
 
 
-if __name__ == "__main__":  # regenerate the shipped schema: python -m webhook.nodetemplate
+if __name__ == "__main__":  # regenerate the shipped schema: python -m webhook.engine.nodetemplate
     from pathlib import Path
 
-    target = Path(__file__).parent / "schemas" / "nodetemplate.schema.json"
+    target = Path(__file__).resolve().parent.parent / "schemas" / "nodetemplate.schema.json"
     target.write_text(schema_text())
     print(f"wrote {target}")
