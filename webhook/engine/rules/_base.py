@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from fnmatch import fnmatchcase
-from functools import lru_cache
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict
@@ -32,10 +31,8 @@ def finding(container: Container | None, message: str, path: Path,
     return Finding(f"{container.label}: {message}", dotted(path), container.name, patch)
 
 
-@lru_cache(maxsize=4096)
 def matches_any(name: str, patterns: tuple[str, ...]) -> bool:
-    """True when a glob matches the name. Cached: the same few resource names and pattern
-    tuples come back for every container and every GPU policy (the hot path of evaluate)."""
+    """True when a glob matches the name."""
     return any(fnmatchcase(name, pattern) for pattern in patterns)
 
 
