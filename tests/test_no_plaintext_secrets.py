@@ -66,7 +66,7 @@ def _everything_said(decision) -> str:
 
     table = io.StringIO()
     _print_table([decision], table, color=False)
-    parts = [decision.message, *decision.warnings, json.dumps(decision.audit_annotations),
+    parts = [decision.message, *decision.warnings, json.dumps(dict(decision.audit_annotations)),
              json.dumps(report([decision]), default=str), table.getvalue(),
              *(f.message for r in decision.results for f in r.findings),
              *(r.reason for r in decision.results), *(f.path for r in decision.results

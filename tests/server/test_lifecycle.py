@@ -62,7 +62,8 @@ def test_dry_run_denies_nothing_and_reports_everything(tmp_path: Path, certs_dir
             response = post(client, "/validate", review(broken))
             assert response["allowed"] is True
             assert "cannot be judged" in " ".join(response["warnings"])
-            assert metric(client, 'quickq_guard_reviews_total{decision="would-deny"') == 2
+            assert metric(client, 'quickq_guard_reviews_total{decision="would-deny"') == 1
+            assert metric(client, 'quickq_guard_reviews_total{decision="error"') == 1
             assert metric(client, 'quickq_guard_findings_total{action="enforce",'
                                   'mode="dry-run",policy="no-plaintext-secrets"}') == 1
         line = next(x for x in server.logs() if x.get("uid") == body["request"]["uid"])

@@ -312,9 +312,9 @@ def _read_error(document: Document) -> Decision:
 def exit_code(decisions: Iterable[Decision]) -> int:
     code = EXIT_OK
     for decision in decisions:
-        if any(result.status == "error" for result in decision.results):
+        if decision.outcome == "error":
             return EXIT_ERROR
-        if not decision.allowed:
+        if decision.outcome == "denied":
             code = EXIT_DENIED
     return code
 

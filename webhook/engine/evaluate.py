@@ -9,16 +9,14 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from dataclasses import replace
 from fnmatch import fnmatchcase
-from functools import lru_cache
 from typing import Any
 
 from webhook.engine.patch import PatchError, apply_patch
 from webhook.engine.policy import Policy, PolicySet
-from webhook.engine.results import Decision, Finding, Resource, Result
+from webhook.engine.results import Decision, Finding, Outcome, Resource, Result
 from webhook.engine.workload import InvalidObject, Workload, read_workload
 
 MIRROR_POD_ANNOTATION = "kubernetes.io/config.mirror"
-_MAPPING = (dict, Mapping)  # dict first: the ABC check is slow
 
 
 def evaluate(
@@ -65,23 +63,16 @@ def evaluate(
         results = [_mark_unpatched(_run(policy, workload, namespace, operation))
                    for policy in policies.mutating]
     else:
-        patching = not dry_run
-        mutating = policies.mutating
-        last = len(mutating) - 1
-        for index, policy in enumerate(mutating):
+        for policy in policies.mutating:
             result = _run(policy, workload, namespace, operation)
             results.append(result)
-            if not (result.findings and patching and policy.action == "enforce"):
+            if not (result.findings and not dry_run and policy.action == "enforce"):
                 continue
             ops = result.patch
             try:
                 current = apply_patch(current, ops)
-                # The view is read again for the policies still to run; after the last
-                # mutate policy of a set without validate ones (the /mutate endpoint's),
-                # nothing would look at it.
-                if index < last or policies.validating:
-                    workload = read_workload(current, config.nodeTemplateGroups,
-                                             workload) or workload
+                # The policies still to run judge the patched object.
+                workload = read_workload(current, config.nodeTemplateGroups) or workload
             except (PatchError, InvalidObject) as error:
                 results[-1] = _result(policy, "error", reason=f"patch failed: {error}")
                 continue
@@ -94,16 +85,17 @@ def evaluate(
             validated = [_mark_preexisting(result, old_keys) for result in validated]
     results += validated
 
-    ordered = tuple(map(results.__getitem__, policies.run_order))
+    by_id = {result.policy: result for result in results}
+    ordered = tuple(by_id[policy.id] for policy in policies.policies)
     return _decide(resource, ordered, dry_run, tuple(patch), current if patch else None)
 
 
 def describe(obj: Any, namespace: str | None = None, source: str = "") -> Resource:
     """Name an object for messages, whatever shape it has."""
-    if not isinstance(obj, _MAPPING):
+    if not isinstance(obj, Mapping):
         return Resource("", "", namespace or "", "", source)
     metadata = obj.get("metadata")
-    metadata = metadata if isinstance(metadata, _MAPPING) else {}
+    metadata = metadata if isinstance(metadata, Mapping) else {}
     name = metadata.get("name") or metadata.get("generateName") or ""
     own_namespace = metadata.get("namespace")
     return Resource(
@@ -120,18 +112,17 @@ def _text(value: Any) -> str:
 
 
 def _run(policy: Policy, workload: Workload, namespace: str, operation: str) -> Result:
-    if operation not in policy.unconditional:  # most policies judge every object
-        reason = _skip_reason(policy, workload, namespace, operation)
-        if reason:
-            return _result(policy, "skip", reason=reason)
+    reason = _skip_reason(policy, workload, namespace, operation)
+    if reason:
+        return _result(policy, "skip", reason=reason)
     rule = policy.rule
     try:
         findings = rule.check(workload, policy.params)
     except Exception as error:  # a rule bug must not take the webhook down with it
         return _result(policy, "error",
                        reason=f"rule {rule.name} failed ({type(error).__name__})")
-    if not findings:  # most results: straight to the shared one
-        return policy.passed
+    if not findings:
+        return _result(policy, "pass")
     if policy.message:
         findings = [replace(f, message=f"{f.message} ({policy.message})") for f in findings]
     status = "patch" if policy.type == "mutate" else "fail"
@@ -144,10 +135,7 @@ def _skip_reason(policy: Policy, workload: Workload, namespace: str, operation: 
         return "the policy is off"
     if not policy.rule.node_templates and workload.is_node_template:
         return "not applicable to NodeTemplate"
-    # Without kinds, namespaces or a selector the match is only about the operation.
-    if operation not in policy.match.operations or (
-            policy.selective
-            and not policy.applies(workload.kind, namespace, operation, workload.labels)):
+    if not policy.applies(workload.kind, namespace, operation, workload.labels):
         return "the policy does not match this object"
     return ""
 
@@ -186,16 +174,7 @@ def _mark_preexisting(result: Result, old_keys: frozenset[tuple[str, str | None]
 
 def _result(policy: Policy, status: Any, findings: tuple[Finding, ...] = (),
             reason: str = "") -> Result:
-    if findings:
-        return Result(policy.id, policy.type, policy.action, status, findings, reason)
-    return _plain_result(policy.id, policy.type, policy.action, status, reason)
-
-
-@lru_cache(maxsize=1024)
-def _plain_result(policy: str, type: str, action: str, status: Any, reason: str) -> Result:
-    """A result without findings. Results are immutable, so every evaluation shares these
-    (pass and skip are most of them) instead of building a dataclass per policy per object."""
-    return Result(policy, type, action, status, (), reason)
+    return Result(policy.id, policy.type, policy.action, status, findings, reason)
 
 
 def _violation_keys(old_object: Any, policies: PolicySet, namespace: str,
@@ -222,29 +201,24 @@ def _exclusion(workload: Workload, namespace: str, username: str | None,
         return f"namespace {namespace} is excluded"
     if username and config.excludeUsers and _glob_any(username, config.excludeUsers):
         return f"user {username} is excluded"
-    if config.excludeGroups:  # none by default: no lookup per group
-        for group in groups:
-            if _glob_any(group, config.excludeGroups):
-                return f"group {group} is excluded"
+    for group in groups:
+        if _glob_any(group, config.excludeGroups):
+            return f"group {group} is excluded"
     if workload.is_pod:
         metadata = workload.obj.get("metadata") or {}
         annotations = metadata.get("annotations")
-        if annotations is not None and isinstance(annotations, _MAPPING) \
-                and MIRROR_POD_ANNOTATION in annotations:  # None first: skip the ABC check
+        if isinstance(annotations, Mapping) and MIRROR_POD_ANNOTATION in annotations:
             return "a mirror pod of a static pod is managed by the kubelet"
     return ""
 
 
-@lru_cache(maxsize=4096)
 def _glob_any(name: str, patterns: tuple[str, ...]) -> bool:
-    """Cached: every object asks about its namespace against the same few patterns."""
     return any(fnmatchcase(name, pattern) for pattern in patterns)
 
 
 def _skipped(resource: Resource, policies: PolicySet, reason: str) -> Decision:
-    results = tuple(_plain_result(p.id, p.type, p.action, "skip", reason)
-                    for p in policies.policies)
-    return Decision(resource, results, allowed=True)
+    results = tuple(_result(policy, "skip", reason=reason) for policy in policies.policies)
+    return Decision(resource, results, allowed=True, outcome="allowed")
 
 
 def error_decision(resource: Resource, problem: str, message: str, dry_run: bool) -> Decision:
@@ -252,8 +226,9 @@ def error_decision(resource: Resource, problem: str, message: str, dry_run: bool
     `error` result; denied with `message`, or in dry-run admitted with it as a warning."""
     result = Result(None, "validate", "enforce", "error", (), problem)
     if dry_run:
-        return Decision(resource, (result,), allowed=True, warnings=(f"[dry-run] {message}",))
-    return Decision(resource, (result,), allowed=False, message=message)
+        return Decision(resource, (result,), allowed=True, outcome="error",
+                        warnings=(f"[dry-run] {message}",))
+    return Decision(resource, (result,), allowed=False, outcome="error", message=message)
 
 
 _QUIET = frozenset({"pass", "skip"})  # results that add nothing to the verdict
@@ -297,8 +272,6 @@ def _decide(resource: Resource, results: tuple[Result, ...], dry_run: bool,
                 audit.setdefault(str(result.policy), []).append(f"would deny: {found.message}")
             else:
                 denials.append(f"[{result.policy}] {found.message} (field: {found.path})")
-    if not (denials or warnings or audit):  # most objects: nothing to say
-        return Decision(resource, results, True, "", (), {}, patch, patched)
     message = ""
     if denials:
         message = f"{resource} is denied by quickq-guard:\n" + "\n".join(f"- {d}" for d in denials)
@@ -306,9 +279,28 @@ def _decide(resource: Resource, results: tuple[Result, ...], dry_run: bool,
         resource=resource,
         results=results,
         allowed=not denials,
+        outcome=_outcome(results, dry_run, bool(denials), bool(patch)),
         message=message,
         warnings=tuple(warnings),
         audit_annotations={key: "; ".join(values) for key, values in audit.items()},
         patch=patch,
         patched=patched,
     )
+
+
+def _outcome(results: tuple[Result, ...], dry_run: bool, denied: bool, patched: bool) -> Outcome:
+    """What the decision means: the one place where a verdict is named."""
+    if any(result.status == "error" for result in results):
+        return "error"
+    if denied:
+        return "denied"
+    if patched:
+        return "patched"
+    if dry_run:
+        enforced = [result for result in results if result.action == "enforce"]
+        if any(result.status == "fail" and not all(f.preexisting for f in result.findings)
+               for result in enforced):
+            return "would-deny"
+        if any(result.status == "patch" for result in enforced):
+            return "would-patch"
+    return "allowed"

@@ -7,7 +7,6 @@ object stays cheap (jsonpatch deep-copies the whole document on every call).
 
 from __future__ import annotations
 
-from functools import lru_cache
 from typing import Any
 
 Path = tuple[str | int, ...]
@@ -23,10 +22,9 @@ def escape(segment: str | int) -> str:
     return str(segment).replace("~", "~0").replace("/", "~1")
 
 
-@lru_cache(maxsize=4096)
 def pointer(path: Path) -> str:
     """The JSON pointer of a path: ("metadata", "labels", "app.kubernetes.io/name") ->
-    /metadata/labels/app.kubernetes.io~1name. Cached: rules patch the same few paths."""
+    /metadata/labels/app.kubernetes.io~1name."""
     return "".join("/" + escape(segment) for segment in path)
 
 
@@ -34,9 +32,8 @@ def unescape(token: str) -> str:
     return token.replace("~1", "/").replace("~0", "~")
 
 
-@lru_cache(maxsize=4096)
 def split_pointer(text: str) -> tuple[str, ...]:
-    """The reference tokens of a JSON pointer. Cached: rules patch the same few paths."""
+    """The reference tokens of a JSON pointer."""
     if text == "":
         return ()
     if not text.startswith("/"):

@@ -7,7 +7,7 @@ the field and the reason.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from fnmatch import fnmatchcase
 from pathlib import Path
 from typing import Any, Literal
@@ -15,10 +15,8 @@ from typing import Any, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-from webhook.engine.results import Result
 from webhook.engine.rules import RULES, Rule
 from webhook.engine.rules._base import Params
-from webhook.engine.workload import JUDGED_KINDS
 
 Action = Literal["enforce", "warn", "audit", "off"]
 Operation = Literal["CREATE", "UPDATE"]
@@ -123,27 +121,6 @@ class Policy:
     match: Match
     message: str | None
     source: str
-    # Worked out once at load for evaluate(), which asks for every policy and every object:
-    # whether the match looks at more than the operation (most policies match every object;
-    # `kinds` naming every kind the rule judges, as gpu-priority-class's does, is no filter),
-    # the operations on which the policy judges every object without looking at it (it is
-    # not off, judges NodeTemplates too and is not selective; empty otherwise), and the pass
-    # result, which every evaluation this policy passes shares.
-    selective: bool = field(init=False, repr=False, compare=False)
-    unconditional: frozenset[str] = field(init=False, repr=False, compare=False)
-    passed: Result = field(init=False, repr=False, compare=False)
-
-    def __post_init__(self) -> None:
-        match = self.match
-        judged = JUDGED_KINDS if self.rule.node_templates else JUDGED_KINDS - {"NodeTemplate"}
-        kinds = bool(match.kinds) and not judged <= set(match.kinds)
-        selective = bool(kinds or match.namespaces != ("*",) or match.excludeNamespaces
-                         or match.selector is not None)
-        always = self.action != "off" and self.rule.node_templates and not selective
-        object.__setattr__(self, "selective", selective)
-        object.__setattr__(self, "unconditional",
-                           frozenset(match.operations) if always else frozenset())
-        object.__setattr__(self, "passed", Result(self.id, self.type, self.action, "pass"))
 
     def applies(self, kind: str, namespace: str, operation: str,
                 labels: Mapping[str, Any]) -> bool:
@@ -165,23 +142,16 @@ class PolicySet:
 
     policies: tuple[Policy, ...]
     config: Config
-    # evaluate() runs the mutate policies first, then the validate ones, and reports results
-    # in the policies' order: split once here rather than on every evaluation, with where
-    # each policy's result is in the run order.
-    mutating: tuple[Policy, ...] = field(init=False, repr=False, compare=False)
-    validating: tuple[Policy, ...] = field(init=False, repr=False, compare=False)
-    ids: tuple[str, ...] = field(init=False, repr=False, compare=False)
-    run_order: tuple[int, ...] = field(init=False, repr=False, compare=False)
 
-    def __post_init__(self) -> None:
-        policies = self.policies
-        mutating = tuple(p for p in policies if p.type == "mutate")
-        validating = tuple(p for p in policies if p.type == "validate")
-        position = {p.id: index for index, p in enumerate(mutating + validating)}
-        object.__setattr__(self, "mutating", mutating)
-        object.__setattr__(self, "validating", validating)
-        object.__setattr__(self, "ids", tuple(p.id for p in policies))
-        object.__setattr__(self, "run_order", tuple(position[p.id] for p in policies))
+    @property
+    def mutating(self) -> tuple[Policy, ...]:
+        """The mutate policies: evaluate() runs them first, as the mutating webhook runs
+        before the validating one."""
+        return tuple(p for p in self.policies if p.type == "mutate")
+
+    @property
+    def validating(self) -> tuple[Policy, ...]:
+        return tuple(p for p in self.policies if p.type == "validate")
 
     def get(self, policy_id: str) -> Policy:
         for policy in self.policies:

@@ -1,22 +1,26 @@
 """The shape of a verdict: a Decision per resource, a Result per policy, a Finding per violation.
 
-The webhook, the CLI and users' scripts all render this one shape.
+The webhook, the CLI and users' scripts all render this one shape. Everything here is
+immutable: each evaluation builds its own results, so no evaluation can see another's, and
+a Decision can be hashed or kept as a set member. Change a copy with `dataclasses.replace`.
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
+from types import MappingProxyType
 from typing import Any, Literal
 
 Status = Literal["pass", "fail", "patch", "skip", "error"]
+# What a decision means, worked out once by the engine; the webhook's answer, its metrics
+# and logs, and the CLI's summaries and exit codes all read it.
+Outcome = Literal["allowed", "denied", "patched", "would-deny", "would-patch", "error"]
+OUTCOMES: tuple[Outcome, ...] = ("allowed", "denied", "patched", "would-deny", "would-patch",
+                                 "error")
 
-# These are read-only by convention, not frozen dataclasses: a frozen __init__ sets each field
-# through object.__setattr__, about twice the cost of a plain one, and several are built on
-# every evaluation. Nothing assigns to them (dataclasses.replace makes changed copies), and the
-# engine shares pass and skip results between evaluations, so nothing may. unsafe_hash keeps
-# them hashable by value, as they were when frozen.
 
-@dataclass(slots=True, unsafe_hash=True)
+@dataclass(frozen=True, slots=True)
 class Resource:
     """Which object a decision is about, and where it was read from (file:document)."""
 
@@ -31,7 +35,7 @@ class Resource:
         return f"{self.kind} {where}" if where else self.kind or "object"
 
 
-@dataclass(slots=True, unsafe_hash=True)
+@dataclass(frozen=True, slots=True)
 class Finding:
     """One thing to change: `message` says what to do, naming the container and field.
 
@@ -42,11 +46,11 @@ class Finding:
     message: str
     path: str
     container: str | None = None
-    patch: tuple[dict[str, Any], ...] = ()
+    patch: tuple[dict[str, Any], ...] = field(default=(), hash=False)
     preexisting: bool = False
 
 
-@dataclass(slots=True, unsafe_hash=True)
+@dataclass(frozen=True, slots=True)
 class Result:
     """What one policy says about one resource."""
 
@@ -68,19 +72,31 @@ class Result:
         return [op for f in self.findings for op in f.patch]
 
 
-@dataclass(slots=True, unsafe_hash=True)
+def _frozen_annotations(value: Mapping[str, str] | None = None) -> Mapping[str, str]:
+    return MappingProxyType(dict(value or {}))
+
+
+@dataclass(frozen=True, slots=True)
 class Decision:
     """The verdict on one object: what the webhook answers and what the CLI prints.
 
-    `patch` is the JSON patch to return (empty in dry-run mode) and `patched` the object after
-    it; `warnings` and `audit_annotations` carry the findings that do not block.
+    `outcome` is what the decision means (see Outcome). `patch` is the JSON patch to return
+    (empty in dry-run mode) and `patched` the object after it; `warnings` and
+    `audit_annotations` carry the findings that do not block.
     """
 
     resource: Resource
     results: tuple[Result, ...]
     allowed: bool
+    outcome: Outcome = "allowed"
     message: str = ""
     warnings: tuple[str, ...] = ()
-    audit_annotations: dict[str, str] = field(default_factory=dict)
-    patch: tuple[dict[str, Any], ...] = ()
-    patched: Any = None
+    audit_annotations: Mapping[str, str] = field(default_factory=_frozen_annotations,
+                                                 hash=False)
+    patch: tuple[dict[str, Any], ...] = field(default=(), hash=False)
+    patched: Any = field(default=None, hash=False, compare=False)
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.audit_annotations, MappingProxyType):
+            object.__setattr__(self, "audit_annotations",
+                               _frozen_annotations(self.audit_annotations))

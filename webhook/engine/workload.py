@@ -10,7 +10,6 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from functools import lru_cache
 from typing import Any
 
 from webhook.engine.patch import Path
@@ -35,20 +34,13 @@ NODE_TEMPLATE_PROBES = {"livenessProbe": "liveness", "readinessProbe": "readines
 # extended resource, and only a container with one can use a GPU.
 CORE_RESOURCES = frozenset({"cpu", "memory", "ephemeral-storage"})
 _EMPTY: Mapping[str, Any] = {}
-# isinstance(x, Mapping) is an ABC check, several times slower than the exact-type check that
-# `dict | Mapping` tries first; objects read from YAML or JSON are always dicts.
-_MAPPING = (dict, Mapping)
 
 
 class InvalidObject(ValueError):
     """The object cannot be judged: not a mapping, no kind, a field of the wrong type."""
 
 
-# Container and Workload are read-only views, but not frozen dataclasses: a frozen __init__
-# sets each field through object.__setattr__, 3.5x the cost of a plain one, and one of each is
-# built per object (and per patched container) on every evaluation. Nothing assigns to them
-# but the memos of what rules derive (Container.memo, Workload.extended_resources).
-@dataclass(slots=True)
+@dataclass(frozen=True, slots=True)
 class Container:
     """One container (or a NodeTemplate's spec) and where it lives in the object."""
 
@@ -56,13 +48,10 @@ class Container:
     group: str  # containers | initContainers | ephemeralContainers | nodeTemplate
     path: Path
     data: Mapping[str, Any]
-    # resources.requests and resources.limits (empty when missing), looked up once while the
-    # container is read: five rules ask for them.
+    # resources.requests and resources.limits (empty when missing), checked while the
+    # container is read.
     requests: Mapping[str, Any] = field(repr=False, compare=False)
     limits: Mapping[str, Any] = field(repr=False, compare=False)
-    # What rules derive from this container, kept for the other policies of the same
-    # evaluation (the GPU resources of a container, asked by three GPU policies).
-    memo: dict[Any, Any] = field(init=False, repr=False, compare=False, default_factory=dict)
 
     @property
     def label(self) -> str:
@@ -89,7 +78,7 @@ class Container:
         return self.data.get("securityContext") or _EMPTY
 
 
-@dataclass(slots=True)
+@dataclass(frozen=True, slots=True)
 class Workload:
     """The parts of an object that rules judge."""
 
@@ -99,16 +88,6 @@ class Workload:
     pod_spec_path: Path
     containers: tuple[Container, ...]
     labels: Mapping[str, Any]
-    # See extended_resources: worked out when a GPU rule first asks, not for every object.
-    _extended: bool | None = field(default=None, init=False, repr=False, compare=False)
-
-    @property
-    def extended_resources(self) -> bool:
-        """Whether some container's requests or limits name a resource outside
-        CORE_RESOURCES; most pods ask for cpu and memory only, and cannot use a GPU."""
-        if self._extended is None:
-            self._extended = _any_extended(self.containers)
-        return self._extended
 
     @property
     def is_node_template(self) -> bool:
@@ -130,15 +109,12 @@ def api_group(api_version: str) -> str:
     return api_version.rpartition("/")[0] if "/" in api_version else ""
 
 
-def read_workload(obj: Any, node_template_groups: Sequence[str],
-                  previous: Workload | None = None) -> Workload | None:
+def read_workload(obj: Any, node_template_groups: Sequence[str]) -> Workload | None:
     """The workload view of an object, or None for a kind quickq-guard does not judge.
 
     Raises InvalidObject, naming the field, when a field rules rely on has the wrong type.
-    `previous` is the view of the object before a patch: a patch copies only what it changes,
-    so a container whose mapping is the very same object is already read and is reused.
     """
-    if not isinstance(obj, _MAPPING):
+    if not isinstance(obj, Mapping):
         raise InvalidObject(f"expected a Kubernetes object (a mapping), got {_type(obj)}")
     kind, api_version = obj.get("kind"), obj.get("apiVersion")
     if not isinstance(kind, str) or not kind:
@@ -158,7 +134,6 @@ def read_workload(obj: Any, node_template_groups: Sequence[str],
     if spec_path is None:
         return None
     pod_spec = _dig(obj, spec_path)
-    known = _known_containers(previous, kind, spec_path)
     containers: list[Container] = []
     for container_group in CONTAINER_GROUPS:
         items = pod_spec.get(container_group)
@@ -168,85 +143,37 @@ def read_workload(obj: Any, node_template_groups: Sequence[str],
         if not isinstance(items, list):
             raise InvalidObject(f"{dotted(list_path)}: expected a list, got {_type(items)}")
         for index, item in enumerate(items):
-            same = known.get(id(item))
-            if same is not None and same.data is item and same.path[-1] == index \
-                    and same.group == container_group:
-                containers.append(same)
-                continue
             item_path = (*list_path, index)
-            if not isinstance(item, _MAPPING):
+            if not isinstance(item, Mapping):
                 raise InvalidObject(f"{dotted(item_path)}: expected a mapping, got {_type(item)}")
             name = item.get("name")
             label = name if isinstance(name, str) and name else f"#{index}"
             containers.append(_container(item, container_group, item_path, label))
     security_context = pod_spec.get("securityContext")
-    if security_context is not None and not isinstance(security_context, _MAPPING):
-        _mapping(security_context, (*spec_path, "securityContext"))
-    tolerations = pod_spec.get("tolerations")
-    if tolerations is not None and not _is_list_of_mappings(tolerations):
-        _list_of_mappings(tolerations, (*spec_path, "tolerations"))
+    _mapping(security_context, (*spec_path, "securityContext"))
+    _list_of_mappings(pod_spec.get("tolerations"), (*spec_path, "tolerations"))
     return Workload(obj, kind, pod_spec, spec_path, tuple(containers), labels)
 
 
-def _any_extended(containers: Sequence[Container]) -> bool:
-    for container in containers:
-        if not (CORE_RESOURCES.issuperset(container.requests)
-                and CORE_RESOURCES.issuperset(container.limits)):
-            return True
-    return False
-
-
-def _known_containers(previous: Workload | None, kind: str,
-                      spec_path: Path) -> dict[int, Container]:
-    """The previous view's containers by the id of their mapping, when its paths still hold."""
-    if previous is None or previous.kind != kind or previous.pod_spec_path != spec_path:
-        return _NO_CONTAINERS
-    return {id(container.data): container for container in previous.containers}
-
-
-_NO_CONTAINERS: dict[int, Container] = {}
-
-
 def _container(data: Mapping[str, Any], group: str, path: Path, name: str) -> Container:
-    # The checks build a field's path only when it is wrong: this runs for every container of
-    # every object (twice when a mutate policy patched it), and most fields are fine.
     get = data.get
-    requests: Any = None
-    limits: Any = None
-    resources = get("resources")
-    if resources is not None:
-        if not isinstance(resources, _MAPPING):
-            _mapping(resources, (*path, "resources"))
-        requests = resources.get("requests")
-        if requests is not None and not isinstance(requests, _MAPPING):
-            _mapping(requests, (*path, "resources", "requests"))
-        limits = resources.get("limits")
-        if limits is not None and not isinstance(limits, _MAPPING):
-            _mapping(limits, (*path, "resources", "limits"))
-    env = get("env")
-    if env is not None and not _is_list_of_mappings(env):
-        _list_of_mappings(env, (*path, "env"))
+    resources = _mapping(get("resources"), (*path, "resources"))
+    requests = _mapping(resources.get("requests"), (*path, "resources", "requests"))
+    limits = _mapping(resources.get("limits"), (*path, "resources", "limits"))
+    _list_of_mappings(get("env"), (*path, "env"))
     if group == "nodeTemplate":
-        value = get("securityContext")
-        if value is not None and not isinstance(value, _MAPPING):
-            _mapping(value, (*path, "securityContext"))
+        _mapping(get("securityContext"), (*path, "securityContext"))
         health = _mapping(get("health"), (*path, "health"))
         for probe in NODE_TEMPLATE_PROBES.values():
-            value = health.get(probe)
-            if value is not None and not isinstance(value, _MAPPING):
-                _mapping(value, (*path, "health", probe))
-        value = get("tolerations")
-        if value is not None and not _is_list_of_mappings(value):
-            _list_of_mappings(value, (*path, "tolerations"))
+            _mapping(health.get(probe), (*path, "health", probe))
+        _list_of_mappings(get("tolerations"), (*path, "tolerations"))
     else:
-        for field_name in _CONTAINER_MAPPINGS:
-            value = get(field_name)
-            if value is not None and not isinstance(value, _MAPPING):
-                _mapping(value, (*path, field_name))
-    return Container(name, group, path, data, requests or _EMPTY, limits or _EMPTY)
+        for field_name in _CONTAINER_FIELDS:
+            _mapping(get(field_name), (*path, field_name))
+    return Container(name, group, path, data, requests, limits)
 
 
-_CONTAINER_MAPPINGS = ("securityContext", *PROBES)
+_CONTAINER_FIELDS = ("securityContext", *PROBES)
 
 
 def _dig(obj: Mapping[str, Any], path: Path) -> Mapping[str, Any]:
@@ -255,7 +182,7 @@ def _dig(obj: Mapping[str, Any], path: Path) -> Mapping[str, Any]:
         value = current.get(str(name))
         if value is None:
             return _EMPTY  # a missing level: nothing below it either
-        if not isinstance(value, _MAPPING):
+        if not isinstance(value, Mapping):
             _mapping(value, path[: depth + 1])
         current = value
     return current
@@ -264,19 +191,9 @@ def _dig(obj: Mapping[str, Any], path: Path) -> Mapping[str, Any]:
 def _mapping(value: Any, path: Path) -> Mapping[str, Any]:
     if value is None:
         return _EMPTY
-    if not isinstance(value, _MAPPING):
+    if not isinstance(value, Mapping):
         raise InvalidObject(f"{dotted(path)}: expected a mapping, got {_type(value)}")
     return value
-
-
-def _is_list_of_mappings(value: Any) -> bool:
-    """What _list_of_mappings checks, without the path it needs only to say what is wrong."""
-    if not isinstance(value, list):
-        return False
-    for item in value:  # noqa: SIM110 - all() over a generator costs twice this loop
-        if not isinstance(item, _MAPPING):
-            return False
-    return True
 
 
 def _list_of_mappings(value: Any, path: Path) -> None:
@@ -285,7 +202,7 @@ def _list_of_mappings(value: Any, path: Path) -> None:
     if not isinstance(value, list):
         raise InvalidObject(f"{dotted(path)}: expected a list, got {_type(value)}")
     for index, item in enumerate(value):
-        if not isinstance(item, _MAPPING):
+        if not isinstance(item, Mapping):
             raise InvalidObject(f"{dotted((*path, index))}: expected a mapping, got {_type(item)}")
 
 
@@ -298,7 +215,6 @@ def _type(value: Any) -> str:
 _PLAIN = re.compile(r"^[A-Za-z_][A-Za-z0-9_-]*$")
 
 
-@lru_cache(maxsize=4096)
 def dotted(path: Path) -> str:
     """A path as people read it: spec.containers[0].resources.limits[nvidia.com/gpu]."""
     text = ""

@@ -321,28 +321,10 @@ async def read_body(receive: Receive, declared: str | None, limit: int) -> bytes
         chunks.append(chunk)
 
 
-def verdict(decision: Decision | None, mode: str) -> str:
-    """The decision label of metrics and logs; dry-run says what enforce would have done."""
-    if decision is None:
-        return "allowed"
-    if mode != "dry-run":
-        if not decision.allowed:
-            return "denied"
-        return "patched" if decision.patch else "allowed"
-    enforced = [r for r in decision.results if r.action == "enforce" or r.status == "error"]
-    if any(r.status == "error" or (r.status == "fail" and
-                                   any(not f.preexisting for f in r.findings))
-           for r in enforced):
-        return "would-deny"
-    if any(r.status == "patch" for r in enforced):
-        return "would-patch"
-    return "allowed"
-
-
 def _record(endpoint: str, review: Review, decision: Decision | None, mode: str,
             latency: float, loop: asyncio.AbstractEventLoop | None = None) -> None:
     """Metrics and the review's log line: policy ids and actions, never field values."""
-    label = verdict(decision, mode)
+    label = decision.outcome if decision is not None else "allowed"
     metrics.child(metrics.REVIEWS, endpoint, review.kind or "unknown", review.operation,
                   label).inc()
     metrics.child(metrics.LATENCY, endpoint).observe(latency)

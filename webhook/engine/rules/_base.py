@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from fnmatch import fnmatchcase
+import re
+from fnmatch import translate
 from functools import lru_cache
 from typing import Any
 
@@ -32,11 +33,15 @@ def finding(container: Container | None, message: str, path: Path,
     return Finding(f"{container.label}: {message}", dotted(path), container.name, patch)
 
 
-@lru_cache(maxsize=4096)
 def matches_any(name: str, patterns: tuple[str, ...]) -> bool:
-    """True when a glob matches the name. Cached: the same few resource names and pattern
-    tuples come back for every container and every GPU policy (the hot path of evaluate)."""
-    return any(fnmatchcase(name, pattern) for pattern in patterns)
+    """True when a glob matches the name."""
+    return bool(patterns) and _globs(patterns).match(name) is not None
+
+
+@lru_cache(maxsize=256)
+def _globs(patterns: tuple[str, ...]) -> re.Pattern[str]:
+    """One regular expression for a policy's globs, compiled once per parameter set."""
+    return re.compile("|".join(translate(pattern) for pattern in patterns))
 
 
 def resource_field(container: Container, which: str, resource: str) -> str:

@@ -7,69 +7,36 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from decimal import Decimal
-from functools import lru_cache
 from typing import Any
 
 from webhook.engine.patch import add
 from webhook.engine.quantity import is_whole, parse_quantity
 from webhook.engine.results import Finding
 from webhook.engine.rules._base import Params, finding, matches_any, resource_field
-from webhook.engine.workload import CORE_RESOURCES, Container, Workload, dotted
+from webhook.engine.workload import Container, Workload, dotted
 
 DEFAULT_GPU_RESOURCES = ("nvidia.com/gpu", "amd.com/gpu", "nvidia.com/mig-*")
-_CORE_NAMES = tuple(sorted(CORE_RESOURCES))
 
 
 class GpuParams(Params):
     gpuResources: tuple[str, ...] = DEFAULT_GPU_RESOURCES
 
 
-def no_gpus(workload: Workload, patterns: tuple[str, ...]) -> bool:
-    """True when no container can ask for a GPU: all ask for core resources only (cpu,
-    memory, ephemeral-storage), and no pattern names one. Most pods: one test, no loop."""
-    return not workload.extended_resources and not _gpu_names(_CORE_NAMES, patterns)
-
-
 def gpus(container: Container, patterns: tuple[str, ...]) -> list[tuple[str, str, Any]]:
-    """(requests|limits, resource name, value) for each GPU resource of a container.
-
-    Worked out once per container and pattern set: every GPU policy asks."""
-    key = ("gpus", patterns)
-    found: list[tuple[str, str, Any]] | None = container.memo.get(key)
-    if found is None:
-        found = container.memo[key] = [
-            (which, name, resources[name])
+    """(requests|limits, resource name, value) for each GPU resource of a container."""
+    return [(which, name, value)
             for which, resources in (("requests", container.requests),
                                      ("limits", container.limits))
-            for name in _gpu_names(tuple(resources), patterns)]
-    return found
-
-
-@lru_cache(maxsize=4096)
-def _gpu_names(names: tuple[Any, ...], patterns: tuple[str, ...]) -> tuple[str, ...]:
-    """Which of a container's resource names are GPUs. Cached: the same few sets of names
-    (cpu and memory, mostly) come back in every object."""
-    # A non-string key (`1:` or `yes:` in YAML) is no GPU; it must not crash the rule.
-    return tuple(name for name in names if isinstance(name, str) and matches_any(name, patterns))
+            for name, value in resources.items()
+            # A non-string key (`1:` or `yes:` in YAML) is no GPU; it must not crash the rule.
+            if isinstance(name, str) and matches_any(name, patterns)]
 
 
 def gpu_resources_used(workload: Workload, patterns: tuple[str, ...]) -> set[str]:
     """GPU resource names that some container asks a count above zero of."""
-    used: set[str] = set()
-    if no_gpus(workload, patterns):
-        return used
-    for container in workload.containers:
-        found = gpus(container, patterns)
-        if not found:  # most containers
-            continue
-        key = ("gpus used", patterns)  # per container: a patch re-reads only what it changed
-        names: frozenset[str] | None = container.memo.get(key)
-        if names is None:
-            names = container.memo[key] = frozenset(
-                name for _, name, value in found
-                if (amount := parse_quantity(value)) is not None and amount > 0)
-        used |= names
-    return used
+    return {name for container in workload.containers
+            for _, name, value in gpus(container, patterns)
+            if (amount := parse_quantity(value)) is not None and amount > 0}
 
 
 def require_gpu_limits(workload: Workload, params: GpuParams) -> list[Finding]:
@@ -78,8 +45,6 @@ def require_gpu_limits(workload: Workload, params: GpuParams) -> list[Finding]:
     A GPU only in limits is fine: the API server copies the limit into the request.
     """
     findings: list[Finding] = []
-    if no_gpus(workload, params.gpuResources):
-        return findings
     for container in workload.containers:
         requests, limits = container.requests, container.limits
         for which, name, value in gpus(container, params.gpuResources):

@@ -36,22 +36,9 @@ class PlaintextSecretParams(Params):
     def _suffixes(self) -> frozenset[str]:
         return frozenset(suffix.upper() for suffix in self.referenceSuffixes)
 
-    @cached_property
-    def _verdicts(self) -> dict[str, bool]:
-        return {}
-
     def names_secret(self, name: str) -> bool:
         """DB_PASSWORD, GITHUB_TOKEN, AWS_SECRET_ACCESS_KEY do; TOKENIZER_PATH, SECRET_NAME
         don't. Words split on `_`, `-`, `.` and camelCase, compared case-insensitively."""
-        verdicts = self._verdicts  # the same few env names come back in every object
-        verdict = verdicts.get(name)
-        if verdict is None:
-            if len(verdicts) >= 4096:
-                verdicts.clear()
-            verdict = verdicts[name] = self._names_secret(name)
-        return verdict
-
-    def _names_secret(self, name: str) -> bool:
         words = [w.upper() for w in _SEPARATORS.split(_CAMEL.sub("_", name)) if w]
         if not words or words[-1] in self._suffixes:
             return False

@@ -1,8 +1,8 @@
-"""The engine's shortcuts for the common case give the verdicts of the full checks.
+"""Edge cases of the engine: other mappings than dicts, numbers among strings, GPUs in any
+container, and kinds lists in a policy's match.
 
 Objects read from JSON or YAML hold dicts, lists and strings; users' scripts may hand in other
-mappings (a MappingProxyType) or numbers. Pods without GPUs skip the GPU rules, and policies
-whose match is only about the operation skip the match.
+mappings (a MappingProxyType) or numbers.
 """
 
 from __future__ import annotations
@@ -50,7 +50,7 @@ def test_results_compare_and_hash_by_value():
     assert len({Resource("v1", "Pod", "ns", "a"), Resource("v1", "Pod", "ns", "a")}) == 1
 
 
-def test_results_are_in_policy_order_whatever_the_run_order():
+def test_results_are_in_policy_order_though_mutate_policies_run_first():
     decision = judge(pod(container(livenessProbe={"httpGet": {"port": 80}})))
     assert [r.policy for r in decision.results] == sorted(r.policy for r in decision.results)
     assert statuses(decision)["inject-startup-probe"] == "patch"

@@ -1,0 +1,63 @@
+"""Decisions are immutable values with one outcome, worked out by the engine."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+from builders import container, gpu_container, judge, pod, with_config
+
+from webhook import evaluate, load_policies
+
+
+def test_a_decision_cannot_be_changed_in_place():
+    decision = judge(pod(container(image="app:latest")))
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        decision.allowed = True  # type: ignore[misc]
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        decision.results[0].status = "pass"  # type: ignore[misc]
+    failed = next(r for r in decision.results if r.findings)
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        failed.findings[0].message = ""  # type: ignore[misc]
+    with pytest.raises(TypeError):
+        decision.audit_annotations["x"] = "y"  # type: ignore[index]
+
+
+def test_no_evaluation_sees_another_evaluations_results():
+    policies = load_policies()
+    first = evaluate(pod(container()), policies)
+    changed = [dataclasses.replace(r, status="fail") for r in first.results]
+    assert all(r.status == "fail" for r in changed)
+    second = evaluate(pod(container()), policies)
+    assert [r.status for r in second.results] == [r.status for r in first.results]
+    assert "fail" not in {r.status for r in second.results}
+
+
+def test_decisions_hash_and_compare_by_value():
+    policies = load_policies()
+    one = evaluate(pod(gpu_container()), policies)
+    two = evaluate(pod(gpu_container()), policies)
+    assert one.patch  # a decision with a patch and patched object still hashes
+    assert hash(one) == hash(two) and one == two
+    assert len({one, two}) == 1
+
+
+@pytest.mark.parametrize(("obj", "mode", "outcome", "allowed"), [
+    (pod(container()), "enforce", "allowed", True),
+    (pod(container(image="app:latest")), "enforce", "denied", False),
+    (pod(gpu_container()), "enforce", "patched", True),
+    (pod(container(image="app:latest")), "dry-run", "would-deny", True),
+    (pod(gpu_container()), "dry-run", "would-patch", True),
+    ({"kind": "Pod"}, "enforce", "error", False),
+    ({"kind": "Pod"}, "dry-run", "error", True),
+])
+def test_the_outcome_is_named_once_by_the_engine(obj, mode, outcome, allowed):
+    decision = judge(obj, with_config(mode=mode))
+    assert (decision.outcome, decision.allowed) == (outcome, allowed)
+
+
+def test_a_preexisting_violation_is_no_would_deny_in_dry_run():
+    old = pod(container(image="app:latest"))
+    new = pod(container(image="app:latest"), labels={"app": "a", "team": "x"})
+    decision = evaluate(new, with_config(mode="dry-run"), operation="UPDATE", old_object=old)
+    assert decision.outcome == "allowed"
