@@ -27,7 +27,8 @@ def test_a_finding_longer_than_256_bytes_keeps_its_fix() -> None:
             + "; set resources.requests.cpu, for example 100m")
     [warning] = clean_warnings([long])
     assert len(warning.encode()) <= 256
-    assert warning == "[require-requests] container 'c': set resources.requests.cpu, for example 100m"
+    assert warning == ("[require-requests] container 'c': "
+                       "set resources.requests.cpu, for example 100m")
     [cut] = clean_warnings(["y" * 1000])
     assert len(cut.encode()) <= 256 and cut.endswith("...")
 

@@ -145,13 +145,13 @@ def _same_pod_template(workload: Workload, obj: Any, old_object: Any) -> bool:
     CronJob's spec.jobTemplate.spec.template) as the old object had it."""
     path = workload.pod_spec_path
     if workload.is_pod or workload.is_node_template or len(path) < 2 \
-            or not isinstance(old_object, _MAPPING):
+            or not isinstance(old_object, Mapping):
         return False
     template: Any = obj
     old_template: Any = old_object
     for key in path[:-1]:
-        template = template.get(key) if isinstance(template, _MAPPING) else None
-        old_template = old_template.get(key) if isinstance(old_template, _MAPPING) else None
+        template = template.get(key) if isinstance(template, Mapping) else None
+        old_template = old_template.get(key) if isinstance(old_template, Mapping) else None
     return template is not None and template == old_template
 
 
