@@ -21,10 +21,11 @@ import time
 import urllib.request
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import pytest
 import yaml
 from cryptography import x509
 from cryptography.hazmat.primitives import hashes, serialization
@@ -458,3 +459,156 @@ def chart_runtime_files(documents: list[dict[str, Any]], out: Path) -> tuple[Pat
         elif name.endswith("-config"):
             config.write_text(doc["data"]["config.yaml"])
     return policies, config
+
+
+# --- what the fixtures share with the tests ----------------------------------------------
+
+def in_ci() -> bool:
+    return os.environ.get("CI", "").lower() == "true"
+
+
+def skip_or_fail(reason: str) -> None:
+    """Skip with `reason`; in CI, fail: there the cluster tests must run."""
+    if in_ci():
+        pytest.fail(f"CI=true, so the cluster tests must run: {reason}", pytrace=False)
+    pytest.skip(reason)
+
+
+def loopback_problem() -> str | None:
+    names = interfaces()
+    if names == ["lo"]:
+        return None
+    return (f"this process sees the network interfaces {', '.join(names)}; the cluster tests "
+            "run only where loopback is the only one: run them through scripts/test as root "
+            "(it runs pytest under `unshare --net`)")
+
+
+def denies_bad_pod(plane: ControlPlane, namespace: str = "default") -> bool:
+    """Whether quickq-guard now denies a Pod with the latest tag (server-side dry run)."""
+    probe = {"apiVersion": "v1", "kind": "Pod",
+             "metadata": {"name": "probe", "namespace": namespace},
+             "spec": {"containers": [{"name": "c", "image": "nginx:latest"}]}}
+    done = plane.kubectl("create", "--dry-run=server", "-f", "-", input=json.dumps(probe),
+                         check=False)
+    return 'admission webhook "validate.quickq-guard.quickq.io" denied' in done.stderr
+
+
+@dataclass
+class Guard:
+    """The chart installed in the test apiserver, its webhooks pointed at a webhook process."""
+
+    plane: ControlPlane
+    webhook: Webhook
+    certs: Path
+    workdir: Path
+    policies: Path
+    config: Path
+    flags: list[str] = field(default_factory=list)
+
+    @property
+    def ca_bundle(self) -> str:
+        return base64.b64encode((self.certs / "ca.crt").read_bytes()).decode()
+
+    def point_at(self, url: str, ready: Callable[[], bool], **values: Any) -> None:
+        """`helm upgrade` the release so its webhooks call `url`; wait until `ready()`."""
+        flags = release_values(url, self.ca_bundle, **values)
+        self.plane.helm("upgrade", RELEASE, str(CHART), "-n", RELEASE_NAMESPACE, *flags)
+        wait_until(ready, what=f"the webhooks to call {url}")
+
+    @contextmanager
+    def pointed_at(self, url: str, ready: Callable[[], bool],
+                   **values: Any) -> Iterator[None]:
+        """Point the webhooks at `url` for a while, then back at the session's webhook."""
+        self.point_at(url, ready, **values)
+        try:
+            yield
+        finally:
+            self.point_at(self.webhook.url, lambda: denies_bad_pod(self.plane))
+
+    @contextmanager
+    def paused(self) -> Iterator[None]:
+        """No webhook registered for a while: objects created now are those a cluster had
+        before quickq-guard was installed."""
+        with self.pointed_at(self.webhook.url, lambda: not denies_bad_pod(self.plane),
+                             **{"webhook.validating": "false", "webhook.mutating": "false"}):
+            yield
+
+
+
+
+# --- manifests ----------------------------------------------------------------------------
+
+GPU_TOLERATION = {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}
+TEMPLATE_PATH = {"Deployment": ("spec", "template"), "ReplicaSet": ("spec", "template"),
+                 "StatefulSet": ("spec", "template"), "DaemonSet": ("spec", "template"),
+                 "Job": ("spec", "template"),
+                 "CronJob": ("spec", "jobTemplate", "spec", "template")}
+API_VERSION = {"Deployment": "apps/v1", "ReplicaSet": "apps/v1", "StatefulSet": "apps/v1",
+               "DaemonSet": "apps/v1", "Job": "batch/v1", "CronJob": "batch/v1"}
+
+
+def container(name: str = "web", image: str = "registry.example.com/web:1.0",
+              **fields: Any) -> dict[str, Any]:
+    """A container every shipped enforce policy accepts."""
+    return {"name": name, "image": image,
+            "resources": {"requests": {"cpu": "100m", "memory": "64Mi"},
+                          "limits": {"memory": "64Mi"}}, **fields}
+
+
+def liveness(period: int = 10, threshold: int = 6) -> dict[str, Any]:
+    return {"httpGet": {"path": "/healthz", "port": 8080}, "periodSeconds": period,
+            "failureThreshold": threshold}
+
+
+def gpu_container(name: str = "model") -> dict[str, Any]:
+    """A GPU model server with a liveness probe and no startup probe or toleration: the
+    mutating webhook adds both."""
+    return {"name": name, "image": "registry.example.com/model-server:2.0.1",
+            "resources": {"requests": {"cpu": "1", "memory": "1Gi", "nvidia.com/gpu": "1"},
+                          "limits": {"memory": "1Gi", "nvidia.com/gpu": "1"}},
+            "livenessProbe": liveness()}
+
+
+def pod_spec(*containers: dict[str, Any], **fields: Any) -> dict[str, Any]:
+    return {"securityContext": {"runAsNonRoot": True, "runAsUser": 10001},
+            "containers": list(containers) or [container()], **fields}
+
+
+def pod(name: str, namespace: str, *containers: dict[str, Any],
+        **fields: Any) -> dict[str, Any]:
+    return {"apiVersion": "v1", "kind": "Pod",
+            "metadata": {"name": name, "namespace": namespace, "labels": {"app": name}},
+            "spec": pod_spec(*containers, **fields)}
+
+
+def controller(kind: str, name: str, namespace: str, spec: dict[str, Any]) -> dict[str, Any]:
+    """A pod controller of `kind` around the pod spec `spec`."""
+    labels = {"app": name}
+    if kind in ("Job", "CronJob"):
+        spec = {"restartPolicy": "Never", **spec}
+    template = {"metadata": {"labels": labels}, "spec": spec}
+    body: dict[str, Any] = {"template": template}
+    if kind in ("Deployment", "ReplicaSet", "StatefulSet", "DaemonSet"):
+        body["selector"] = {"matchLabels": labels}
+    if kind == "StatefulSet":
+        body["serviceName"] = name
+    if kind == "CronJob":
+        body = {"schedule": "0 3 * * *", "jobTemplate": {"spec": body}}
+    return {"apiVersion": API_VERSION[kind], "kind": kind,
+            "metadata": {"name": name, "namespace": namespace, "labels": labels},
+            "spec": body}
+
+
+def template_spec(obj: dict[str, Any]) -> dict[str, Any]:
+    """The pod spec of a stored Pod or controller."""
+    node = obj
+    for key in TEMPLATE_PATH.get(obj["kind"], ()):
+        node = node[key]
+    spec: dict[str, Any] = node["spec"]
+    return spec
+
+
+def warnings_of(stderr: str) -> list[str]:
+    """The warnings as kubectl prints them, one `Warning: <text>` line each."""
+    return [line[len("Warning: "):] for line in stderr.splitlines()
+            if line.startswith("Warning: ")]

@@ -10,13 +10,9 @@ to fix that; under CI=true they fail instead, so CI proves they ran.
 from __future__ import annotations
 
 import base64
-import json
 import os
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
-from dataclasses import dataclass, field
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import pytest
 from cluster_helpers import (
@@ -25,37 +21,20 @@ from cluster_helpers import (
     RELEASE,
     RELEASE_NAMESPACE,
     ControlPlane,
+    Guard,
     Webhook,
     assets_dir,
     chart_runtime_files,
+    denies_bad_pod,
     helm_binary,
-    interfaces,
+    loopback_problem,
     missing_assets,
     release_values,
     rendered,
+    skip_or_fail,
     wait_until,
     webhook_certs,
 )
-
-
-def in_ci() -> bool:
-    return os.environ.get("CI", "").lower() == "true"
-
-
-def skip_or_fail(reason: str) -> None:
-    """Skip with `reason`; in CI, fail: there the cluster tests must run."""
-    if in_ci():
-        pytest.fail(f"CI=true, so the cluster tests must run: {reason}", pytrace=False)
-    pytest.skip(reason)
-
-
-def loopback_problem() -> str | None:
-    names = interfaces()
-    if names == ["lo"]:
-        return None
-    return (f"this process sees the network interfaces {', '.join(names)}; the cluster tests "
-            "run only where loopback is the only one: run them through scripts/test as root "
-            "(it runs pytest under `unshare --net`)")
 
 
 @pytest.fixture(scope="session")
@@ -83,49 +62,6 @@ def plane(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ControlPlane]:
 def certs(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The webhook's CA and serving certificate, made by `quickq-guard certs`."""
     return webhook_certs(tmp_path_factory.mktemp("webhook-certs"))
-
-
-def denies_bad_pod(plane: ControlPlane, namespace: str = "default") -> bool:
-    """Whether quickq-guard now denies a Pod with the latest tag (server-side dry run)."""
-    probe = {"apiVersion": "v1", "kind": "Pod",
-             "metadata": {"name": "probe", "namespace": namespace},
-             "spec": {"containers": [{"name": "c", "image": "nginx:latest"}]}}
-    done = plane.kubectl("create", "--dry-run=server", "-f", "-", input=json.dumps(probe),
-                         check=False)
-    return 'admission webhook "validate.quickq-guard.quickq.io" denied' in done.stderr
-
-
-@dataclass
-class Guard:
-    """The chart installed in the test apiserver, its webhooks pointed at a webhook process."""
-
-    plane: ControlPlane
-    webhook: Webhook
-    certs: Path
-    workdir: Path
-    policies: Path
-    config: Path
-    flags: list[str] = field(default_factory=list)
-
-    @property
-    def ca_bundle(self) -> str:
-        return base64.b64encode((self.certs / "ca.crt").read_bytes()).decode()
-
-    def point_at(self, url: str, ready: Callable[[], bool], **values: Any) -> None:
-        """`helm upgrade` the release so its webhooks call `url`; wait until `ready()`."""
-        flags = release_values(url, self.ca_bundle, **values)
-        self.plane.helm("upgrade", RELEASE, str(CHART), "-n", RELEASE_NAMESPACE, *flags)
-        wait_until(ready, what=f"the webhooks to call {url}")
-
-    @contextmanager
-    def pointed_at(self, url: str, ready: Callable[[], bool],
-                   **values: Any) -> Iterator[None]:
-        """Point the webhooks at `url` for a while, then back at the session's webhook."""
-        self.point_at(url, ready, **values)
-        try:
-            yield
-        finally:
-            self.point_at(self.webhook.url, lambda: denies_bad_pod(self.plane))
 
 
 @pytest.fixture(scope="session")

@@ -4,8 +4,16 @@ from __future__ import annotations
 
 import json
 
-from cluster_helpers import RELEASE, RELEASE_NAMESPACE, ControlPlane, interfaces
-from conftest import Guard, in_ci, loopback_problem, skip_or_fail
+from cluster_helpers import (
+    RELEASE,
+    RELEASE_NAMESPACE,
+    ControlPlane,
+    Guard,
+    in_ci,
+    interfaces,
+    loopback_problem,
+    skip_or_fail,
+)
 
 
 def test_the_tests_see_no_network_interface_but_loopback() -> None:

@@ -5,8 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from cluster_helpers import ControlPlane
-from conftest import Guard
+from cluster_helpers import ControlPlane, Guard
 
 NAMESPACE = "denials"
 
