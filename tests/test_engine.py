@@ -160,7 +160,10 @@ def test_pods_are_mutated_on_create_only_controllers_and_node_templates_on_updat
     assert judge(the_pod).patch
     assert judge(the_pod, operation="UPDATE", old_object=the_pod).patch == ()
     deployment = workload("Deployment", container(**live))
-    assert judge(deployment, operation="UPDATE", old_object=deployment).patch
+    changed = workload("Deployment", container(image="registry.example.com/app:2", **live))
+    assert judge(changed, operation="UPDATE", old_object=deployment).patch
+    # An update that leaves the pod template alone is not patched (tests/test_update_template).
+    assert judge(deployment, operation="UPDATE", old_object=deployment).patch == ()
     template = node_template(health={"liveness": live["livenessProbe"]})
     assert judge(template, operation="UPDATE", old_object=template).patch
 

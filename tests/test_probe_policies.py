@@ -125,8 +125,10 @@ def test_only_containers_with_liveness_get_one_and_init_containers_never():
                                   "CronJob"])
 def test_controllers_are_patched_at_their_pod_template(kind):
     obj = workload(kind, container(livenessProbe=LIVENESS))
+    # On UPDATE only when the update changes the template (here: the old image differs).
+    old = workload(kind, container(image="registry.example.com/app:0.9", livenessProbe=LIVENESS))
     for operation in ("CREATE", "UPDATE"):
-        decision = judge(obj, operation=operation, old_object=obj)
+        decision = judge(obj, operation=operation, old_object=old)
         assert [op["path"] for op in decision.patch] == [
             f"{pointer_prefix(kind)}/containers/0/startupProbe"]
 
