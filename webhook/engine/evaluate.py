@@ -66,6 +66,11 @@ def evaluate(
     if workload.is_pod and operation != "CREATE":
         results = [_result(policy, "skip", reason="a Pod is mutated on CREATE only")
                    for policy in policies.mutating]
+    elif operation == "UPDATE" and _same_pod_template(workload, obj, old_object):
+        # A patched pod template rolls out new pods: an update that leaves the template alone
+        # (a label edit, a scale) is admitted unchanged, with a warning of what it lacks.
+        results = [_mark_unpatched(_run(policy, workload, namespace, operation))
+                   for policy in policies.mutating]
     else:
         for policy in policies.mutating:
             result = _run(policy, workload, request)
@@ -149,6 +154,29 @@ def _skip_reason(policy: Policy, workload: Workload, request: Request) -> str:
     if policy.cel is not None:
         return policy.cel.unmatched(workload, request)
     return ""
+
+
+def _same_pod_template(workload: Workload, obj: Any, old_object: Any) -> bool:
+    """Whether a pod controller's update leaves its pod template (spec.template, or a
+    CronJob's spec.jobTemplate.spec.template) as the old object had it."""
+    path = workload.pod_spec_path
+    if workload.is_pod or workload.is_node_template or len(path) < 2 \
+            or not isinstance(old_object, Mapping):
+        return False
+    template: Any = obj
+    old_template: Any = old_object
+    for key in path[:-1]:
+        template = template.get(key) if isinstance(template, Mapping) else None
+        old_template = old_template.get(key) if isinstance(old_template, Mapping) else None
+    return template is not None and template == old_template
+
+
+def _mark_unpatched(result: Result) -> Result:
+    """The findings of a mutate result that this update does not patch."""
+    if result.status != "patch":
+        return result
+    return replace(result, findings=tuple(replace(f, preexisting=True)
+                                          for f in result.findings))
 
 
 def _mark_preexisting(result: Result, old_keys: frozenset[tuple[str, str | None]]) -> Result:
@@ -247,7 +275,10 @@ def _decide(resource: Resource, results: tuple[Result, ...], dry_run: bool,
             elif result.action == "warn":
                 warnings.append(f"[{result.policy}] {would_patch}{found.message}")
             elif result.status == "patch":
-                if dry_run:
+                if found.preexisting:
+                    warnings.append(f"[{result.policy}] {found.message} (not patched: this "
+                                    "update leaves the pod template unchanged)")
+                elif dry_run:
                     warnings.append(f"[{result.policy}] would patch: {found.message}")
                     audit.setdefault(str(result.policy), []).append(f"would patch: {found.message}")
             elif found.preexisting:
