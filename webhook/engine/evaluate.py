@@ -69,7 +69,7 @@ def evaluate(
     elif operation == "UPDATE" and _same_pod_template(workload, obj, old_object):
         # A patched pod template rolls out new pods: an update that leaves the template alone
         # (a label edit, a scale) is admitted unchanged, with a warning of what it lacks.
-        results = [_mark_unpatched(_run(policy, workload, namespace, operation))
+        results = [_mark_unpatched(_run(policy, workload, request))
                    for policy in policies.mutating]
     else:
         for policy in policies.mutating:
