@@ -24,7 +24,8 @@ EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
 def _reference(paths: list[str]) -> str:
     """The JSON report as json.dumps writes it, judged one document at a time."""
     policies = load_policies()
-    judged = [judge.Judged(d, judge.judge(d, policies)) for d in read_paths(paths)]
+    judged = [judge.Judged(d, judge.judge(d, policies)) for d in read_paths(paths)
+              if not d.file.endswith("values.yaml")]
     counts: Counter[str] = Counter()
     for item in judged:
         judge.count(item.decision, counts)
@@ -34,7 +35,7 @@ def _reference(paths: list[str]) -> str:
 
 def _corpus(tmp_path: Path) -> list[str]:
     """Files that judge differently: good, bad, unreadable, non-ASCII, several per file."""
-    for source in sorted(EXAMPLES.rglob("*.yaml")):
+    for source in sorted([*EXAMPLES.glob("good/*.yaml"), *EXAMPLES.glob("bad/*.yaml")]):
         for copy in range(3):
             (tmp_path / f"{source.parent.name}-{copy}-{source.name}").write_bytes(
                 source.read_bytes())
@@ -48,6 +49,7 @@ def _corpus(tmp_path: Path) -> list[str]:
         encoding="utf-8")
     (tmp_path / "service.json").write_text('{"apiVersion": "v1", "kind": "Service"}')
     (tmp_path / "empty.yaml").write_text("")
+    (tmp_path / "values.yaml").write_text("replicas: 2\n")  # skipped in the walk, with a note
     return [str(tmp_path), str(tmp_path / "missing.yaml")]
 
 
