@@ -194,7 +194,7 @@ def test_patch_applies_adds_only_owned_fields_and_is_idempotent(obj):
 def test_an_update_that_changes_nothing_is_never_denied(obj):
     decision = evaluate(obj, default_policies(), operation="UPDATE", old_object=obj)
     assert decision.allowed, decision.message
-    if obj["kind"] == "Pod":
+    if obj["kind"] != "NodeTemplate":  # an unchanged pod template is never patched
         assert decision.patch == ()
 
 

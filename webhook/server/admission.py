@@ -35,12 +35,16 @@ API_VERSIONS = ("admission.k8s.io/v1", "admission.k8s.io/v1beta1")
 JUDGED_OPERATIONS = ("CREATE", "UPDATE")
 
 # The API server drops a warning that is empty, a duplicate, not UTF-8 or holds control
-# characters; past 4096 characters in total it cuts each to 256 and drops the rest. kubectl
-# prints each as `Warning: <text>`. So each warning is at most 119 bytes (a longer one is
-# wrapped at word boundaries into lines that go on with "... ", so the fix at its end is not
-# lost) and all of them under 4096, with a last one saying how many were left out.
-WARNING_MAX = 119
-WARNINGS_TOTAL_MAX = 4000
+# characters. It sends each as a `Warning: 299 - "<text>"` header; once those headers pass
+# 4096 bytes in all it cuts each warning to 256 characters and drops the rest. kubectl prints
+# each as `Warning: <text>`. So every finding is one whole warning (never split over several:
+# a repeated continuation text would be dropped), at most WARNING_MAX bytes, and the headers
+# stay within WARNINGS_TOTAL_MAX, with a last warning saying how many findings were left out.
+# The Kubernetes docs ask for 120 characters where possible; the findings' own texts decide
+# that, since a warning cut short loses the fix at its end.
+WARNING_MAX = 256
+WARNINGS_TOTAL_MAX = 4096
+WARNING_HEADER_EXTRA = len('299 - ""')
 # Audit annotation keys are sent on as `<webhook name>/<key>`: `<key>` must be a qualified
 # name (at most 63 characters of [A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?) or it is dropped.
 AUDIT_KEY = re.compile(r"^[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$")
@@ -197,22 +201,51 @@ def denial_message(message: str) -> str:
 
 
 def clean_warnings(warnings: Iterable[str]) -> list[str]:
-    """Warnings the API server passes on whole: see WARNING_MAX and WARNINGS_TOTAL_MAX."""
-    kept: list[str] = []
+    """Warnings the API server passes on whole, one per finding: see WARNING_MAX and
+    WARNINGS_TOTAL_MAX. Findings past the budget are counted in a last warning; the webhook
+    log names each of them."""
+    texts: list[str] = []
     seen: set[str] = set()
+    for warning in warnings:
+        text = _short_warning(warning)
+        if text and text not in seen:  # the API server would drop the duplicate anyway
+            seen.add(text)
+            texts.append(text)
+    kept: list[str] = []
     total = 0
-    pending = [line for w in warnings for line in _wrap(_one_line(w, 1024), WARNING_MAX)]
-    for index, text in enumerate(pending):
-        if not text or text in seen:
-            continue
-        if total + len(text.encode()) > WARNINGS_TOTAL_MAX:
-            left = len(pending) - index
-            kept.append(f"quickq-guard: {left} more warning(s) left out; see the webhook log")
+    for index, text in enumerate(texts):
+        left = len(texts) - index
+        reserve = 0 if left == 1 else _header_size(_left_out(left))
+        if total + _header_size(text) + reserve > WARNINGS_TOTAL_MAX:
+            kept.append(_left_out(left))
             break
-        seen.add(text)
         kept.append(text)
-        total += len(text.encode())
+        total += _header_size(text)
     return kept
+
+
+def _left_out(count: int) -> str:
+    return f"quickq-guard: {count} more finding(s) not shown here; the webhook log lists each"
+
+
+def _header_size(text: str) -> int:
+    """Bytes of the `Warning` header the API server writes for `text` (quoted, escaped)."""
+    return len(text.encode()) + WARNING_HEADER_EXTRA + text.count('"') + text.count("\\")
+
+
+def _short_warning(warning: str) -> str:
+    """`warning` on one line in at most WARNING_MAX bytes. A longer one keeps its fix: a
+    finding reads `[policy] container 'x': what is wrong; what to change`, so the middle
+    goes first, and only a fix too long by itself is cut."""
+    text = _one_line(warning, 4 * WARNING_MAX)
+    if len(text.encode()) <= WARNING_MAX:
+        return text
+    head, colon, rest = text.partition(": ")
+    if colon and "; " in rest:
+        shorter = f"{head}: {rest.rsplit('; ', 1)[1]}"
+        if len(shorter.encode()) <= WARNING_MAX:
+            return shorter
+    return _one_line(text, WARNING_MAX)
 
 
 def _cleaned_warnings(warnings: Iterable[str]) -> list[str]:
@@ -253,29 +286,6 @@ def _one_line(text: str, limit: int) -> str:
     if len(data) <= limit:
         return data.decode("utf-8")
     return data[:limit - 3].decode("utf-8", "ignore").rstrip() + "..."
-
-
-def _wrap(text: str, limit: int) -> list[str]:
-    """Lines of at most `limit` UTF-8 bytes, cut between words; the later ones start '... '."""
-    if len(text.encode()) <= limit:
-        return [text]
-    lines: list[str] = []
-    line = ""
-    for word in text.split(" "):
-        candidate = f"{line} {word}" if line else word
-        if len(candidate.encode()) <= limit:
-            line = candidate
-            continue
-        if line and line != "...":
-            lines.append(line)
-        line = f"... {word}" if lines else word
-        while len(line.encode()) > limit:
-            head = line.encode()[:limit].decode("utf-8", "ignore")
-            lines.append(head)
-            line = "... " + line[len(head):]
-    if line and line != "...":
-        lines.append(line)
-    return lines
 
 
 def _string(request: Mapping[str, Any], field: str, required: bool = False) -> str:

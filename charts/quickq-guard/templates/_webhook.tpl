@@ -11,11 +11,15 @@ failurePolicy: {{ $root.Values.webhook.failurePolicy }}
 timeoutSeconds: {{ $root.Values.webhook.timeoutSeconds }}
 matchPolicy: Equivalent
 clientConfig:
+  {{- with $root.Values.webhook.url }}
+  url: {{ printf "%s%s" (trimSuffix "/" .) $.path | quote }}
+  {{- else }}
   service:
     name: {{ .svc }}
     namespace: {{ .ns }}
     path: {{ .path }}
     port: {{ $root.Values.service.port }}
+  {{- end }}
   {{- with .caBundle }}
   caBundle: {{ . }}
   {{- end }}

@@ -1,0 +1,46 @@
+"""Denials through a real kube-apiserver and kubectl: what a user sees at `kubectl apply`."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from cluster_helpers import ControlPlane, Guard
+
+NAMESPACE = "denials"
+
+
+@pytest.fixture(scope="module")
+def kube(guard: Guard) -> ControlPlane:
+    guard.plane.namespace(NAMESPACE)
+    return guard.plane
+
+
+def pod(name: str, image: str = "registry.example.com/web:1.0", **container: Any
+        ) -> dict[str, Any]:
+    return {
+        "apiVersion": "v1", "kind": "Pod",
+        "metadata": {"name": name, "namespace": NAMESPACE, "labels": {"app": name}},
+        "spec": {"securityContext": {"runAsNonRoot": True, "runAsUser": 10001},
+                 "containers": [{"name": "web", "image": image,
+                                 "resources": {"requests": {"cpu": "100m", "memory": "64Mi"},
+                                               "limits": {"memory": "64Mi"}},
+                                 **container}]},
+    }
+
+
+def test_a_pod_with_the_latest_tag_is_denied_naming_container_and_field(
+        kube: ControlPlane) -> None:
+    done = kube.apply(pod("latest", image="nginx:latest"))
+    assert done.returncode == 1
+    assert ('admission webhook "validate.quickq-guard.quickq.io" denied the request: '
+            f"Pod {NAMESPACE}/latest is denied by quickq-guard:") in done.stderr
+    assert "[disallow-latest-tag]" in done.stderr
+    assert "'web'" in done.stderr and "spec.containers[0].image" in done.stderr
+    assert kube.kubectl("get", "pod", "latest", "-n", NAMESPACE, check=False).returncode == 1
+
+
+def test_a_good_pod_is_stored(kube: ControlPlane) -> None:
+    done = kube.apply(pod("good"))
+    assert done.returncode == 0, done.stderr
+    assert kube.get("pod", "good", NAMESPACE)["metadata"]["labels"] == {"app": "good"}
