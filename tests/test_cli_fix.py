@@ -36,7 +36,9 @@ spec:
       livenessProbe:
         httpGet: {path: /healthz, port: 8080}
         failureThreshold: 6
-      mode: 0755
+  volumes:
+    - name: config
+      configMap: {name: llm, defaultMode: 0644}   # octal, as written
 """
 
 
@@ -95,7 +97,8 @@ def test_fix_in_place_never_writes_a_file_it_refuses(capsys, tmp_path):
     path.write_text(text)
     code, _, err = run(capsys, "check", "--fix", "--in-place", str(path))
     assert code == 2
-    assert f"{path}:22:1: not a Kubernetes object" in err
+    line = len(GPU_POD.splitlines()) + 2  # after the `---`
+    assert f"{path}:{line}:1: not a Kubernetes object" in err
     assert path.read_text() == text
 
 

@@ -8,21 +8,26 @@ from collections.abc import Sequence
 from webhook.cli.formats import Format, label, location
 from webhook.cli.judge import Judged
 from webhook.cli.summary import summary_line
+from webhook.engine.workload import UNKNOWN_KIND
 
-_COLORS = {"deny": "31", "would-deny": "33", "warn": "33", "audit": "36", "patch": "32",
-           "would-patch": "32"}
+_COLORS = {"skip": "33", "deny": "31", "would-deny": "33", "warn": "33", "audit": "36",
+           "patch": "32", "would-patch": "32"}
 
 
 class Table(Format):
     def render(self, judged: Sequence[Judged]) -> str:
         lines: list[str] = []
-        color, quiet = self.options.color, self.options.quiet
+        quiet = self.options.quiet
         for item in judged:
             decision = item.decision
+            results = decision.results
+            if results and UNKNOWN_KIND in results[0].reason and not quiet:
+                # a typo in `kind` (Deploymnet): skipped, but say so
+                lines.append(self.line("skip", "-", item, results[0].reason))
+                continue
             if decision.outcome == "allowed" and not decision.warnings \
                     and not decision.audit_annotations:
                 continue  # most objects: nothing to show
-            where = location(item)
             for result in decision.results:
                 if result.status not in ("fail", "patch"):
                     continue  # errors are reported on stderr, pass and skip are quiet
@@ -30,13 +35,16 @@ class Table(Format):
                     verdict = label(decision, result, finding)
                     if quiet and verdict not in ("deny", "would-deny"):
                         continue
-                    text = verdict.upper()
-                    if color:
-                        text = f"\033[{_COLORS[verdict]}m{text:<11}\033[0m"
-                    line = finding.message + (" (existing)" if finding.preexisting else "")
-                    lines.append(f"{text:<11} {result.policy or '-':<26} "
-                                 f"{decision.resource}  {line}  [{where}]\n")
+                    message = finding.message + (" (existing)" if finding.preexisting else "")
+                    lines.append(self.line(verdict, result.policy or "-", item, message))
         return "".join(lines)
+
+    def line(self, verdict: str, policy: str, item: Judged, message: str) -> str:
+        text = f"{verdict.upper():<11}"
+        if self.options.color:
+            text = f"\033[{_COLORS[verdict]}m{text}\033[0m"
+        message = " ".join(message.splitlines())
+        return f"{text} {policy:<26} {item.decision.resource}  {message}  [{location(item)}]\n"
 
     def finish(self, counts: Counter[str]) -> None:
         self.out.write(summary_line(counts))
