@@ -44,7 +44,7 @@ def run(args: argparse.Namespace) -> int:
         error(f"cannot listen on {args.host}:{args.port}: {problem}; stop what uses it or "
               "pass --port")
         return EXIT_CANNOT_START
-    from webhook.server import app as server
+    from webhook.server import serve as server
 
     return int(server.run(args))
 
