@@ -300,7 +300,7 @@ class ControlPlane:
     def run(self, command: list[str], input: str | None = None,
             check: bool = True, timeout: float = 60) -> subprocess.CompletedProcess[str]:
         done = subprocess.run(command, input=input, capture_output=True, text=True,
-                              env=self.env(), timeout=timeout, check=False)
+                              env=self.env(), timeout=timeout, check=False, cwd=REPO)
         if check and done.returncode != 0:
             raise AssertionError(f"{' '.join(command)} exited {done.returncode}:\n"
                                  f"{done.stdout}\n{done.stderr}")
