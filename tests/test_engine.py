@@ -322,9 +322,9 @@ def test_a_mutate_policy_set_to_warn_or_audit_reports_its_patch_without_applying
         {"op": "add", "path": "/spec/containers/0/startupProbe",
          "value": {"tcpSocket": {"port": 1}, "periodSeconds": 10, "failureThreshold": 60}}]
     assert decision.warnings == (
-        "[inject-startup-probe] would patch: container 'model': add startupProbe (the liveness "
-        "check, allowing 600s to start) so a slow model load is not killed by the liveness "
-        "probe",)
+        "[inject-startup-probe] would patch: container 'model': add startupProbe: it runs the "
+        "liveness check every 10s for up to 600s and holds off liveness checks until it "
+        "succeeds, so a slow start is not restarted",)
     assert list(decision.audit_annotations) == ["inject-gpu-toleration"]
     assert decision.audit_annotations["inject-gpu-toleration"].startswith(
         "would patch: add a toleration")

@@ -15,6 +15,8 @@ from builders import (
     result,
     workload,
 )
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 # --- liveness-probe-tolerance ------------------------------------------------------------
 
@@ -85,8 +87,9 @@ def test_startup_probe_is_copied_from_the_liveness_handler():
     assert (found.status, found.action) == ("patch", "enforce")
     assert found.findings[0].path == "spec.containers[0].startupProbe"
     assert found.findings[0].message == (
-        "container 'app': add startupProbe (the liveness check, allowing 600s to start) so a "
-        "slow model load is not killed by the liveness probe")
+        "container 'app': add startupProbe: it runs the liveness check every 10s for up to "
+        "600s and holds off liveness checks until it succeeds, so a slow start is not "
+        "restarted")
     patched = jsonpatch.apply_patch(obj, list(decision.patch))
     assert patched == decision.patched
     assert patched["spec"]["containers"][0]["livenessProbe"] == LIVENESS
@@ -155,3 +158,92 @@ def test_startup_probe_params_can_be_overridden_by_config():
         "params": {"periodSeconds": 5, "failureThreshold": 24}}})
     [operation] = judge(pod(container(livenessProbe=LIVENESS)), policies).patch
     assert (operation["value"]["periodSeconds"], operation["value"]["failureThreshold"]) == (5, 24)
+
+
+# --- the startup window covers what the liveness probe already allowed ----------------------
+
+
+def _injected(liveness, policies=None):
+    [operation] = judge(pod(container(livenessProbe=liveness)), policies).patch
+    return operation["value"]
+
+
+@pytest.mark.parametrize(("fields", "threshold"), [
+    # initialDelaySeconds + failureThreshold x periodSeconds, with the API server's defaults
+    ({"initialDelaySeconds": 4800}, 483),                          # 4800 + 3 x 10
+    ({"initialDelaySeconds": 4800, "failureThreshold": 6}, 486),   # 4800 + 6 x 10
+    ({"periodSeconds": 60, "failureThreshold": 12}, 72),           # 720 s
+    ({"initialDelaySeconds": 905}, 94),                            # 935 s: rounded up
+    ({"initialDelaySeconds": 570}, 60),                            # exactly 600 s
+    ({"initialDelaySeconds": 571}, 61),                            # 601 s
+    ({"initialDelaySeconds": 300, "periodSeconds": 30, "failureThreshold": 10}, 60),
+    ({}, 60),                                                      # 30 s
+    ({"initialDelaySeconds": -5, "periodSeconds": 0, "failureThreshold": "9"}, 60),
+])
+def test_startup_window_is_never_shorter_than_what_liveness_allowed(fields, threshold):
+    startup = _injected({"httpGet": {"path": "/healthz", "port": 8080}, **fields})
+    assert (startup["periodSeconds"], startup["failureThreshold"]) == (10, threshold)
+    assert "initialDelaySeconds" not in startup  # a fast start is let through at once
+
+
+def test_the_message_gives_the_longer_window_and_why():
+    obj = pod(container(livenessProbe={"tcpSocket": {"port": 5432}, "initialDelaySeconds": 900,
+                                       "periodSeconds": 15, "failureThreshold": 4}))
+    assert messages(judge(obj), "inject-startup-probe") == [
+        "container 'app': add startupProbe: it runs the liveness check every 10s for up to "
+        "960s (no less than livenessProbe allowed) and holds off liveness checks until it "
+        "succeeds, so a slow start is not restarted"]
+
+
+def test_a_longer_configured_period_gets_fewer_checks_for_the_same_window():
+    from builders import with_config
+
+    policies = with_config(policies={"inject-startup-probe": {
+        "params": {"periodSeconds": 15, "failureThreshold": 40}}})
+    startup = _injected({"exec": {"command": ["true"]}, "initialDelaySeconds": 4800}, policies)
+    assert (startup["periodSeconds"], startup["failureThreshold"]) == (15, 322)  # 4830 s
+
+
+def test_the_window_stays_within_the_int32_the_api_accepts():
+    startup = _injected({"grpc": {"port": 9000}, "initialDelaySeconds": 2**31 - 1,
+                         "periodSeconds": 2**31 - 1, "failureThreshold": 2**31 - 1})
+    assert startup["failureThreshold"] == 2**31 - 1
+
+
+def test_node_template_window_covers_its_liveness_delay():
+    obj = node_template(health={"liveness": {"httpGet": {"path": "/healthz", "port": 8080},
+                                             "initialDelaySeconds": 1200}})
+    decision = judge(obj)
+    [operation] = decision.patch
+    assert operation["path"] == "/spec/health/startup"
+    assert operation["value"]["failureThreshold"] == 123
+    assert "(no less than health.liveness allowed)" in messages(decision,
+                                                                "inject-startup-probe")[0]
+
+
+@pytest.mark.parametrize("params", [{"periodSeconds": 0}, {"failureThreshold": -1}])
+def test_a_window_parameter_below_one_is_refused_at_load(params):
+    from builders import with_config
+
+    from webhook.engine.policy import PolicyError
+
+    with pytest.raises(PolicyError, match="inject-startup-probe.params: "
+                                          r"\w+: Input should be greater than or equal to 1"):
+        with_config(policies={"inject-startup-probe": {"params": params}})
+
+
+@settings(max_examples=200, deadline=None)
+@given(delay=st.one_of(st.none(), st.integers(0, 10**6)),
+       period=st.one_of(st.none(), st.integers(1, 3600)),
+       threshold=st.one_of(st.none(), st.integers(1, 1000)))
+def test_the_injected_window_covers_liveness_and_the_default(delay, period, threshold):
+    liveness = {"tcpSocket": {"port": 80}}
+    for key, value in (("initialDelaySeconds", delay), ("periodSeconds", period),
+                       ("failureThreshold", threshold)):
+        if value is not None:
+            liveness[key] = value
+    startup = _injected(liveness)
+    window = startup["periodSeconds"] * startup["failureThreshold"]
+    allowed = (delay or 0) + (threshold or 3) * (period or 10)
+    assert window >= allowed and window >= 600
+    assert window - max(allowed, 600) < startup["periodSeconds"]  # no longer than needed

@@ -1,13 +1,15 @@
-"""Probes: slow model servers need a startup window, and liveness must not be trigger-happy.
+"""Probes: a slow start needs a startup window, and liveness must not be trigger-happy.
 
 Missing probe fields count with the API server's defaults (periodSeconds 10,
-failureThreshold 3), which is how the object reaches the webhook.
+failureThreshold 3, initialDelaySeconds 0), which is how the object reaches the webhook.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 from typing import Any
+
+from pydantic import Field
 
 from webhook.engine.patch import add
 from webhook.engine.results import Finding
@@ -18,6 +20,7 @@ HANDLERS = ("httpGet", "tcpSocket", "exec", "grpc")
 _HANDLER_KEYS = frozenset(HANDLERS)
 DEFAULT_PERIOD_SECONDS = 10
 DEFAULT_FAILURE_THRESHOLD = 3
+INT32_MAX = 2**31 - 1  # probe fields are int32 in the Kubernetes API
 
 
 def _positive(probe: Mapping[str, Any], field: str, default: int) -> int:
@@ -25,6 +28,16 @@ def _positive(probe: Mapping[str, Any], field: str, default: int) -> int:
     if isinstance(value, int) and not isinstance(value, bool) and value > 0:
         return value
     return default
+
+
+def liveness_allowance(probe: Mapping[str, Any]) -> int:
+    """Seconds a container gets before its liveness probe restarts it when it never answers:
+    initialDelaySeconds + failureThreshold x periodSeconds."""
+    delay = probe.get("initialDelaySeconds")
+    if not isinstance(delay, int) or isinstance(delay, bool) or delay < 0:
+        delay = 0
+    return delay + (_positive(probe, "failureThreshold", DEFAULT_FAILURE_THRESHOLD)
+                    * _positive(probe, "periodSeconds", DEFAULT_PERIOD_SECONDS))
 
 
 class LivenessToleranceParams(Params):
@@ -57,13 +70,20 @@ def liveness_probe_tolerance(workload: Workload, params: LivenessToleranceParams
 
 
 class StartupProbeParams(Params):
-    periodSeconds: int = 10
-    failureThreshold: int = 60
+    # The shortest window the injected probe allows: periodSeconds x failureThreshold.
+    periodSeconds: int = Field(10, ge=1)
+    failureThreshold: int = Field(60, ge=1)
 
 
 def inject_startup_probe(workload: Workload, params: StartupProbeParams) -> list[Finding]:
     """A container with a liveness probe and no startup probe gets one built from the liveness
-    handler: the liveness probe only starts once the model has loaded."""
+    handler, so liveness checks only begin once the container has started.
+
+    The startup window is never shorter than the time the liveness probe already allowed
+    (its initialDelaySeconds and failure tolerance): a guardrail must not turn a slow but
+    working start into a restart loop. The initial delay is not copied: the probe checks from
+    the start and lets a fast start through at once.
+    """
     findings = []
     for container in workload.containers:
         if container.group not in ("containers", "nodeTemplate"):
@@ -75,15 +95,23 @@ def inject_startup_probe(workload: Workload, params: StartupProbeParams) -> list
         if len(handlers) != 1:
             continue  # no valid probe to copy; the API server rejects it anyway
         [handler] = handlers
+        period = params.periodSeconds
+        allowed = liveness_allowance(liveness)
+        threshold = min(max(params.failureThreshold, -(-allowed // period)), INT32_MAX)
         startup: dict[str, Any] = {handler: liveness[handler]}
         if "timeoutSeconds" in liveness:
             startup["timeoutSeconds"] = liveness["timeoutSeconds"]
-        startup["periodSeconds"] = params.periodSeconds
-        startup["failureThreshold"] = params.failureThreshold
+        startup["periodSeconds"] = period
+        startup["failureThreshold"] = threshold
         path = container.field_path("startupProbe")
         name = "health.startup" if workload.is_node_template else "startupProbe"
-        window = params.periodSeconds * params.failureThreshold
+        liveness_name = "health.liveness" if workload.is_node_template else "livenessProbe"
+        window = period * threshold
+        why = f" (no less than {liveness_name} allowed)" if threshold > params.failureThreshold \
+            else ""
         findings.append(finding(
-            container, f"add {name} (the liveness check, allowing {window}s to start) so a slow "
-            "model load is not killed by the liveness probe", path, (add(path, startup),)))
+            container, f"add {name}: it runs the liveness check every {period}s for up to "
+            f"{window}s{why} and holds off liveness checks until it succeeds, so a slow start "
+            "is not restarted",
+            path, (add(path, startup),)))
     return findings

@@ -1,0 +1,85 @@
+"""Manifests shaped like public projects' own (tests/workloads/): the engine's verdicts on
+them, and `quickq-guard check` on the file gives the same verdict as the engine."""
+
+from __future__ import annotations
+
+import json
+
+import jsonpatch
+import kubernetes_validate
+import pytest
+from real_workloads import WORKLOADS, cli_verdict, decide, load, names, verdict
+
+from webhook import evaluate, load_policies
+from webhook.cli.commands import main
+
+
+@pytest.mark.parametrize("name", names())
+def test_the_cli_gives_the_engines_verdict(name, capsys):
+    code = main(["check", "--output", "json", str(WORKLOADS / name)])
+    report = json.loads(capsys.readouterr().out)
+    decision = decide(name)
+    assert cli_verdict(report) == verdict(decision)
+    assert code == (0 if decision.allowed else 1)
+
+
+@pytest.mark.parametrize("name", names())
+def test_patched_workloads_are_valid_kubernetes_objects_and_are_not_patched_again(name):
+    obj = load(name)
+    decision = decide(name)
+    kubernetes_validate.validate(obj, kubernetes_validate.latest_version(), strict=True)
+    if decision.patch:
+        fixed = jsonpatch.apply_patch(obj, list(decision.patch))
+        kubernetes_validate.validate(fixed, kubernetes_validate.latest_version(), strict=True)
+        assert evaluate(fixed, load_policies()).patch == ()
+
+
+# --- inject-startup-probe: the startup window is never shorter than liveness allowed ---------
+
+
+def _startup(decision, container=0):
+    ops = [op for op in decision.patch if op["path"].endswith(f"/{container}/startupProbe")]
+    assert len(ops) == 1, decision.patch
+    return ops[0]["value"]
+
+
+def test_kserve_llm_keeps_the_80_minutes_its_liveness_probe_allowed():
+    decision = decide("kserve-llm-predictor.yaml")
+    startup = _startup(decision)
+    # initialDelaySeconds 4800 + failureThreshold 3 (default) x periodSeconds 10
+    assert startup == {"httpGet": {"path": "/v2/health/live", "port": 8080},
+                       "timeoutSeconds": 10, "periodSeconds": 10, "failureThreshold": 483}
+    assert startup["periodSeconds"] * startup["failureThreshold"] >= 4800 + 30
+    [finding] = [f for r in decision.results if r.policy == "inject-startup-probe"
+                 for f in r.findings]
+    assert finding.path == "spec.template.spec.containers[0].startupProbe"
+    assert finding.message == (
+        "container 'kserve-container': add startupProbe: it runs the liveness check every 10s "
+        "for up to 4830s (no less than livenessProbe allowed) and holds off liveness checks "
+        "until it succeeds, so a slow start is not restarted")
+
+
+@pytest.mark.parametrize(("name", "handler"), [
+    ("vllm-deployment.yaml", {"httpGet": {"path": "/health", "port": 8000}}),
+    ("redis-statefulset.yaml",
+     {"exec": {"command": ["sh", "-c", "/health/ping_liveness_local.sh 5"]}}),
+    ("argocd-repo-server.yaml", {"httpGet": {"path": "/healthz?full=true", "port": 8084}}),
+])
+def test_a_liveness_probe_that_allowed_less_than_ten_minutes_gets_the_default_window(
+        name, handler):
+    startup = _startup(decide(name))
+    assert startup.pop("timeoutSeconds", None) in (None, 5, 6)
+    assert startup == {**handler, "periodSeconds": 10, "failureThreshold": 60}
+
+
+@pytest.mark.parametrize("name", ["redis-statefulset.yaml", "argocd-repo-server.yaml",
+                                  "vllm-deployment.yaml", "kserve-llm-predictor.yaml"])
+def test_the_message_says_what_the_probe_does_in_words_that_fit_any_workload(name):
+    decision = decide(name)
+    [finding] = [f for r in decision.results if r.policy == "inject-startup-probe"
+                 for f in r.findings]
+    text = finding.message.lower()
+    assert "runs the liveness check" in text and "holds off liveness checks" in text
+    assert "model" not in text
+    policy = load_policies().get("inject-startup-probe")
+    assert "model" not in policy.description.lower()
