@@ -128,7 +128,7 @@ def _certs_parser(commands: Any) -> None:
 
 
 def _serve(args: argparse.Namespace) -> int:
-    from webhook.server import app as server
+    from webhook.server import serve as server
 
     return int(server.run(args))
 

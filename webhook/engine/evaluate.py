@@ -12,9 +12,11 @@ from fnmatch import fnmatchcase
 from typing import Any
 
 from webhook.engine.apiserver import REFUSED, refused_fields
+from webhook.engine.cel import EvaluationError
 from webhook.engine.patch import PatchError, apply_patch
 from webhook.engine.policy import Policy, PolicySet
 from webhook.engine.results import Decision, Finding, Outcome, Resource, Result
+from webhook.engine.rules.cel import Request
 from webhook.engine.workload import InvalidObject, Workload, read_workload
 
 MIRROR_POD_ANNOTATION = "kubernetes.io/config.mirror"
@@ -30,21 +32,26 @@ def evaluate(
     username: str | None = None,
     groups: Iterable[str] = (),
     source: str = "",
+    dry_run: bool = False,
+    namespace_object: Any = None,
 ) -> Decision:
     """Judge one object as the API server would hand it to the webhook.
 
     Mutate policies run first and validate policies judge the patched object, as the validating
     webhook does after the mutating one. On UPDATE, a violation `old_object` already had (same
     policy and container) is only a warning. In dry-run mode nothing is denied or patched.
+    `dry_run` (the review's dryRun: nothing will be stored) and `namespace_object` are what
+    CEL policies read as `request.dryRun` and `namespaceObject`.
     """
     resource = describe(obj, namespace, source)
+    groups = tuple(groups)
     config = policies.config
-    dry_run = config.mode == "dry-run"
+    in_dry_run_mode = config.mode == "dry-run"
     try:
         workload = read_workload(obj, config.nodeTemplateGroups)
     except InvalidObject as error:
         return error_decision(resource, str(error),
-                              f"{resource}: cannot be judged: {error}", dry_run)
+                              f"{resource}: cannot be judged: {error}", in_dry_run_mode)
     if workload is None:
         return _skipped(resource, policies, f"kind {resource.kind} is not judged")
     excluded = _exclusion(workload, resource.namespace, username, groups, policies)
@@ -52,6 +59,8 @@ def evaluate(
         return _skipped(resource, policies, excluded)
 
     namespace = resource.namespace
+    request = Request(operation, namespace, username, groups, dry_run, old_object,
+                      namespace_object)
     results: list[Result] = []  # in the order they run: mutate policies, then validate ones
     current: Any = obj
     patch: list[dict[str, Any]] = []
@@ -61,13 +70,13 @@ def evaluate(
     elif operation == "UPDATE" and _same_pod_template(workload, obj, old_object):
         # A patched pod template rolls out new pods: an update that leaves the template alone
         # (a label edit, a scale) is admitted unchanged, with a warning of what it lacks.
-        results = [_mark_unpatched(_run(policy, workload, namespace, operation))
+        results = [_mark_unpatched(_run(policy, workload, request))
                    for policy in policies.mutating]
     else:
         for policy in policies.mutating:
-            result = _run(policy, workload, namespace, operation)
+            result = _run(policy, workload, request)
             results.append(result)
-            if not (result.findings and not dry_run and policy.action == "enforce"):
+            if not (result.findings and not in_dry_run_mode and policy.action == "enforce"):
                 continue
             ops = result.patch
             try:
@@ -79,9 +88,9 @@ def evaluate(
                 continue
             patch.extend(ops)
 
-    validated = [_run(policy, workload, namespace, operation) for policy in policies.validating]
+    validated = [_run(policy, workload, request) for policy in policies.validating]
     if operation == "UPDATE" and old_object is not None:
-        old_keys = _violation_keys(old_object, policies, namespace, operation)
+        old_keys = _violation_keys(old_object, policies, request)
         if old_keys:
             validated = [_mark_preexisting(result, old_keys) for result in validated]
     if any(result.status == "fail" for result in validated):
@@ -90,7 +99,7 @@ def evaluate(
 
     by_id = {result.policy: result for result in results}
     ordered = tuple(by_id[policy.id] for policy in policies.policies)
-    return _decide(resource, ordered, dry_run, tuple(patch), current if patch else None)
+    return _decide(resource, ordered, in_dry_run_mode, tuple(patch), current if patch else None)
 
 
 def describe(obj: Any, namespace: str | None = None, source: str = "") -> Resource:
@@ -114,16 +123,21 @@ def _text(value: Any) -> str:
     return value if isinstance(value, str) else ""
 
 
-def _run(policy: Policy, workload: Workload, namespace: str, operation: str) -> Result:
-    reason = _skip_reason(policy, workload, namespace, operation)
-    if reason:
-        return _result(policy, "skip", reason=reason)
-    rule = policy.rule
+def _run(policy: Policy, workload: Workload, request: Request) -> Result:
     try:
-        findings = rule.check(workload, policy.params)
+        reason = _skip_reason(policy, workload, request)
+        if reason:
+            return _result(policy, "skip", reason=reason)
+        if policy.cel is not None:
+            findings = policy.cel.check(workload, request)
+        else:
+            assert policy.rule is not None
+            findings = policy.rule.check(workload, policy.params)
+    except EvaluationError as error:  # a CEL expression that fails on this object
+        return _result(policy, "error", reason=f"CEL {error}")
     except Exception as error:  # a rule bug must not take the webhook down with it
-        return _result(policy, "error",
-                       reason=f"rule {rule.name} failed ({type(error).__name__})")
+        name = policy.rule.name if policy.rule is not None else "cel"
+        return _result(policy, "error", reason=f"rule {name} failed ({type(error).__name__})")
     if not findings:
         return _result(policy, "pass")
     if policy.message:
@@ -132,14 +146,16 @@ def _run(policy: Policy, workload: Workload, namespace: str, operation: str) -> 
     return _result(policy, status, tuple(findings))
 
 
-def _skip_reason(policy: Policy, workload: Workload, namespace: str, operation: str) -> str:
+def _skip_reason(policy: Policy, workload: Workload, request: Request) -> str:
     """Why the policy does not judge this object, or '' when it does."""
     if policy.action == "off":
         return "the policy is off"
-    if not policy.rule.node_templates and workload.is_node_template:
+    if not policy.node_templates and workload.is_node_template:
         return "not applicable to NodeTemplate"
-    if not policy.applies(workload.kind, namespace, operation, workload.labels):
+    if not policy.applies(workload.kind, request.namespace, request.operation, workload.labels):
         return "the policy does not match this object"
+    if policy.cel is not None:
+        return policy.cel.unmatched(workload, request)
     return ""
 
 
@@ -191,8 +207,8 @@ def _result(policy: Policy, status: Any, findings: tuple[Finding, ...] = (),
     return Result(policy.id, policy.type, policy.action, status, findings, reason)
 
 
-def _violation_keys(old_object: Any, policies: PolicySet, namespace: str,
-                    operation: str) -> frozenset[tuple[str, str | None]]:
+def _violation_keys(old_object: Any, policies: PolicySet,
+                    request: Request) -> frozenset[tuple[str, str | None]]:
     """(policy, container) of every validate violation the old object already had."""
     try:
         workload = read_workload(old_object, policies.config.nodeTemplateGroups)
@@ -200,9 +216,10 @@ def _violation_keys(old_object: Any, policies: PolicySet, namespace: str,
         return frozenset()
     if workload is None:
         return frozenset()
+    old_request = replace(request, old_object=None)
     keys = set()
     for policy in policies.validating:
-        for found in _run(policy, workload, namespace, operation).findings:
+        for found in _run(policy, workload, old_request).findings:
             keys.add((policy.id, found.container))
     return frozenset(keys)
 
@@ -285,7 +302,8 @@ def _decide(resource: Resource, results: tuple[Result, ...], dry_run: bool,
                 warnings.append(f"[{result.policy}] would deny: {found.message}")
                 audit.setdefault(str(result.policy), []).append(f"would deny: {found.message}")
             else:
-                denials.append(f"[{result.policy}] {found.message} (field: {found.path})")
+                field = f" (field: {found.path})" if found.path else ""
+                denials.append(f"[{result.policy}] {found.message}{field}")
     message = ""
     if denials:
         message = f"{resource} is denied by quickq-guard:\n" + "\n".join(f"- {d}" for d in denials)

@@ -15,8 +15,16 @@ from typing import Any, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
+from webhook.engine import cel
 from webhook.engine.rules import RULES, Rule
 from webhook.engine.rules._base import Params
+from webhook.engine.rules.cel import (
+    CelPolicy,
+    MatchCondition,
+    Validation,
+    Variable,
+    parse_field_path,
+)
 
 Action = Literal["enforce", "warn", "audit", "off"]
 Operation = Literal["CREATE", "UPDATE"]
@@ -70,8 +78,37 @@ class Match(Model):
     selector: LabelSelector | None = None
 
 
+_CEL_NAME = r"^[A-Za-z_][A-Za-z0-9_]*$"
+
+
+class VariableSpec(Model):
+    """A named CEL expression the others read as `variables.<name>`."""
+
+    name: str = Field(pattern=_CEL_NAME)
+    expression: str
+
+
+class MatchConditionSpec(Model):
+    """A CEL expression that must be true for the policy to judge the object."""
+
+    name: str = Field(min_length=1, max_length=63)
+    expression: str
+
+
+class ValidationSpec(Model):
+    """One CEL check, in ValidatingAdmissionPolicy's words; `fieldPath` names the field a
+    finding points at, relative to the container in `scope: container`."""
+
+    expression: str
+    message: str | None = None
+    messageExpression: str | None = None
+    reason: Literal["Unauthorized", "Forbidden", "Invalid", "RequestEntityTooLarge"] | None = None
+    fieldPath: str | None = None
+
+
 class PolicyFile(Model):
-    """One policy document, as written in policies/<id>.yaml."""
+    """One policy document, as written in policies/<id>.yaml: a built-in `rule` with params,
+    or CEL `validations` (with `variables`, `matchConditions` and a `scope`)."""
 
     id: str = Field(pattern=_POLICY_ID)
     description: str = Field(min_length=1)
@@ -81,6 +118,20 @@ class PolicyFile(Model):
     match: Match = Match()
     params: dict[str, Any] = Field(default_factory=dict)
     message: str | None = None
+    scope: Literal["object", "container"] | None = None
+    variables: tuple[VariableSpec, ...] = ()
+    matchConditions: tuple[MatchConditionSpec, ...] = ()
+    validations: tuple[ValidationSpec, ...] = ()
+
+    @property
+    def is_cel(self) -> bool:
+        return bool(self.validations)
+
+
+class CelParams(Params):
+    """A CEL policy's params: any mapping, bound to `params` in its expressions."""
+
+    model_config = ConfigDict(extra="allow", frozen=True)
 
 
 class PolicyOverride(Model):
@@ -116,11 +167,17 @@ class Policy:
     description: str
     type: str
     action: Action
-    rule: Rule
+    rule: Rule | None  # None for a CEL policy
     params: Params
     match: Match
     message: str | None
     source: str
+    cel: CelPolicy | None = None  # the compiled expressions of a CEL policy
+
+    @property
+    def node_templates(self) -> bool:
+        """Whether the policy judges NodeTemplates (a CEL policy's `match.kinds` decides)."""
+        return self.rule is None or self.rule.node_templates
 
     def applies(self, kind: str, namespace: str, operation: str,
                 labels: Mapping[str, Any]) -> bool:
@@ -242,6 +299,12 @@ def _build(document: Any, where: str, config: Config) -> Policy:
         spec = PolicyFile.model_validate(document)
     except ValidationError as error:
         raise PolicyError(f"{where}: {_explain(error)}") from None
+    if spec.is_cel:
+        return _build_cel(spec, where, config)
+    for name in ("scope", "variables", "matchConditions"):
+        if name in document:
+            raise PolicyError(f"{where}: {name}: only a CEL policy (one with `validations`) "
+                              "has it")
     rule_name = spec.rule or spec.id
     rule = RULES.get(rule_name)
     if rule is None:
@@ -260,6 +323,79 @@ def _build(document: Any, where: str, config: Config) -> Policy:
     return Policy(id=spec.id, description=spec.description.strip(), type=spec.type,
                   action=override.action or spec.action, rule=rule, params=validated,
                   match=spec.match, message=spec.message, source=where)
+
+
+def _build_cel(spec: PolicyFile, where: str, config: Config) -> Policy:
+    """A policy of CEL expressions, each compiled now so that a mistake fails the load with
+    the file, the expression and the line and column in it."""
+    if spec.rule is not None:
+        raise PolicyError(f"{where}: rule: a CEL policy (one with `validations`) names no rule")
+    if spec.type != "validate":
+        raise PolicyError(f"{where}: type: a policy with `validations` is a validate policy")
+    if spec.message is not None:
+        raise PolicyError(f"{where}: message: a CEL policy gives a message per validation")
+    scope = spec.scope or "object"
+    override = config.policies.get(spec.id, PolicyOverride())
+    params = {**spec.params, **override.params}
+
+    def compiled(field: str, text: str, kind: cel.Kind = "any",
+                 in_scope: cel.Scope = scope) -> cel.Expression:
+        try:
+            return cel.compile_expression(text, in_scope, kind)
+        except cel.CelError as error:
+            raise PolicyError(f"{where}: {field}: {error}") from None
+
+    seen: set[str] = set()
+    variables = []
+    for index, variable in enumerate(spec.variables):
+        if variable.name in seen:
+            raise PolicyError(f"{where}: variables[{index}].name: {variable.name!r} is "
+                              "defined twice")
+        field = f"variables[{index}] ({variable.name}).expression"
+        expression = compiled(field, variable.expression)
+        _known_variables(expression, seen, where, field)
+        seen.add(variable.name)
+        variables.append(Variable(variable.name, expression))
+    conditions = tuple(
+        MatchCondition(condition.name, compiled(
+            f"matchConditions[{index}] ({condition.name}).expression", condition.expression,
+            "bool", "object"))
+        for index, condition in enumerate(spec.matchConditions))
+    validations = []
+    for index, item in enumerate(spec.validations):
+        prefix = f"validations[{index}]"
+        try:
+            path = parse_field_path(item.fieldPath) if item.fieldPath else ()
+        except ValueError as error:
+            raise PolicyError(f"{where}: {prefix}.fieldPath: {error}") from None
+        validations.append(Validation(
+            expression=compiled(f"{prefix}.expression", item.expression, "bool"),
+            message=item.message,
+            message_expression=(compiled(f"{prefix}.messageExpression",
+                                         item.messageExpression, "string")
+                                if item.messageExpression else None),
+            reason=item.reason,
+            field_path=path))
+    for index, validation in enumerate(validations):
+        _known_variables(validation.expression, seen, where, f"validations[{index}].expression")
+        if validation.message_expression is not None:
+            _known_variables(validation.message_expression, seen, where,
+                             f"validations[{index}].messageExpression")
+    program = CelPolicy(scope=scope, params=params, variables=tuple(variables),
+                        match_conditions=conditions, validations=tuple(validations))
+    return Policy(id=spec.id, description=spec.description.strip(), type=spec.type,
+                  action=override.action or spec.action, rule=None,
+                  params=CelParams.model_validate(params), match=spec.match, message=None,
+                  source=where, cel=program)
+
+
+def _known_variables(expression: cel.Expression, defined: set[str], where: str,
+                     field: str) -> None:
+    """An expression reads only the variables defined before it."""
+    unknown = sorted(expression.references - defined)
+    if unknown:
+        raise PolicyError(f"{where}: {field}: reads variables.{unknown[0]}, which is not "
+                          f"defined before it (defined: {', '.join(sorted(defined)) or 'none'})")
 
 
 def _params_origin(rule: Rule, spec: PolicyFile, override: PolicyOverride, where: str) -> str:

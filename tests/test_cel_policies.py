@@ -1,0 +1,277 @@
+"""CEL policies in policy files: loading (errors name file, field, line and column), the
+container and object scopes over every kind, variables, matchConditions, messages, actions,
+dry-run, UPDATE with pre-existing violations, and the evaluation limit."""
+
+from __future__ import annotations
+
+import re
+import shutil
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from builders import CONTROLLERS, dotted_prefix, node_template, pod, workload
+
+from webhook import Config, PolicyError, evaluate, load_policies
+from webhook.engine.policy import PolicySet
+
+NO_PRIVILEGED: dict[str, Any] = {
+    "id": "no-privileged",
+    "description": "Containers do not run privileged.",
+    "type": "validate",
+    "action": "enforce",
+    "scope": "container",
+    "validations": [{
+        "expression": "!(container.?securityContext.?privileged.orValue(false))",
+        "message": "runs privileged; set securityContext.privileged: false",
+        "fieldPath": "securityContext.privileged",
+    }],
+}
+
+
+def policies(tmp_path: Path, *documents: dict[str, Any], config: Config | None = None
+             ) -> PolicySet:
+    folder = tmp_path / "policies"
+    folder.mkdir(exist_ok=True)
+    (folder / "p.yaml").write_text(yaml.safe_dump_all(documents))
+    return load_policies(folder, config)
+
+
+def load_error(tmp_path: Path, **changes: Any) -> str:
+    with pytest.raises(PolicyError) as caught:
+        policies(tmp_path, {**NO_PRIVILEGED, **changes})
+    return str(caught.value)
+
+
+PRIVILEGED = {"name": "bad", "image": "app:1", "securityContext": {"privileged": True}}
+PLAIN = {"name": "ok", "image": "app:1"}
+
+
+@pytest.mark.parametrize("kind", ["Pod", *CONTROLLERS])
+def test_a_container_scope_finding_names_the_container_and_its_path_in_every_kind(
+        tmp_path, kind):
+    decision = evaluate(workload(kind, PLAIN, initContainers=[PRIVILEGED]),
+                        policies(tmp_path, NO_PRIVILEGED))
+    assert decision.outcome == "denied"
+    [result] = decision.results
+    [found] = result.findings
+    assert found.container == "bad"
+    assert found.path == f"{dotted_prefix(kind)}.initContainers[0].securityContext.privileged"
+    assert found.message == ("initContainer 'bad': runs privileged; "
+                             "set securityContext.privileged: false")
+    assert f"(field: {found.path})" in decision.message
+
+
+def test_ephemeral_containers_and_node_templates_are_containers_too(tmp_path):
+    loaded = policies(tmp_path, NO_PRIVILEGED)
+    decision = evaluate(pod(PLAIN, ephemeralContainers=[PRIVILEGED]), loaded)
+    assert [f.path for f in decision.results[0].findings] == [
+        "spec.ephemeralContainers[0].securityContext.privileged"]
+    template = node_template(securityContext={"privileged": True})
+    [found] = evaluate(template, loaded).results[0].findings
+    assert (found.message.startswith("spec: "), found.path) == (
+        True, "spec.securityContext.privileged")
+    assert evaluate(pod(PLAIN), loaded).outcome == "allowed"
+
+
+def test_object_scope_reads_the_pod_spec_of_any_kind_and_points_at_it(tmp_path):
+    loaded = policies(tmp_path, {
+        "id": "no-host-network", "description": "d", "type": "validate", "action": "enforce",
+        "validations": [{"expression": "!podSpec.?hostNetwork.orValue(false)",
+                         "message": "remove hostNetwork", "fieldPath": "podSpec.hostNetwork"}]})
+    for kind in ("Pod", *CONTROLLERS):
+        decision = evaluate(workload(kind, PLAIN, hostNetwork=True), loaded)
+        [found] = decision.results[0].findings
+        assert (found.container, found.path) == (None, f"{dotted_prefix(kind)}.hostNetwork")
+        assert evaluate(workload(kind, PLAIN), loaded).outcome == "allowed"
+
+
+def test_variables_params_and_message_expressions(tmp_path):
+    loaded = policies(tmp_path, {
+        "id": "registry", "description": "d", "type": "validate", "action": "enforce",
+        "scope": "container", "params": {"registries": ["registry.example.com/"]},
+        "variables": [{"name": "image", "expression": "container.image"},
+                      {"name": "allowed", "expression":
+                       "params.registries.exists(r, variables.image.startsWith(r))"}],
+        "validations": [{"expression": "variables.allowed",
+                         "messageExpression": "'image ' + variables.image + ' is not from ' + "
+                                              "params.registries.join(', ')",
+                         "fieldPath": "image"}]})
+    decision = evaluate(pod({"name": "a", "image": "docker.io/app:1"},
+                            {"name": "b", "image": "registry.example.com/app:1"}), loaded)
+    [found] = decision.results[0].findings
+    assert found.message == ("container 'a': image docker.io/app:1 is not from "
+                             "registry.example.com/")
+    assert found.path == "spec.containers[0].image"
+    override = Config.model_validate(
+        {"policies": {"registry": {"params": {"registries": ["docker.io/"]}}}})
+    decision = evaluate(pod({"name": "a", "image": "docker.io/app:1"}),
+                        policies(tmp_path, loaded.policies[0].params.model_dump() and {
+                            **yaml.safe_load((tmp_path / "policies" / "p.yaml").read_text())},
+                            config=override))
+    assert decision.outcome == "allowed"
+
+
+def test_a_message_expression_that_fails_falls_back_to_the_message(tmp_path):
+    rule = {**NO_PRIVILEGED, "validations": [{
+        **NO_PRIVILEGED["validations"][0], "messageExpression": "container.missing + 'x'"}]}
+    [found] = evaluate(pod(PRIVILEGED), policies(tmp_path, rule)).results[0].findings
+    assert found.message == ("container 'bad': runs privileged; "
+                             "set securityContext.privileged: false")
+    rule["validations"][0].pop("message")
+    [found] = evaluate(pod(PRIVILEGED), policies(tmp_path, rule)).results[0].findings
+    assert found.message.startswith("container 'bad': failed expression: !(container")
+
+
+def test_an_expression_that_fails_on_the_object_is_an_error_naming_it(tmp_path):
+    rule = {**NO_PRIVILEGED, "validations": [{"expression": "container.securityContext.privileged"
+                                                            " == false"}]}
+    decision = evaluate(pod(PLAIN), policies(tmp_path, rule))
+    [result] = decision.results
+    assert result.status == "error" and decision.outcome == "error" and not decision.allowed
+    assert "validations[0].expression" in result.reason and "securityContext" in result.reason
+
+
+def test_a_failing_variable_only_fails_the_expressions_that_read_it(tmp_path):
+    rule = {**NO_PRIVILEGED,
+            "variables": [{"name": "broken", "expression": "container.nothing.here"}],
+            "validations": [NO_PRIVILEGED["validations"][0],
+                            {"expression": "variables.broken == 1"}]}
+    loaded = policies(tmp_path, rule)
+    result = evaluate(pod(PLAIN), loaded).results[0]
+    assert result.status == "error"
+    assert "validations[1].expression reads variables.broken" in result.reason
+    rule["validations"] = rule["validations"][:1]
+    assert evaluate(pod(PRIVILEGED), policies(tmp_path, rule)).results[0].status == "fail"
+
+
+def test_match_conditions_and_request_fields(tmp_path):
+    rule = {**NO_PRIVILEGED, "matchConditions": [
+        {"name": "not-admins", "expression": "!('admins' in request.userInfo.groups)"},
+        {"name": "creates", "expression": "request.operation == 'CREATE' && !request.dryRun"}]}
+    loaded = policies(tmp_path, rule)
+    assert evaluate(pod(PRIVILEGED), loaded).outcome == "denied"
+    skipped = evaluate(pod(PRIVILEGED), loaded, groups=["admins"]).results[0]
+    assert (skipped.status, skipped.reason) == ("skip", "matchCondition 'not-admins' is false")
+    assert evaluate(pod(PRIVILEGED), loaded, dry_run=True).results[0].status == "skip"
+
+
+def test_namespace_object_and_old_object(tmp_path):
+    loaded = policies(tmp_path, {
+        "id": "ns", "description": "d", "type": "validate", "action": "enforce",
+        "validations": [{"expression": "namespaceObject == null || "
+                                       "namespaceObject.metadata.labels.tier != 'gpu' || "
+                                       "has(object.spec.priorityClassName)",
+                         "message": "set a priorityClassName in GPU namespaces"},
+                        {"expression": "oldObject == null || oldObject.metadata.name == "
+                                       "object.metadata.name", "message": "no renames"}]})
+    gpu = {"metadata": {"name": "ml", "labels": {"tier": "gpu"}}}
+    assert evaluate(pod(PLAIN), loaded).outcome == "allowed"
+    assert evaluate(pod(PLAIN), loaded, namespace_object=gpu).outcome == "denied"
+    assert evaluate(pod(PLAIN, priorityClassName="p"), loaded,
+                    namespace_object=gpu).outcome == "allowed"
+    decision = evaluate(pod(PLAIN), loaded, operation="UPDATE", old_object=pod(PLAIN, name="x"))
+    assert decision.outcome == "denied" and "no renames" in decision.message
+
+
+def test_actions_dry_run_and_preexisting_violations_work_as_for_built_in_rules(tmp_path):
+    bad = pod(PRIVILEGED)
+    warned = evaluate(bad, policies(tmp_path, {**NO_PRIVILEGED, "action": "warn"}))
+    assert warned.allowed and warned.warnings == (
+        "[no-privileged] initContainer 'bad': runs privileged; set securityContext."
+        "privileged: false".replace("initContainer", "container"),)
+    audited = evaluate(bad, policies(tmp_path, {**NO_PRIVILEGED, "action": "audit"}))
+    assert audited.allowed and "no-privileged" in audited.audit_annotations
+    off = evaluate(bad, policies(tmp_path, {**NO_PRIVILEGED, "action": "off"}))
+    assert off.results[0].status == "skip"
+    dry = evaluate(bad, policies(tmp_path, NO_PRIVILEGED, config=Config(mode="dry-run")))
+    assert dry.allowed and dry.outcome == "would-deny"
+    loaded = policies(tmp_path, NO_PRIVILEGED)
+    update = evaluate(pod(PRIVILEGED, PLAIN), loaded, operation="UPDATE", old_object=bad)
+    assert update.allowed and "already violated" in update.warnings[0]
+    worse = evaluate(pod(PRIVILEGED, {**PRIVILEGED, "name": "new"}), loaded,
+                     operation="UPDATE", old_object=bad)
+    assert not worse.allowed and "container 'new'" in worse.message
+    assert "container 'bad'" not in worse.message
+
+
+def test_the_evaluation_limit_stops_a_costly_expression_quickly(tmp_path):
+    rule = {**NO_PRIVILEGED, "scope": "object", "validations": [{"expression": (
+        "object.spec.containers.all(a, object.spec.containers.all(b, "
+        "object.spec.containers.all(c, a.name != '' || b.name != c.name)))")}]}
+    many = pod(*({"name": f"c{i}", "image": "app:1"} for i in range(500)))
+    started = time.perf_counter()
+    result = evaluate(many, policies(tmp_path, rule)).results[0]
+    assert time.perf_counter() - started < 5
+    assert result.status == "error" and "10,000 comprehension iterations" in result.reason
+    small = pod(*({"name": f"c{i}", "image": "app:1"} for i in range(5)))
+    assert evaluate(small, policies(tmp_path, rule)).results[0].status == "pass"
+
+
+@pytest.mark.parametrize(("changes", "expected"), [
+    ({"validations": [{"expression": "container.image.startsWith(1)"}]},
+     "p.yaml: validations[0].expression: line 1, column 27: found no matching overload for "
+     "'startsWith' applied to '(dyn, int)'"),
+    ({"validations": [{"expression": "container.image +"}]},
+     "p.yaml: validations[0].expression: line 1, column 18: Syntax error"),
+    ({"validations": [{"expression": "1 + 1"}]},
+     "validations[0].expression: the expression must yield a bool, but it yields int"),
+    ({"validations": [{"expression": "true", "messageExpression": "1"}]},
+     "validations[0].messageExpression: the expression must yield a string"),
+    ({"scope": "object"},
+     "validations[0].expression: line 1, column 3: undeclared reference to 'container"),
+    ({"validations": [{"expression": "variables.nope"}]},
+     "validations[0].expression: reads variables.nope, which is not defined"),
+    ({"variables": [{"name": "a", "expression": "variables.b"},
+                    {"name": "b", "expression": "1"}]},
+     "variables[0] (a).expression: reads variables.b, which is not defined before it"),
+    ({"variables": [{"name": "a", "expression": "1"}, {"name": "a", "expression": "2"}]},
+     "variables[1].name: 'a' is defined twice"),
+    ({"matchConditions": [{"name": "m", "expression": "container.name == ''"}]},
+     "matchConditions[0] (m).expression: line 1, column 10: undeclared reference"),
+    ({"rule": "disallow-root-user"}, "rule: a CEL policy (one with `validations`) names no rule"),
+    ({"type": "mutate"}, "type: a policy with `validations` is a validate policy"),
+    ({"scope": "pod"}, "scope: Input should be 'object' or 'container'"),
+    ({"validations": [{"expression": "true", "fieldPath": "a b"}]},
+     "validations[0].fieldPath: not a field path at character 2"),
+    ({"validations": [{"expression": "true", "reason": "Nope"}]}, "validations.0.reason"),
+    ({"validations": [{"expresion": "true"}]}, "validations.0.expresion: unknown field"),
+    ({"validations": [{"expression": "x" * 10_001}]}, "at most 10000 are allowed"),
+])
+def test_a_policy_that_does_not_compile_fails_the_load_naming_file_field_and_position(
+        tmp_path, changes, expected):
+    message = load_error(tmp_path, **changes)
+    assert expected in message
+    assert message.startswith(str(tmp_path / "policies" / "p.yaml"))
+
+
+def test_cel_fields_on_a_built_in_rule_policy_are_refused(tmp_path):
+    with pytest.raises(PolicyError, match="scope: only a CEL policy"):
+        policies(tmp_path, {"id": "disallow-root-user", "description": "d",
+                            "type": "validate", "action": "enforce", "scope": "container"})
+
+
+def test_a_compile_error_shows_a_caret_under_the_position(tmp_path):
+    message = load_error(tmp_path, validations=[{"expression": "container.image == 'a' &&"}])
+    assert "\n | container.image == 'a' &&\n | " in message and message.endswith("^")
+
+
+def test_the_readme_policy_loads_lists_and_judges_as_the_readme_says(tmp_path, capsys):
+    from webhook.cli import main
+    from webhook.engine.policy import default_policies_dir
+
+    readme = (Path(__file__).resolve().parent.parent / "README.md").read_text()
+    block = re.search(r"## Writing a policy.*?<<'YAML'\n(.*?)\nYAML\n", readme, re.S)
+    assert block is not None
+    folder = tmp_path / "my-policies"
+    shutil.copytree(default_policies_dir(), folder)
+    (folder / "allowed-registries.yaml").write_text(block.group(1))
+    assert main(["policies", "--policies", str(folder)]) == 0
+    assert "allowed-registries" in capsys.readouterr().out
+    examples = Path(__file__).resolve().parent.parent / "examples"
+    assert main(["check", "--policies", str(folder), str(examples / "good" / "pod.yaml")]) == 0
+    assert main(["check", "--policies", str(folder), str(examples / "bad" / "pod.yaml")]) == 1
+    assert ("container 'app': image python:latest is not from registry.example.com/"
+            in capsys.readouterr().out)

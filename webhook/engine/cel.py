@@ -1,0 +1,161 @@
+"""CEL expressions: compiled when policies load, evaluated once per object or per container.
+
+The runtime is cel-expr-python, Google's C++ CEL runtime (chosen by measurement: see
+benchmarks/cel_runtimes.py). It type-checks at compile time, names the line and column of
+every problem, matches regular expressions with RE2 (linear time, no catastrophic
+backtracking), and stops any evaluation that runs more than 10,000 comprehension iterations,
+which is what bounds the time a policy can take on a hostile object.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from cel_expr_python import cel as _cel
+from cel_expr_python.ext import (
+    ext_bindings,
+    ext_encoders,
+    ext_math,
+    ext_optional,
+    ext_strings,
+)
+
+from webhook.engine.cel_library import KUBERNETES_FUNCTIONS
+
+# The variables of ValidatingAdmissionPolicy, and what quickq-guard adds for its scopes.
+OBJECT_VARIABLES = ("object", "oldObject", "request", "params", "namespaceObject",
+                    "variables", "podSpec")
+CONTAINER_VARIABLES = (*OBJECT_VARIABLES, "container", "containerGroup")
+MAX_EXPRESSION_LENGTH = 10_000  # characters; a policy is read by people
+Scope = Literal["object", "container"]
+Kind = Literal["bool", "string", "any"]
+
+
+class CelError(ValueError):
+    """An expression that does not compile; the message gives line, column and a caret."""
+
+
+class EvaluationError(ValueError):
+    """An expression that failed on this object (a missing field, no matching overload, the
+    iteration budget); the message says why, never the values it read."""
+
+
+def _environment(variables: tuple[str, ...]) -> Any:
+    return _cel.NewEnv(
+        variables=dict.fromkeys(variables, _cel.Type.DYN),
+        extensions=[ext_strings.ExtStrings(), ext_optional.ExtOptional(),
+                    ext_bindings.ExtBindings(), ext_math.ExtMath(), ext_encoders.ExtEncoders()],
+        functions=KUBERNETES_FUNCTIONS,
+    )
+
+
+# Built once: an environment only declares names and functions and is never changed.
+_ENVIRONMENTS = {"object": _environment(OBJECT_VARIABLES),
+                 "container": _environment(CONTAINER_VARIABLES)}
+_WANTED = {"bool": ("bool",), "string": ("string",), "any": ()}
+
+
+@dataclass(frozen=True, slots=True)
+class Expression:
+    """A compiled expression and the `variables.<name>` it reads."""
+
+    text: str
+    program: Any
+    references: frozenset[str]
+
+
+def compile_expression(text: str, scope: Scope, kind: Kind = "any") -> Expression:
+    """Compile for the scope's variables; a bool or string `kind` is checked as far as the
+    types are known (fields of the object are dynamic). Raises CelError."""
+    if not isinstance(text, str) or not text.strip():
+        raise CelError("the expression is empty")
+    if len(text) > MAX_EXPRESSION_LENGTH:
+        raise CelError(f"the expression is {len(text)} characters long; "
+                       f"at most {MAX_EXPRESSION_LENGTH} are allowed")
+    try:
+        program = _ENVIRONMENTS[scope].compile(text)
+    except RuntimeError as error:
+        raise CelError(_compile_problem(str(error), scope)) from None
+    result = program.return_type().name().lower()
+    wanted = _WANTED[kind]
+    if wanted and result not in (*wanted, "dyn"):
+        raise CelError(f"the expression must yield a {kind}, but it yields {result}")
+    return Expression(text, program, frozenset(_variable_references(text)))
+
+
+_STATUS = re.compile(r"^[A-Z_]+: |\s*\[[A-Z_]+\]$")
+_POSITION = re.compile(r"ERROR: <input>:(\d+):(\d+): ")
+
+
+def _compile_problem(message: str, scope: Scope) -> str:
+    """The runtime's message with its status codes removed and positions in words:
+    `line 1, column 12: undeclared reference to 'x'` and the caret lines below it."""
+    text = _STATUS.sub("", message.strip())
+    text = _POSITION.sub(lambda m: f"line {m.group(1)}, column {m.group(2)}: ", text)
+    # The type checker goes on past an unknown name and reports each use of its '*error*'
+    # type as well; only the first report says what to fix.
+    issues = re.split(r"\n(?=line \d+, column \d+: )", text)
+    text = "\n".join(issue for issue in issues if "'*error*'" not in issue) or text
+    if scope == "object" and "undeclared reference to 'container" in text:
+        text += "\n(`container` exists only in a policy with `scope: container`)"
+    return text
+
+
+def activation(scope: Scope, data: Mapping[str, Any]) -> Any:
+    """The variables of one evaluation, converted once and shared by its expressions."""
+    try:
+        return _ENVIRONMENTS[scope].Activation(data)
+    except (RuntimeError, TypeError, ValueError, OverflowError) as error:
+        raise EvaluationError(f"the object cannot be read as CEL values ({_clean(error)})"
+                              ) from None
+
+
+def evaluate(expression: Expression, bound: Any) -> Any:
+    """The expression's value as plain Python data. Raises EvaluationError."""
+    try:
+        value = expression.program.eval(bound)
+    except RuntimeError as error:  # the iteration budget, a failed function
+        raise EvaluationError(_clean(error)) from None
+    if value.type().name() == "ERROR":
+        raise EvaluationError(_clean(value.value()))
+    return value.plain_value()
+
+
+def _clean(error: object) -> str:
+    text = _STATUS.sub("", str(error).strip())
+    if text == "Iteration budget exceeded":
+        return "more than 10,000 comprehension iterations (the evaluation limit)"
+    return text
+
+
+# --- a small scanner: CEL's lexical grammar is enough to find `variables.<name>` ---------
+
+_TOKEN = re.compile(r"""
+    (?P<space>\s+|//[^\n]*)
+  | (?P<string>[rRbB]{0,2}(?:\"\"\"(?:\\.|[^\\])*?\"\"\"|'''(?:\\.|[^\\])*?'''
+                          |"(?:\\.|[^"\\\n])*"|'(?:\\.|[^'\\\n])*'))
+  | (?P<name>[A-Za-z_][A-Za-z0-9_]*)
+  | (?P<other>.)
+""", re.VERBOSE | re.DOTALL)
+
+
+def tokens(text: str) -> Iterator[tuple[str, str]]:
+    """(kind, text) of each token but spaces and comments; kind is string, name or other."""
+    for match in _TOKEN.finditer(text):
+        kind = match.lastgroup or "other"
+        if kind != "space":
+            yield kind, match.group()
+
+
+def _variable_references(text: str) -> set[str]:
+    found = set()
+    window: list[str] = []
+    for kind, value in tokens(text):
+        window = [*window[-2:], value if kind != "string" else ""]
+        if len(window) == 3 and window[0] == "variables" and window[1] == "." \
+                and kind == "name":
+            found.add(value)
+    return found

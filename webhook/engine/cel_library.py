@@ -1,0 +1,304 @@
+"""The Kubernetes CEL library functions that policies commonly need, for the CEL runtime.
+
+Kubernetes gives quantities, URLs, IPs and CIDRs types of their own; the runtime quickq-guard
+uses cannot define types from Python, so here they are strings in canonical form
+(`quantity('1Gi') == quantity('1024Mi')` holds, as in Kubernetes) and their methods are
+string methods. docs/cel.md lists what is supported and what is not.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import itertools
+import re
+from collections.abc import Callable
+from decimal import Decimal
+from typing import Any
+from urllib.parse import parse_qs, urlsplit
+
+from cel_expr_python import cel as _cel
+
+from webhook.engine.quantity import parse_quantity
+
+STRING, BOOL, INT, DOUBLE, DYN = (_cel.Type.STRING, _cel.Type.BOOL, _cel.Type.INT,
+                                  _cel.Type.DOUBLE, _cel.Type.DYN)
+LIST = _cel.Type.List(DYN)
+
+
+# --- quantities: quantity('1Gi'), isQuantity(), .isGreaterThan(), .compareTo(), ... --------
+
+def _amount(text: str) -> Decimal:
+    negative = text.startswith("-")
+    amount = parse_quantity(text[1:] if negative else text)
+    if amount is None or not isinstance(text, str):
+        raise ValueError(f"{_shown(text)} is not a quantity")
+    return -amount if negative else amount
+
+
+def _canonical(amount: Decimal) -> str:
+    text = format(amount.normalize(), "f")
+    return "0" if text in ("-0", "0") else text
+
+
+def quantity(text: str) -> str:
+    return _canonical(_amount(text))
+
+
+def is_quantity(text: str) -> bool:
+    try:
+        _amount(text)
+    except ValueError:
+        return False
+    return True
+
+
+def compare_to(left: str, right: str) -> int:
+    a, b = _amount(left), _amount(right)
+    return (a > b) - (a < b)
+
+
+def as_integer(text: str) -> int:
+    amount = _amount(text)
+    if amount != amount.to_integral_value() or not -2**63 <= amount < 2**63:
+        raise ValueError(f"quantity {text} is not an integer of 64 bits")
+    return int(amount)
+
+
+def _plus(left: str, right: str | int, sign: int) -> str:
+    other = Decimal(right) if isinstance(right, int) else _amount(right)
+    return _canonical(_amount(left) + sign * other)
+
+
+def _sign(text: str) -> int:
+    amount = _amount(text)
+    return (amount > 0) - (amount < 0)
+
+
+# --- URLs: url('https://...'), isURL(), .getScheme(), .getHost(), ... ----------------------
+
+def url(text: str) -> str:
+    """Kubernetes accepts an absolute URL or an absolute path, nothing relative."""
+    try:
+        parts = urlsplit(text)
+        parts.port  # noqa: B018 - a bad port raises here
+    except ValueError:
+        raise ValueError(f"{_shown(text)} is not a URL") from None
+    if not (parts.scheme and parts.netloc) and not text.startswith("/"):
+        raise ValueError(f"{_shown(text)} is not an absolute URL or path")
+    return text
+
+
+def is_url(text: str) -> bool:
+    try:
+        url(text)
+    except ValueError:
+        return False
+    return True
+
+
+def _host(text: str) -> str:
+    host = urlsplit(url(text)).netloc.rpartition("@")[2]
+    return host
+
+
+def _hostname(text: str) -> str:
+    host = _host(text)
+    if host.startswith("["):
+        return host[1:host.index("]")]
+    return host.rsplit(":", 1)[0] if ":" in host else host
+
+
+def _port(text: str) -> str:
+    host = _host(text)
+    tail = host.rsplit("]", 1)[-1]
+    return tail.rsplit(":", 1)[1] if ":" in tail else ""
+
+
+def _query(text: str) -> dict[str, list[str]]:
+    return parse_qs(urlsplit(url(text)).query, keep_blank_values=True)
+
+
+# --- IPs and CIDRs: ip('10.0.0.1'), cidr('10.0.0.0/8').containsIP(...), ... --------------
+
+def _address(text: str) -> ipaddress.IPv4Address | ipaddress.IPv6Address:
+    if "%" in text:
+        raise ValueError(f"{_shown(text)}: IP addresses with zones are not allowed")
+    try:
+        address = ipaddress.ip_address(text)
+    except ValueError:
+        raise ValueError(f"{_shown(text)} is not an IP address") from None
+    if isinstance(address, ipaddress.IPv6Address) and address.ipv4_mapped is not None:
+        raise ValueError(f"{_shown(text)}: IPv4-mapped IPv6 addresses are not allowed")
+    return address
+
+
+def _network(text: str) -> ipaddress.IPv4Network | ipaddress.IPv6Network:
+    address, slash, length = text.partition("/")
+    if not slash or not length.isdigit():
+        raise ValueError(f"{_shown(text)} is not a CIDR")
+    _address(address)
+    try:
+        return ipaddress.ip_network(text, strict=False)
+    except ValueError:
+        raise ValueError(f"{_shown(text)} is not a CIDR") from None
+
+
+def ip(text: str) -> str:
+    return str(_address(text))
+
+
+def is_ip(text: str) -> bool:
+    try:
+        _address(text)
+    except ValueError:
+        return False
+    return True
+
+
+def cidr(text: str) -> str:
+    network = _network(text)
+    return f"{_address(text.partition('/')[0])}/{network.prefixlen}"
+
+
+def is_cidr(text: str) -> bool:
+    try:
+        _network(text)
+    except ValueError:
+        return False
+    return True
+
+
+def _contains_ip(network: str, address: str) -> bool:
+    return _address(address.partition("/")[0]) in _network(network)
+
+
+def _contains_cidr(network: str, other: str) -> bool:
+    inner, outer = _network(other), _network(network)
+    return inner.version == outer.version and inner.subnet_of(outer)  # type: ignore[arg-type]
+
+
+# --- lists: .isSorted(), .sum(), .min(), .max() -------------------------------------------
+
+def _is_sorted(items: list[Any]) -> bool:
+    return all(a <= b for a, b in itertools.pairwise(items))
+
+
+def _sum(items: list[Any]) -> Any:
+    return sum(items[1:], items[0]) if items else 0
+
+
+def _min(items: list[Any]) -> Any:
+    if not items:
+        raise ValueError("min() of an empty list")
+    return min(items)
+
+
+def _max(items: list[Any]) -> Any:
+    if not items:
+        raise ValueError("max() of an empty list")
+    return max(items)
+
+
+# --- regular expressions: .find(), .findAll() ---------------------------------------------
+
+def _find(text: str, pattern: str) -> str:
+    found = re.search(pattern, text)
+    return found.group() if found else ""
+
+
+def _find_all(text: str, pattern: str, limit: int = -1) -> list[str]:
+    matches = [m.group() for m in re.finditer(pattern, text)]
+    return matches if limit < 0 else matches[:limit]
+
+
+def _shown(text: Any) -> str:
+    """A value as an error names it: by its length only, since it may be a secret."""
+    if not isinstance(text, str):
+        return f"a {type(text).__name__}"
+    return f"a string of {len(text)} characters"
+
+
+def _declare(name: str, *overloads: tuple[str, Any, list[Any], bool, Callable[..., Any]]
+             ) -> Any:
+    return _cel.FunctionDecl(name, [
+        _cel.Overload(overload_id, result, parameters, is_member=member, impl=impl)
+        for overload_id, result, parameters, member, impl in overloads])
+
+
+KUBERNETES_FUNCTIONS = [
+    _declare("quantity", ("quantity_string", STRING, [STRING], False, quantity)),
+    _declare("isQuantity", ("is_quantity_string", BOOL, [STRING], False, is_quantity)),
+    _declare("compareTo", ("quantity_compare_to", INT, [STRING, STRING], True, compare_to)),
+    _declare("isGreaterThan", ("quantity_is_greater_than", BOOL, [STRING, STRING], True,
+                               lambda a, b: compare_to(a, b) > 0)),
+    _declare("isLessThan", ("quantity_is_less_than", BOOL, [STRING, STRING], True,
+                            lambda a, b: compare_to(a, b) < 0)),
+    _declare("add",
+             ("quantity_add", STRING, [STRING, STRING], True, lambda a, b: _plus(a, b, 1)),
+             ("quantity_add_int", STRING, [STRING, INT], True, lambda a, b: _plus(a, b, 1))),
+    _declare("sub",
+             ("quantity_sub", STRING, [STRING, STRING], True, lambda a, b: _plus(a, b, -1)),
+             ("quantity_sub_int", STRING, [STRING, INT], True, lambda a, b: _plus(a, b, -1))),
+    _declare("asInteger", ("quantity_as_integer", INT, [STRING], True, as_integer)),
+    _declare("asApproximateFloat", ("quantity_as_float", DOUBLE, [STRING], True,
+                                    lambda a: float(_amount(a)))),
+    _declare("isInteger", ("quantity_is_integer", BOOL, [STRING], True,
+                           lambda a: _amount(a) == _amount(a).to_integral_value())),
+    _declare("sign", ("quantity_sign", INT, [STRING], True, _sign)),
+    _declare("url", ("url_string", STRING, [STRING], False, url)),
+    _declare("isURL", ("is_url_string", BOOL, [STRING], False, is_url)),
+    _declare("getScheme", ("url_get_scheme", STRING, [STRING], True,
+                           lambda u: urlsplit(url(u)).scheme)),
+    _declare("getHost", ("url_get_host", STRING, [STRING], True, _host)),
+    _declare("getHostname", ("url_get_hostname", STRING, [STRING], True, _hostname)),
+    _declare("getPort", ("url_get_port", STRING, [STRING], True, _port)),
+    _declare("getEscapedPath", ("url_get_escaped_path", STRING, [STRING], True,
+                                lambda u: urlsplit(url(u)).path)),
+    _declare("getQuery", ("url_get_query", _cel.Type.Map(STRING, LIST), [STRING], True,
+                          _query)),
+    _declare("ip", ("ip_string", STRING, [STRING], False, ip),
+             ("cidr_ip", STRING, [STRING], True, lambda c: str(_address(c.partition("/")[0])))),
+    _declare("isIP", ("is_ip_string", BOOL, [STRING], False, is_ip)),
+    _declare("ip.isCanonical", ("ip_is_canonical", BOOL, [STRING], False,
+                                lambda t: ip(t) == t)),
+    _declare("family", ("ip_family", INT, [STRING], True, lambda a: _address(a).version)),
+    _declare("isUnspecified", ("ip_is_unspecified", BOOL, [STRING], True,
+                               lambda a: _address(a).is_unspecified)),
+    _declare("isLoopback", ("ip_is_loopback", BOOL, [STRING], True,
+                            lambda a: _address(a).is_loopback)),
+    _declare("isLinkLocalMulticast", (
+        "ip_is_link_local_multicast", BOOL, [STRING], True,
+        lambda a: _address(a).is_multicast and _address(a) in ipaddress.ip_network(
+            "224.0.0.0/24" if _address(a).version == 4 else "ff02::/16"))),
+    _declare("isLinkLocalUnicast", ("ip_is_link_local_unicast", BOOL, [STRING], True,
+                                    lambda a: _address(a).is_link_local)),
+    _declare("isGlobalUnicast", ("ip_is_global_unicast", BOOL, [STRING], True,
+                                 lambda a: _global_unicast(_address(a)))),
+    _declare("cidr", ("cidr_string", STRING, [STRING], False, cidr)),
+    _declare("isCIDR", ("is_cidr_string", BOOL, [STRING], False, is_cidr)),
+    _declare("containsIP", ("cidr_contains_ip", BOOL, [STRING, STRING], True, _contains_ip)),
+    _declare("containsCIDR", ("cidr_contains_cidr", BOOL, [STRING, STRING], True,
+                              _contains_cidr)),
+    _declare("masked", ("cidr_masked", STRING, [STRING], True,
+                        lambda c: str(_network(c)))),
+    _declare("prefixLength", ("cidr_prefix_length", INT, [STRING], True,
+                              lambda c: _network(c).prefixlen)),
+    _declare("isSorted", ("list_is_sorted", BOOL, [LIST], True, _is_sorted)),
+    _declare("sum", ("list_sum", DYN, [LIST], True, _sum)),
+    _declare("min", ("list_min", DYN, [LIST], True, _min)),
+    _declare("max", ("list_max", DYN, [LIST], True, _max)),
+    _declare("find", ("string_find", STRING, [STRING, STRING], True, _find)),
+    _declare("findAll",
+             ("string_find_all", _cel.Type.List(STRING), [STRING, STRING], True, _find_all),
+             ("string_find_all_n", _cel.Type.List(STRING), [STRING, STRING, INT], True,
+              _find_all)),
+]
+
+
+def _global_unicast(address: ipaddress.IPv4Address | ipaddress.IPv6Address) -> bool:
+    """Go's net.IP.IsGlobalUnicast: not unspecified, loopback, multicast, link-local or
+    the IPv4 broadcast address."""
+    if address.version == 4 and str(address) == "255.255.255.255":
+        return False
+    return not (address.is_unspecified or address.is_loopback or address.is_multicast
+                or address.is_link_local)

@@ -1,0 +1,232 @@
+"""CEL policies: validations (and mutations) written in a policy file, run like built-in rules.
+
+A policy in `scope: container` evaluates its expressions once per container, initContainer
+and ephemeral container of whatever kind the object is (a NodeTemplate's spec is its one
+container), with `container` bound, so its findings name the container and field path as the
+built-in rules' do. In `scope: object` the expressions see the whole object once.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from webhook.engine.cel import (
+    EvaluationError,
+    Expression,
+    Scope,
+    activation,
+    evaluate,
+)
+from webhook.engine.patch import Path
+from webhook.engine.results import Finding
+from webhook.engine.rules._base import finding
+from webhook.engine.workload import Container, Workload, api_group
+
+_EMPTY: Mapping[str, Any] = {}
+
+
+@dataclass(frozen=True, slots=True)
+class Request:
+    """What the API server says about the request, beyond the object: the `request`,
+    `oldObject` and `namespaceObject` of an expression."""
+
+    operation: str = "CREATE"
+    namespace: str = ""
+    username: str | None = None
+    groups: tuple[str, ...] = ()
+    dry_run: bool = False
+    old_object: Any = None
+    namespace_object: Any = None
+
+    def data(self, obj: Mapping[str, Any]) -> dict[str, Any]:
+        """The `request` variable, in the fields of an AdmissionRequest."""
+        api_version = obj.get("apiVersion")
+        api_version = api_version if isinstance(api_version, str) else ""
+        metadata = obj.get("metadata")
+        metadata = metadata if isinstance(metadata, Mapping) else _EMPTY
+        return {
+            "operation": self.operation,
+            "namespace": self.namespace,
+            "name": metadata.get("name") or "",
+            "kind": {"group": api_group(api_version),
+                     "version": api_version.rpartition("/")[2],
+                     "kind": obj.get("kind") or ""},
+            "userInfo": {"username": self.username or "", "groups": list(self.groups)},
+            "dryRun": self.dry_run,
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class Variable:
+    name: str
+    expression: Expression
+
+
+@dataclass(frozen=True, slots=True)
+class MatchCondition:
+    name: str
+    expression: Expression
+
+
+@dataclass(frozen=True, slots=True)
+class Validation:
+    """One check; `field_path` is relative to the container in container scope."""
+
+    expression: Expression
+    message: str | None = None
+    message_expression: Expression | None = None
+    reason: str | None = None
+    field_path: Path = ()
+
+
+@dataclass(frozen=True, slots=True)
+class CelPolicy:
+    """A CEL policy compiled at load: what evaluate() runs in place of a built-in rule."""
+
+    scope: Scope
+    params: Mapping[str, Any] = field(default_factory=dict, hash=False)
+    variables: tuple[Variable, ...] = ()
+    match_conditions: tuple[MatchCondition, ...] = ()
+    validations: tuple[Validation, ...] = ()
+
+    def unmatched(self, workload: Workload, request: Request) -> str:
+        """Why a matchCondition leaves the object alone, or '' when all of them hold.
+        Raises EvaluationError when a condition cannot be evaluated."""
+        if not self.match_conditions:
+            return ""
+        bound = activation("object", {**self._base(workload, request), "variables": {}})
+        for condition in self.match_conditions:
+            value = _run(condition.expression, bound, f"matchConditions[{condition.name}]")
+            if value is False:
+                return f"matchCondition {condition.name!r} is false"
+            if value is not True:
+                raise EvaluationError(f"matchConditions[{condition.name}]: yields "
+                                      f"{_type(value)}, not a bool")
+        return ""
+
+    def check(self, workload: Workload, request: Request) -> list[Finding]:
+        """The findings of the validations. Raises EvaluationError, naming the expression."""
+        base = self._base(workload, request)
+        if self.scope == "object":
+            return self._validate(base, workload, None)
+        findings = []
+        for container in workload.containers:
+            data = {**base, "container": container.data, "containerGroup": container.group}
+            findings += self._validate(data, workload, container)
+        return findings
+
+    def _base(self, workload: Workload, request: Request) -> dict[str, Any]:
+        obj = workload.obj
+        return {
+            "object": obj,
+            "oldObject": request.old_object,
+            "request": request.data(obj),
+            "params": self.params,
+            "namespaceObject": request.namespace_object,
+            "podSpec": _EMPTY if workload.is_node_template else workload.pod_spec,
+        }
+
+    def _validate(self, data: dict[str, Any], workload: Workload,
+                  container: Container | None) -> list[Finding]:
+        values, failed = self._variables(data)
+        bound = activation(self.scope, {**data, "variables": values})
+        findings = []
+        for index, validation in enumerate(self.validations):
+            where = f"validations[{index}].expression"
+            _check_variables(validation.expression, failed, where)
+            value = _run(validation.expression, bound, where)
+            if value is True:
+                continue
+            if value is not False:
+                raise EvaluationError(f"{where}: yields {_type(value)}, not a bool")
+            message = self._message(validation, bound, failed)
+            path = _field(validation.field_path, workload, container)
+            findings.append(finding(container, message, path))
+        return findings
+
+    def _variables(self, data: dict[str, Any]) -> tuple[dict[str, Any], dict[str, str]]:
+        """Each variable's value, in order (a variable may read the ones before it); a
+        variable that fails is an error only for the expressions that read it, as its lazy
+        evaluation in Kubernetes is."""
+        values: dict[str, Any] = {}
+        failed: dict[str, str] = {}
+        for variable in self.variables:
+            where = f"variables.{variable.name}"
+            try:
+                _check_variables(variable.expression, failed, where)
+                bound = activation(self.scope, {**data, "variables": values})
+                values[variable.name] = _run(variable.expression, bound, where)
+            except EvaluationError as error:
+                failed[variable.name] = str(error)
+        return values, failed
+
+    def _message(self, validation: Validation, bound: Any, failed: dict[str, str]) -> str:
+        """messageExpression's string when it yields one, else `message`, else the
+        expression, as ValidatingAdmissionPolicy falls back."""
+        if validation.message_expression is not None:
+            try:
+                _check_variables(validation.message_expression, failed, "messageExpression")
+                text = _run(validation.message_expression, bound, "messageExpression")
+            except EvaluationError:
+                text = None
+            if isinstance(text, str) and text.strip():
+                return _one_line(text)
+        if validation.message:
+            return _one_line(validation.message)
+        return f"failed expression: {_one_line(validation.expression.text)}"
+
+
+def _field(path: Path, workload: Workload, container: Container | None) -> Path:
+    """A validation's fieldPath in the object: relative to the container (container scope) or
+    the object, unless it starts at `podSpec` (wherever the kind keeps it) or `object`."""
+    if path[:1] == ("podSpec",):
+        return (*workload.pod_spec_path, *path[1:])
+    if path[:1] == ("object",):
+        return path[1:]
+    return (*container.path, *path) if container is not None else path
+
+
+def _run(expression: Expression, bound: Any, where: str) -> Any:
+    try:
+        return evaluate(expression, bound)
+    except EvaluationError as error:
+        raise EvaluationError(f"{where}: {error}") from None
+
+
+def _check_variables(expression: Expression, failed: dict[str, str], where: str) -> None:
+    for name in sorted(expression.references & failed.keys()):
+        raise EvaluationError(f"{where} reads {failed[name]}")
+
+
+def _type(value: Any) -> str:
+    names = {dict: "a map", list: "a list", str: "a string", int: "an int", float: "a double",
+             type(None): "null"}
+    return names.get(type(value), type(value).__name__)
+
+
+def _one_line(text: str) -> str:
+    return " ".join(text.split())
+
+
+_FIELD = re.compile(r"\.?([A-Za-z_$][A-Za-z0-9_$-]*)|\[(\d+)\]|\['([^']*)'\]|\[\"([^\"]*)\"\]")
+
+
+def parse_field_path(text: str) -> Path:
+    """`securityContext.privileged`, `ports[0].hostPort`, `limits['nvidia.com/gpu']` (a
+    leading dot, as in ValidatingAdmissionPolicy's fieldPath, is allowed). Raises ValueError."""
+    path: list[str | int] = []
+    position = 0
+    text = text.strip()
+    while position < len(text):
+        match = _FIELD.match(text, position)
+        if match is None or (position > 0 and match.group(1) and text[position] != "."):
+            raise ValueError(f"not a field path at character {position + 1}: "
+                             f"{text[position:position + 20]!r}")
+        name, index, single, double = match.groups()
+        path.append(int(index) if index is not None else
+                    next(part for part in (name, single, double) if part is not None))
+        position = match.end()
+    return tuple(path)
