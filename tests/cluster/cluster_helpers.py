@@ -463,13 +463,15 @@ def running(webhook: Webhook) -> Iterator[Webhook]:
 # --- the chart ----------------------------------------------------------------------------
 
 def release_values(url: str, ca_bundle: str, **extra: Any) -> list[str]:
-    """helm --set flags: the webhooks called by URL with the test CA, the CRD installed."""
+    """helm --set flags: the webhooks called by URL with the test CA, the CRD installed;
+    a value that is not a string goes in as JSON (--set-json)."""
     values = {"webhook.url": url, "certs.mode": "secret",
               "certs.secret.name": "quickq-guard-tls", "certs.secret.caBundle": ca_bundle,
               "crd.install": "true", **extra}
     flags: list[str] = []
     for key, value in values.items():
-        flags += ["--set", f"{key}={value}"]
+        flags += (["--set", f"{key}={value}"] if isinstance(value, str)
+                  else ["--set-json", f"{key}={json.dumps(value)}"])
     return flags
 
 
