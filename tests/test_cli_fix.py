@@ -108,8 +108,10 @@ def test_fix_reports_what_it_cannot_fix_on_stderr(capsys):
     assert code == 1
     assert out == path.read_text()  # nothing to patch: printed as it is
     lines = err.splitlines()
-    assert all(line.startswith(f"quickq-guard: cannot fix: {path}:2:1 Pod default/quick-test: ")
-               for line in lines)
+    start = next(n for n, line in enumerate(path.read_text().splitlines(), 1)
+                 if line.startswith("apiVersion"))
+    where = f"{path}:{start}:1 Pod default/quick-test: "
+    assert all(line.startswith(f"quickq-guard: cannot fix: {where}") for line in lines)
     assert any("[disallow-latest-tag]" in line and "(field: spec.containers[0].image)" in line
                for line in lines)
 

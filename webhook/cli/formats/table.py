@@ -36,6 +36,8 @@ class Table(Format):
                     if quiet and verdict not in ("deny", "would-deny"):
                         continue
                     message = finding.message + (" (existing)" if finding.preexisting else "")
+                    if result.reason:  # next to findings, a note on all of them
+                        message += f" ({result.reason})"
                     lines.append(self.line(verdict, result.policy or "-", item, message))
         return "".join(lines)
 
