@@ -115,6 +115,7 @@ def _compile() -> dict[str, _Object]:
 
 _OBJECTS = _compile()
 POD_SPEC = _OBJECTS["core.v1.PodSpec"]
+POD_TEMPLATE = _OBJECTS["core.v1.PodTemplateSpec"]
 CONTAINER = _OBJECTS["core.v1.Container"]
 
 
