@@ -193,9 +193,8 @@ def _collection(value: Any, node: _List | _Map, where: _Where, problems: list[Pr
     if item_node is _ANY:
         return
     if item_node.__class__ is _Object:
-        for key, item in items:
-            if item is not None:
-                _object(item, item_node, (where, key), problems)
+        for key, item in items:  # a null item decodes to an empty object, which is no object
+            _object(item, item_node, (where, key), problems)
     elif item_node.__class__ is str:
         for key, item in items:
             if item is not None and not _scalar_ok(item_node, item):

@@ -22,7 +22,7 @@ config adds custom kinds (`Config.customKinds`) as `PodSite`s too.
 from __future__ import annotations
 
 import difflib
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
@@ -270,15 +270,15 @@ def read_workload(obj: Any, node_template_groups: Sequence[str], *,
         sites = custom_kinds.get((group, kind))
     if sites is None:
         return None
-    pods: list[PodSpec] = []
-    problems: list[schema.Problem] = []
-    for site in sites:
-        for path, data in _expand(obj, site.path):
-            if check and not checked:
-                _check_site(obj, site, path, problems)
-            pods.append(_pod_spec(data, site, path))
-    if problems:
-        raise RefusedObject(problems)
+    found = [(site, path, data) for site in sites for path, data in _expand(obj, site.path)]
+    if check and not checked:
+        problems: list[schema.Problem] = []
+        for site, path, _ in found:
+            _check_site(obj, site, path, problems)
+        if problems:
+            raise RefusedObject(problems)
+    # Checked against the Kubernetes schema, the pod specs hold the types rules rely on.
+    pods = [_pod_spec(data, site, path, guard=not check) for site, path, data in found]
     if len(pods) == 1:
         return Workload(obj, kind, (pods[0],), pods[0].containers, labels)
     pods = [_named(pod) for pod in pods]
@@ -298,22 +298,24 @@ def _named(pod: PodSpec) -> PodSpec:
     return replace(pod, containers=containers)
 
 
-def _pod_spec(data: Mapping[str, Any], site: PodSite, path: Path) -> PodSpec:
+def _pod_spec(data: Mapping[str, Any], site: PodSite, path: Path, guard: bool) -> PodSpec:
+    """The pod spec's view; `guard`: check the types rules rely on (an object the Kubernetes
+    schema check has not seen)."""
     containers: list[Container] = []
     for container_group in CONTAINER_GROUPS:
         items = data.get(container_group)
         if items is None:
             continue
         list_path = (*path, container_group)
-        if not isinstance(items, list):
+        if guard and not isinstance(items, list):
             raise InvalidObject(f"{dotted(list_path)}: expected a list, got {_type(items)}")
         for index, item in enumerate(items):
             item_path = (*list_path, index)
-            if not isinstance(item, Mapping):
+            if guard and not isinstance(item, Mapping):
                 raise InvalidObject(f"{dotted(item_path)}: expected a mapping, got {_type(item)}")
             name = item.get("name")
             label = name if isinstance(name, str) and name else f"#{index}"
-            containers.append(_container(item, container_group, item_path, label))
+            containers.append(_container(item, container_group, item_path, label, guard))
     for model in site.models:
         spec = data.get(model)
         if spec is not None:
@@ -321,9 +323,12 @@ def _pod_spec(data: Mapping[str, Any], site: PodSite, path: Path) -> PodSpec:
             spec = _mapping(spec, item_path)
             name = spec.get("name")
             label = name if isinstance(name, str) and name else MODEL_CONTAINER
-            containers.append(_container(spec, "model", item_path, label))
-    security_context = _mapping(data.get("securityContext"), (*path, "securityContext"))
-    _list_of_mappings(data.get("tolerations"), (*path, "tolerations"))
+            containers.append(_container(spec, "model", item_path, label, guard))
+    if guard:
+        security_context = _mapping(data.get("securityContext"), (*path, "securityContext"))
+        _list_of_mappings(data.get("tolerations"), (*path, "tolerations"))
+    else:
+        security_context = data.get("securityContext") or _EMPTY
     if site.style == "template":
         template = path[:-1]
         labels_path: Path = (*template, "metadata", "labels")
@@ -334,19 +339,17 @@ def _pod_spec(data: Mapping[str, Any], site: PodSite, path: Path) -> PodSpec:
     return PodSpec(path, data, tuple(containers), template, labels_path, security_context)
 
 
-def _expand(obj: Mapping[str, Any], pattern: Path) -> Iterator[tuple[Path, Mapping[str, Any]]]:
+def _expand(obj: Mapping[str, Any], pattern: Path) -> list[tuple[Path, Mapping[str, Any]]]:
     """(path, value) of each mapping the pattern reaches; ANY stands for every key of a
     mapping or item of a list. A missing level yields nothing."""
-    if ANY not in pattern:
+    if ANY not in pattern:  # Pods and controllers: one pod spec, or none
         found = _dig(obj, pattern)
-        if found is not None:
-            yield pattern, found
-        return
+        return [] if found is None else [(pattern, found)]
     here = pattern.index(ANY)
     holder = _dig(obj, pattern[:here - 1])
     parent = holder.get(str(pattern[here - 1])) if holder is not None and here else None
     if parent is None:
-        return
+        return []
     items: Any
     if isinstance(parent, list):
         items = enumerate(parent)
@@ -356,13 +359,14 @@ def _expand(obj: Mapping[str, Any], pattern: Path) -> Iterator[tuple[Path, Mappi
         raise InvalidObject(f"{dotted(pattern[:here])}: expected a list or a mapping, got "
                             f"{_type(parent)}")
     rest = pattern[here + 1:]
+    expanded = []
     for key, item in items:
         if item is None:
             continue
         where = (*pattern[:here], key)
-        inner = _mapping(item, where)
-        for path, found in _expand(inner, rest):
-            yield (*where, *path), found
+        expanded += [((*where, *path), value)
+                     for path, value in _expand(_mapping(item, where), rest)]
+    return expanded
 
 
 def _check_site(obj: Mapping[str, Any], site: PodSite, path: Path,
@@ -415,8 +419,13 @@ def not_judged(obj: Mapping[str, Any], custom_kinds: Iterable[tuple[str, str]] =
     return f"kind {kind} is not judged"
 
 
-def _container(data: Mapping[str, Any], group: str, path: Path, name: str) -> Container:
+def _container(data: Mapping[str, Any], group: str, path: Path, name: str,
+               guard: bool = True) -> Container:
     get = data.get
+    if not guard:
+        resources = get("resources") or _EMPTY
+        return Container(name, group, path, data, resources.get("requests") or _EMPTY,
+                         resources.get("limits") or _EMPTY)
     resources = _mapping(get("resources"), (*path, "resources"))
     requests = _mapping(resources.get("requests"), (*path, "resources", "requests"))
     limits = _mapping(resources.get("limits"), (*path, "resources", "limits"))
