@@ -144,7 +144,10 @@ Problem = tuple[str, str]
 def check(value: Any, node: _Object, path: Path, problems: list[Problem]) -> None:
     """Add to `problems` what the API server would refuse in `value` (an object of type
     `node` at `path`): fields it does not know, values of the wrong type."""
-    _object(value, node, path, problems)
+    where: _Where = ()
+    for key in path:
+        where = (where, key)
+    _object(value, node, where, problems)
 
 
 # The walk passes a path as nested pairs, (parent, key), and builds the tuple only for a
@@ -207,10 +210,10 @@ def _collection(value: Any, node: _List | _Map, where: _Where, problems: list[Pr
 
 def _dotted(where: _Where) -> str:
     path: list[Any] = []
-    while where and len(where) == 2:
+    while where:
         where, key = where
         path.append(key)
-    return dotted((*where, *reversed(path)))
+    return dotted(tuple(reversed(path)))
 
 
 _EXPECTED = {"string": "a string", "integer": "an integer", "number": "a number",
