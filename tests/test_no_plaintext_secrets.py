@@ -8,7 +8,10 @@ import json
 import pytest
 from builders import container, judge, messages, node_template, paths, pod, result, with_config
 
-from webhook.cli.commands import _print_table, report
+from webhook import load_policies
+from webhook.cli.formats import NAMES, render_all
+from webhook.cli.judge import Judged
+from webhook.manifests import Document
 
 PLANTED = "pl4nted-S3cret-value-93f1"
 
@@ -59,15 +62,12 @@ def test_init_container_and_node_template_env_are_checked():
     assert paths(judge(template), "no-plaintext-secrets") == ["spec.env[0].value"]
 
 
-def _everything_said(decision) -> str:
-    """Every text quickq-guard derives from a decision: messages, warnings, annotations, the
-    JSON and table output of `check`."""
-    import io
-
-    table = io.StringIO()
-    _print_table([decision], table, color=False)
+def _everything_said(decision, policies) -> str:
+    """Every text quickq-guard derives from a decision: messages, warnings, annotations, and
+    every output format of `check`."""
+    judged = [Judged(Document("pod.yaml:1", file="pod.yaml", line=1, column=1), decision)]
     parts = [decision.message, *decision.warnings, json.dumps(dict(decision.audit_annotations)),
-             json.dumps(report([decision]), default=str), table.getvalue(),
+             *(render_all(name, judged, policies) for name in NAMES),
              *(f.message for r in decision.results for f in r.findings),
              *(r.reason for r in decision.results), *(f.path for r in decision.results
                                                      for f in r.findings)]
@@ -80,7 +80,7 @@ def test_the_secret_value_appears_nowhere_in_the_decision(mode):
     obj = env_pod({"name": "DB_PASSWORD", "value": PLANTED},
                   {"name": "AWS_SECRET_ACCESS_KEY", "value": PLANTED + "-2"})
     decision = judge(obj, policies)
-    said = _everything_said(decision)
+    said = _everything_said(decision, policies)
     assert "DB_PASSWORD" in said and "AWS_SECRET_ACCESS_KEY" in said
     assert PLANTED not in said
 
@@ -90,7 +90,7 @@ def test_the_secret_value_is_not_repeated_in_update_warnings():
     decision = judge(obj, operation="UPDATE", old_object=obj)
     assert decision.allowed
     assert any("DB_PASSWORD" in w for w in decision.warnings)
-    assert PLANTED not in _everything_said(decision)
+    assert PLANTED not in _everything_said(decision, load_policies())
 
 
 def test_numeric_literal_secret_is_refused_by_kubernetes_and_is_not_echoed():
@@ -98,11 +98,68 @@ def test_numeric_literal_secret_is_refused_by_kubernetes_and_is_not_echoed():
     decision = judge(env_pod({"name": "PIN_PASSWORD", "value": 93817265}))
     assert decision.outcome == "error"
     assert "spec.containers[0].env[0].value: expected a string, got a number" in decision.message
-    assert "93817265" not in _everything_said(decision)
+    assert "93817265" not in _everything_said(decision, load_policies())
 
 
 def test_words_are_configurable_and_extra_words_are_detected():
     policies = with_config(policies={"no-plaintext-secrets": {"params": {"words": ["PIN"]}}})
-    decision = judge(env_pod({"name": "CARD_PIN", "value": "1234"},
+    decision = judge(env_pod({"name": "CARD_PIN", "value": "12-34"},
                              {"name": "DB_PASSWORD", "value": "x"}), policies)
     assert paths(decision, "no-plaintext-secrets") == ["spec.containers[0].env[0].value"]
+
+
+# --- values that are settings about a secret, not one ---------------------------------------
+
+
+@pytest.mark.parametrize(("name", "value"), [
+    ("ALLOW_EMPTY_PASSWORD", "yes"), ("ALLOW_EMPTY_PASSWORD", "NO"),
+    ("ENABLE_TOKEN_AUTH", "true"), ("TOKEN_AUTH_ENABLED", "False"), ("SECRET_ROTATION", "On"),
+    ("USE_API_KEY", "off"), ("REQUIRE_PASSWORD", " yes "),
+    ("PASSWORD_MIN_LENGTH", "12"), ("TOKEN_TTL", "3600"), ("SECRET_VERSION", "2"),
+    ("TOKEN_REFRESH_RATIO", "0.75"), ("PASSWORD_RETRIES", "-1"), ("TOKEN_LIMIT", "+5"),
+    ("DATABASE_PASSWORD", "$(POSTGRES_PASSWORD)"),
+    ("REDIS_PASSWORD", "$(REDIS_PRIMARY_PASSWORD)$(REDIS_SUFFIX)"),
+    ("API_KEY", "$(OPENAI_API_KEY)"),
+])
+def test_a_boolean_word_a_number_or_only_references_are_not_secrets(name, value):
+    decision = judge(env_pod({"name": name, "value": value}))
+    assert result(decision, "no-plaintext-secrets").status == "pass", (name, value)
+
+
+@pytest.mark.parametrize("value", [
+    "yes-really", "y", "truely", "0x1F", "12a", "1e9", "1 2", "$$(POSTGRES_PASSWORD)",
+    "$(USER):$(PASSWORD)", "postgres://app:$(PASSWORD)@db/app", "$(PASSWORD", "$()",
+    "hunter2", PLANTED,
+])
+def test_anything_else_is_still_a_literal_and_is_not_echoed(value):
+    decision = judge(env_pod({"name": "DB_PASSWORD", "value": value}))
+    assert paths(decision, "no-plaintext-secrets") == ["spec.containers[0].env[0].value"]
+    if len(value) > 4:
+        assert value not in _everything_said(decision)
+
+
+def test_a_secret_read_from_a_config_map_is_denied_without_echoing_anything():
+    decision = judge(env_pod(
+        {"name": "LOG_LEVEL", "valueFrom": {"configMapKeyRef": {"name": "app", "key": "log"}}},
+        {"name": "HF_TOKEN", "valueFrom": {"configMapKeyRef": {"name": "hf-" + PLANTED,
+                                                              "key": "token"}}},
+        {"name": "DB_PASSWORD", "valueFrom": {"secretKeyRef": {"name": "db", "key": "pw"}}},
+    ))
+    assert not decision.allowed
+    assert messages(decision, "no-plaintext-secrets") == [
+        "container 'app': env HF_TOKEN is read from a ConfigMap, which is stored and shown in "
+        "plaintext; put it in a Secret and reference it with valueFrom.secretKeyRef"]
+    assert paths(decision, "no-plaintext-secrets") == [
+        "spec.containers[0].env[1].valueFrom.configMapKeyRef"]
+    assert PLANTED not in _everything_said(decision)
+
+
+def test_config_map_reads_are_found_in_init_containers_and_node_templates():
+    ref = {"configMapKeyRef": {"name": "creds", "key": "token"}}
+    obj = pod(container(), initContainers=[
+        container("fetch", env=[{"name": "GITHUB_TOKEN", "valueFrom": ref}])])
+    assert paths(judge(obj), "no-plaintext-secrets") == [
+        "spec.initContainers[0].env[0].valueFrom.configMapKeyRef"]
+    template = node_template(env=[{"name": "apiKey", "valueFrom": ref}])
+    assert paths(judge(template), "no-plaintext-secrets") == [
+        "spec.env[0].valueFrom.configMapKeyRef"]
