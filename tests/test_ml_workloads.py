@@ -16,7 +16,7 @@ import pytest
 from builders import container, gpu_container, judge, result, with_config
 
 from webhook import evaluate, load_policies
-from webhook.cli.commands import main
+from webhook.cli import main
 from webhook.engine.policy import PolicyError, load_config
 from webhook.manifests import read_file
 
