@@ -9,6 +9,7 @@ which is what bounds the time a policy can take on a hostile object.
 
 from __future__ import annotations
 
+import itertools
 import re
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
@@ -148,6 +149,36 @@ def tokens(text: str) -> Iterator[tuple[str, str]]:
         kind = match.lastgroup or "other"
         if kind != "space":
             yield kind, match.group()
+
+
+def jsonpatch_literals(text: str) -> str:
+    """MutatingAdmissionPolicy writes `JSONPatch{op: "add", path: ..., value: ...}`; the
+    runtime has no such type, so each becomes the map `{"op": "add", ...}` it stands for."""
+    pieces = [(match.lastgroup or "other", match.group()) for match in _TOKEN.finditer(text)]
+    significant = [i for i, (kind, _) in enumerate(pieces) if kind != "space"]
+    following = dict(itertools.pairwise(significant))
+    depth = 0  # braces open inside the current JSONPatch literal
+    expect_key = False
+    for index, (kind, value) in enumerate(pieces):
+        if kind == "space":
+            continue
+        if depth == 0:
+            after = following.get(index)
+            if kind == "name" and value == "JSONPatch" and after is not None \
+                    and pieces[after][1] == "{":
+                pieces[index] = ("space", "")
+                depth, expect_key = -1, True  # the literal's `{` comes next
+            continue
+        if value in "{[(":
+            depth = 1 if depth == -1 else depth + 1
+        elif value in "}])":
+            depth -= 1
+        elif value == "," and depth == 1:
+            expect_key = True
+        elif kind == "name" and expect_key and depth == 1:
+            pieces[index] = (kind, f'"{value}"')
+            expect_key = False
+    return "".join(value for _, value in pieces)
 
 
 def _variable_references(text: str) -> set[str]:

@@ -79,12 +79,21 @@ def evaluate(
                 continue
             ops = result.patch
             try:
-                current = apply_patch(current, ops)
-                # The policies still to run judge the patched object.
-                workload = read_workload(current, config.nodeTemplateGroups) or workload
+                patched = apply_patch(current, ops)
+                patched_workload = read_workload(patched, config.nodeTemplateGroups) or workload
             except (PatchError, InvalidObject) as error:
                 results[-1] = _result(policy, "error", reason=f"patch failed: {error}")
                 continue
+            if policy.cel is not None:
+                # A CEL mutation is the user's: its patch must leave nothing to patch.
+                again = _run(policy, patched_workload, request)
+                if again.status != "pass":
+                    results[-1] = _result(policy, "error", reason=(
+                        "CEL mutations are not idempotent: after the patch, a second pass "
+                        f"would {again.status} again ({again.message})"))
+                    continue
+            # The policies still to run judge the patched object.
+            current, workload = patched, patched_workload
             patch.extend(ops)
 
     validated = [_run(policy, workload, request) for policy in policies.validating]
