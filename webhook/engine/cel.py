@@ -61,11 +61,13 @@ _WANTED = {"bool": ("bool",), "string": ("string",), "any": ()}
 
 @dataclass(frozen=True, slots=True)
 class Expression:
-    """A compiled expression and the `variables.<name>` it reads."""
+    """A compiled expression, the `variables.<name>` it reads and the top-level names it
+    uses (so that an evaluation converts only the variables it reads)."""
 
     text: str
     program: Any
     references: frozenset[str]
+    names: frozenset[str]
 
 
 def compile_expression(text: str, scope: Scope, kind: Kind = "any") -> Expression:
@@ -84,7 +86,8 @@ def compile_expression(text: str, scope: Scope, kind: Kind = "any") -> Expressio
     wanted = _WANTED[kind]
     if wanted and result not in (*wanted, "dyn"):
         raise CelError(f"the expression must yield a {kind}, but it yields {result}")
-    return Expression(text, program, frozenset(_variable_references(text)))
+    return Expression(text, program, frozenset(_variable_references(text)),
+                      frozenset(_top_level_names(text)))
 
 
 _STATUS = re.compile(r"^[A-Z_]+: |\s*\[[A-Z_]+\]$")
@@ -179,6 +182,18 @@ def jsonpatch_literals(text: str) -> str:
             pieces[index] = (kind, f'"{value}"')
             expect_key = False
     return "".join(value for _, value in pieces)
+
+
+def _top_level_names(text: str) -> set[str]:
+    """Names not after a `.`: the variables an expression may read (and macro variables,
+    which only make the set larger than needed)."""
+    found = set()
+    previous = ""
+    for kind, value in tokens(text):
+        if kind == "name" and previous != ".":
+            found.add(value)
+        previous = value if kind != "string" else ""
+    return found
 
 
 def _variable_references(text: str) -> set[str]:

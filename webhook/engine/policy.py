@@ -187,11 +187,8 @@ class Policy:
     message: str | None
     source: str
     cel: CelPolicy | None = None  # the compiled expressions of a CEL policy
-
-    @property
-    def node_templates(self) -> bool:
-        """Whether the policy judges NodeTemplates (a CEL policy's `match.kinds` decides)."""
-        return self.rule is None or self.rule.node_templates
+    # Whether the policy judges NodeTemplates (a CEL policy's `match.kinds` decides).
+    node_templates: bool = True
 
     def applies(self, kind: str, namespace: str, operation: str,
                 labels: Mapping[str, Any]) -> bool:
@@ -336,7 +333,8 @@ def _build(document: Any, where: str, config: Config) -> Policy:
                           f"{_explain(error)}") from None
     return Policy(id=spec.id, description=spec.description.strip(), type=spec.type,
                   action=override.action or spec.action, rule=rule, params=validated,
-                  match=spec.match, message=spec.message, source=where)
+                  match=spec.match, message=spec.message, source=where,
+                  node_templates=rule.node_templates)
 
 
 def _build_cel(spec: PolicyFile, where: str, config: Config) -> Policy:

@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
 from webhook.engine.cel import (
     EvaluationError,
@@ -28,10 +28,10 @@ from webhook.engine.workload import Container, Workload, api_group, dotted
 _EMPTY: Mapping[str, Any] = {}
 
 
-@dataclass(frozen=True, slots=True)
-class Request:
+class Request(NamedTuple):
     """What the API server says about the request, beyond the object: the `request`,
-    `oldObject` and `namespaceObject` of an expression."""
+    `oldObject` and `namespaceObject` of an expression. (A tuple: one is built per
+    evaluation, and a frozen dataclass costs several times as much to build.)"""
 
     operation: str = "CREATE"
     namespace: str = ""
@@ -165,16 +165,37 @@ class CelPolicy:
         first = split_pointer(kept[0]["path"])
         return [finding(container, "; ".join(described), first, tuple(kept))]
 
+    # The top-level names the expressions use, worked out once.
+    reads: frozenset[str] = field(init=False, default=frozenset())
+
+    def __post_init__(self) -> None:
+        expressions = [*(v.expression for v in self.variables),
+                       *(c.expression for c in self.match_conditions),
+                       *(v.expression for v in self.validations),
+                       *(v.message_expression for v in self.validations
+                         if v.message_expression is not None),
+                       *(m.expression for m in self.mutations)]
+        object.__setattr__(self, "reads", frozenset().union(*(e.names for e in expressions)))
+
     def _base(self, workload: Workload, request: Request) -> dict[str, Any]:
+        """The variables the expressions read: converting an object the policy never reads
+        would be most of the cost of evaluating it."""
         obj = workload.obj
-        return {
-            "object": obj,
-            "oldObject": request.old_object,
-            "request": request.data(obj),
-            "params": self.params,
-            "namespaceObject": request.namespace_object,
-            "podSpec": _EMPTY if workload.is_node_template else workload.pod_spec,
-        }
+        reads = self.reads
+        data: dict[str, Any] = {}
+        if "object" in reads:
+            data["object"] = obj
+        if "oldObject" in reads:
+            data["oldObject"] = request.old_object
+        if "request" in reads:
+            data["request"] = request.data(obj)
+        if "params" in reads:
+            data["params"] = self.params
+        if "namespaceObject" in reads:
+            data["namespaceObject"] = request.namespace_object
+        if "podSpec" in reads:
+            data["podSpec"] = _EMPTY if workload.is_node_template else workload.pod_spec
+        return data
 
     def _validate(self, data: dict[str, Any], workload: Workload,
                   container: Container | None) -> list[Finding]:
@@ -282,6 +303,8 @@ def _run(expression: Expression, bound: Any, where: str) -> Any:
 
 
 def _check_variables(expression: Expression, failed: dict[str, str], where: str) -> None:
+    if not failed:
+        return
     for name in sorted(expression.references & failed.keys()):
         raise EvaluationError(f"{where} reads {failed[name]}")
 
