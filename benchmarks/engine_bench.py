@@ -25,11 +25,11 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import corpus
-from webhook_load import typical_pod
 
 from webhook.engine.evaluate import evaluate
 from webhook.engine.policy import PolicySet, load_policies
 from webhook.manifests import read_text
+from webhook.testing import typical_pod
 
 TYPICAL_POD = Path(__file__).resolve().parent.parent / "examples" / "good" / "pod.yaml"
 TARGET_POD_EVALS = 20_000

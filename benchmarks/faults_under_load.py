@@ -42,24 +42,23 @@ from pathlib import Path
 from typing import Any
 
 REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO / "tests" / "server"))
 sys.path.insert(0, str(REPO))
 
 import httpx  # noqa: E402
 import jsonpatch  # noqa: E402
-from server_helpers import (  # noqa: E402
+
+from webhook.server.certs import ensure_certs  # noqa: E402
+from webhook.testing import (  # noqa: E402
     NAMESPACE,
     SERVICE,
     Server,
     bad_pod,
     file_serial,
     metric,
-    pod,
-    review,
     with_probe,
 )
-
-from webhook.server.certs import ensure_certs  # noqa: E402
+from webhook.testing import admission_review as review  # noqa: E402
+from webhook.testing import review_pod as pod  # noqa: E402
 
 EXPECTED = {  # what each load request must get back, whichever policy set is in force
     "good": ("/validate", True, False),

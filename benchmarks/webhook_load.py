@@ -1,15 +1,18 @@
 """Load test of the admission webhook on loopback, against a floor for this machine.
 
-Starts `quickq-guard serve` (one worker) and, as the floor, a bare starlette app under the same
-uvicorn and TLS settings that reads the body and answers a constant AdmissionReview. A client
-in its own process drives both over keep-alive TLS connections:
+Starts `quickq-guard serve` (one worker, then two) and, as the floor, a bare Starlette
+endpoint on the same stock uvicorn[standard] stack (httptools, uvloop) and TLS settings that
+reads the body and answers a constant AdmissionReview. A client in its own process drives
+each over keep-alive TLS connections:
 
 - saturation: every connection sends back to back (closed loop): the most each server does;
 - fixed rates: requests start on a fixed schedule whatever the answers do (open loop), and
   latency counts from the scheduled start, so a slow answer cannot hide the queue behind it.
 
-Targets: webhook throughput at saturation >= 70% of the floor's; p99 <= 10 ms at 200 requests/s
-for a typical Pod; server resident memory <= 128 MiB under that load.
+Targets: /validate and /mutate throughput at saturation >= 40% of the floor's; p99 <= 5 ms
+at 500 requests/s for a typical Pod; server resident memory <= 128 MiB under that load;
+`--workers 2` >= 1.6x one worker at saturation (on a 2-core machine the client shares the
+cores, so this one is reported against what the machine allows).
 
     .venv/bin/python benchmarks/webhook_load.py            # about a minute
     .venv/bin/python benchmarks/webhook_load.py --quick    # a smoke run of a few seconds
@@ -32,75 +35,13 @@ import uuid
 from pathlib import Path
 from typing import Any
 
+from webhook.testing import typical_pod
+
 REPO = Path(__file__).resolve().parents[1]
 HOST = "127.0.0.1"
 
 
 # The requests ---------------------------------------------------------------------------------
-
-def typical_pod() -> dict[str, Any]:
-    """A Pod as the API server hands it to a webhook after defaulting: two containers, probes,
-    resources, env, the service-account token volume; allowed by the shipped policies, with one
-    startup probe to inject and one warning."""
-    probe = {"httpGet": {"path": "/healthz", "port": 8080, "scheme": "HTTP"},
-             "periodSeconds": 10, "failureThreshold": 3, "timeoutSeconds": 1,
-             "successThreshold": 1}
-    container = {
-        "name": "server", "image": "ghcr.io/example/inference:2.4.1",
-        "imagePullPolicy": "IfNotPresent",
-        "ports": [{"containerPort": 8080, "name": "http", "protocol": "TCP"}],
-        "env": [{"name": "MODEL_NAME", "value": "llama-3-8b"},
-                {"name": "LOG_LEVEL", "value": "info"},
-                {"name": "HF_TOKEN", "valueFrom": {"secretKeyRef": {"name": "hf",
-                                                                    "key": "token"}}}],
-        "resources": {"requests": {"cpu": "2", "memory": "8Gi"},
-                      "limits": {"cpu": "4", "memory": "16Gi"}},
-        "livenessProbe": probe, "readinessProbe": probe,
-        "securityContext": {"allowPrivilegeEscalation": False, "runAsNonRoot": True,
-                            "runAsUser": 1000},
-        "terminationMessagePath": "/dev/termination-log",
-        "terminationMessagePolicy": "File",
-        "volumeMounts": [{"name": "kube-api-access-x7k2p", "readOnly": True,
-                          "mountPath": "/var/run/secrets/kubernetes.io/serviceaccount"}],
-    }
-    sidecar = {**container, "name": "metrics", "image": "ghcr.io/example/exporter:1.8.0",
-               "ports": [{"containerPort": 9090, "name": "metrics", "protocol": "TCP"}],
-               "env": [], "resources": {"requests": {"cpu": "50m", "memory": "64Mi"},
-                                        "limits": {"memory": "128Mi"}}}
-    sidecar.pop("livenessProbe")
-    return {
-        "apiVersion": "v1", "kind": "Pod",
-        "metadata": {
-            "generateName": "inference-7d9c6b5f4-", "namespace": "ml-serving",
-            "labels": {"app": "inference", "pod-template-hash": "7d9c6b5f4",
-                       "app.kubernetes.io/version": "2.4.1"},
-            "annotations": {"prometheus.io/scrape": "true"},
-            "ownerReferences": [{"apiVersion": "apps/v1", "kind": "ReplicaSet",
-                                 "name": "inference-7d9c6b5f4", "uid": str(uuid.uuid4()),
-                                 "controller": True, "blockOwnerDeletion": True}],
-        },
-        "spec": {
-            "containers": [container, sidecar],
-            "restartPolicy": "Always", "terminationGracePeriodSeconds": 30,
-            "dnsPolicy": "ClusterFirst", "serviceAccountName": "default",
-            "serviceAccount": "default", "securityContext": {"runAsNonRoot": True},
-            "schedulerName": "default-scheduler", "priority": 0,
-            "enableServiceLinks": True, "preemptionPolicy": "PreemptLowerPriority",
-            "tolerations": [
-                {"key": "node.kubernetes.io/not-ready", "operator": "Exists",
-                 "effect": "NoExecute", "tolerationSeconds": 300},
-                {"key": "node.kubernetes.io/unreachable", "operator": "Exists",
-                 "effect": "NoExecute", "tolerationSeconds": 300}],
-            "volumes": [{"name": "kube-api-access-x7k2p", "projected": {
-                "defaultMode": 420, "sources": [
-                    {"serviceAccountToken": {"expirationSeconds": 3607, "path": "token"}},
-                    {"configMap": {"name": "kube-root-ca.crt",
-                                   "items": [{"key": "ca.crt", "path": "ca.crt"}]}},
-                    {"downwardAPI": {"items": [{"path": "namespace", "fieldRef": {
-                        "apiVersion": "v1", "fieldPath": "metadata.namespace"}}]}}]}}],
-        },
-    }
-
 
 UID = "00000000-0000-0000-0000-000000000000"
 
@@ -321,12 +262,33 @@ def cpu_seconds(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
+def start_webhook(port: int, files: Any, workdir: Path, workers: int) -> subprocess.Popen[bytes]:
+    log = (workdir / f"server-{port}.log").open("wb")
+    return subprocess.Popen(
+        [sys.executable, "-m", "webhook.cli", "serve", "--host", HOST, "--port", str(port),
+         "--cert", str(files.cert), "--key", str(files.key), "--workers", str(workers)],
+        stdout=log, stderr=subprocess.STDOUT, cwd=workdir)
+
+
+def process_tree(pid: int) -> list[int]:
+    """The process and its children (the workers of `--workers 2`)."""
+    children = Path(f"/proc/{pid}/task/{pid}/children")
+    try:
+        return [pid, *(int(c) for c in children.read_text().split())]
+    except OSError:
+        return [pid]
+
+
+def tree_cpu_seconds(pid: int) -> float:
+    return sum(cpu_seconds(p) for p in process_tree(pid))
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--quick", action="store_true", help="1 s per phase: a smoke run")
     parser.add_argument("--duration", type=float, default=6.0, help="seconds per phase")
     parser.add_argument("--connections", type=int, default=8)
-    parser.add_argument("--rates", default="200,1000", help="open-loop rates, requests/s")
+    parser.add_argument("--rates", default="500", help="open-loop rates, requests/s")
     parser.add_argument("--client", help=argparse.SUPPRESS)
     parser.add_argument("--floor", nargs=3, help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -344,70 +306,69 @@ def main() -> int:
     workdir = Path(tempfile.mkdtemp(prefix="quickq-guard-bench-"))
     files = ensure_certs(workdir / "certs", "quickq-guard", "quickq-guard", 1)
     ca = str(files.ca_cert)
-    floor_port, guard_port = free_port(), free_port()
-    log = (workdir / "server.log").open("wb")
+    floor_port, guard_port, pair_port = free_port(), free_port(), free_port()
     floor = subprocess.Popen([sys.executable, __file__, "--floor", str(floor_port),
                               str(files.cert), str(files.key)])
-    guard = subprocess.Popen(
-        [sys.executable, "-c", "import sys; from webhook.cli import main; sys.exit(main())",
-         "serve", "--host", HOST, "--port", str(guard_port), "--cert", str(files.cert),
-         "--key", str(files.key)], stdout=log, stderr=subprocess.STDOUT, cwd=workdir)
+    guard = start_webhook(guard_port, files, workdir, 1)
+    pair = start_webhook(pair_port, files, workdir, 2)
     rows: list[tuple[str, str, dict[str, Any], float, int]] = []
+    servers = (("floor", floor_port, floor, ("/validate",)),
+               ("webhook", guard_port, guard, ("/validate", "/mutate")),
+               ("2 workers", pair_port, pair, ("/validate",)))
     try:
-        wait_for(floor_port, ca, floor)
-        wait_for(guard_port, ca, guard)
-        for name, port, process in (("floor", floor_port, floor), ("webhook", guard_port, guard)):
+        for _, port, process, _ in servers:
+            wait_for(port, ca, process)
+        for name, port, process, paths in servers:
             run_client(port, ca, "/validate", 0, min(1.0, duration), args.connections)  # warm
-            for path in ("/validate", "/mutate") if name == "webhook" else ("/validate",):
-                phases = [("saturation", 0.0), *((f"{r:g}/s", r) for r in rates)]
+            for path in paths:
+                phases = [("saturation", 0.0)]
+                if name == "webhook":
+                    phases += [(f"{r:g}/s", r) for r in rates]
                 for phase, rate in phases:
                     sampler = RssSampler(process.pid)
                     sampler.start()
-                    cpu = cpu_seconds(process.pid)
+                    cpu = tree_cpu_seconds(process.pid)
                     result = run_client(port, ca, path, rate, duration, args.connections)
-                    server_cpu = (cpu_seconds(process.pid) - cpu) / duration
+                    server_cpu = (tree_cpu_seconds(process.pid) - cpu) / duration
                     sampler.running = False
                     sampler.join()
-                    label = f"{name} {path}" if name == "webhook" else "floor"
+                    label = f"{name} {path}" if name != "floor" else "floor"
                     rows.append((label, phase, result, server_cpu, sampler.peak_kib))
     finally:
-        for process in (floor, guard):
+        for process in (floor, guard, pair):
             process.terminate()
             process.wait(30)
-        log.close()
 
-    # srv us/req: server CPU time per request, the figure least disturbed by other processes
+    # us/req: server CPU time per request, the figure least disturbed by other processes
     # on the machine; cpu columns are shares of one core over the phase.
-    print(f"\n{'server':<18}{'load':<12}{'requests':>9}{'err':>5}{'req/s':>9}{'p50 ms':>9}"
+    print(f"\n{'server':<22}{'load':<12}{'requests':>9}{'err':>5}{'req/s':>9}{'p50 ms':>9}"
           f"{'p99 ms':>9}{'srv cpu':>9}{'cli cpu':>9}{'us/req':>8}{'RSS MiB':>9}")
     for label, phase, r, server_cpu, peak in rows:
         per_request = server_cpu * duration / max(1, r["requests"]) * 1e6
-        print(f"{label:<18}{phase:<12}{r['requests']:>9}{r['errors']:>5}{r['rps']:>9.0f}"
+        print(f"{label:<22}{phase:<12}{r['requests']:>9}{r['errors']:>5}{r['rps']:>9.0f}"
               f"{r['p50']:>9.2f}{r['p99']:>9.2f}{server_cpu:>9.0%}{r['client_cpu']:>9.0%}"
               f"{per_request:>8.0f}{peak / 1024:>9.1f}")
-    floor_rps, floor_cpu = next((r["rps"], cpu / r["rps"]) for label, phase, r, cpu, _ in rows
-                                if label == "floor" and phase == "saturation")
+
+    def saturation(label: str) -> dict[str, Any]:
+        return next(r for name, phase, r, *_ in rows if name == label and phase == "saturation")
+
+    floor_rps = saturation("floor")["rps"]
     print()
-    ok = True
+    ok = all(r["errors"] == 0 for _, _, r, _, _ in rows)
     for path in ("/validate", "/mutate"):
-        sat = next(r for label, phase, r, *_ in rows
-                   if label == f"webhook {path}" and phase == "saturation")
-        ratio = sat["rps"] / floor_rps
-        cpu_ratio = floor_cpu / (next(cpu for label, phase, _, cpu, _ in rows
-                                      if label == f"webhook {path}" and phase == "saturation")
-                                 / sat["rps"])
-        at200 = [(r, peak) for label, phase, r, _, peak in rows
-                 if label == f"webhook {path}" and phase == "200/s"]
-        line = (f"{path}: throughput {ratio:.0%} of the floor (target >= 70%; server CPU per "
-                f"request: floor/webhook {cpu_ratio:.0%})")
-        ok &= ratio >= 0.70
-        if at200:
-            r, peak = at200[0]
-            line += (f"; at 200/s p99 {r['p99']:.2f} ms (target <= 10), RSS {peak / 1024:.1f} "
-                     f"MiB (target <= 128)")
-            ok &= r["p99"] <= 10 and peak / 1024 <= 128 and r["errors"] == 0
+        ratio = saturation(f"webhook {path}")["rps"] / floor_rps
+        line = f"{path}: throughput {ratio:.0%} of the bare Starlette endpoint (target >= 40%)"
+        ok &= ratio >= 0.40
+        for label, phase, r, _, peak in rows:
+            if label == f"webhook {path}" and phase == "500/s":
+                line += (f"; at 500/s p99 {r['p99']:.2f} ms (target <= 5), RSS "
+                         f"{peak / 1024:.1f} MiB (target <= 128)")
+                ok &= r["p99"] <= 5 and peak / 1024 <= 128
         print(line)
-    print("all targets met" if ok else "TARGETS MISSED")
+    scaling = saturation("2 workers /validate")["rps"] / saturation("webhook /validate")["rps"]
+    print(f"--workers 2: {scaling:.2f}x one worker at saturation (target >= 1.6x; the client "
+          f"takes {saturation('2 workers /validate')['client_cpu']:.0%} of a core of the 2)")
+    print("all targets met" if ok and scaling >= 1.6 else "TARGETS MISSED")
     return 0 if ok else 1
 
 

@@ -1,7 +1,7 @@
-"""Builders for the objects quickq-guard judges, so each test states only what it is about.
+"""Test helpers around the engine: judge an object, read its results.
 
-`pod()` and `container()` start from an object that passes every default policy; a test
-overrides the fields it cares about (a value of `None` removes a field).
+The objects themselves come from webhook.testing, the one builder that tests and benchmarks
+share: `pod()` and `container()` start from an object that passes every default policy.
 """
 
 from __future__ import annotations
@@ -11,101 +11,19 @@ from typing import Any
 
 from webhook import Decision, Result, evaluate, load_policies
 from webhook.engine.policy import Config, PolicySet
+from webhook.testing import (  # noqa: F401 - the object builders tests import from here
+    GOOD_IMAGE,
+    POD_SPEC_PATHS,
+    container,
+    gpu_container,
+    node_template,
+    pod,
+    pod_spec,
+    probe,
+    workload,
+)
 
-GOOD_IMAGE = "registry.example.com/app:1.2.3"
-POD_SPEC_PATHS = {
-    "Pod": ("v1", ("spec",)),
-    "Deployment": ("apps/v1", ("spec", "template", "spec")),
-    "ReplicaSet": ("apps/v1", ("spec", "template", "spec")),
-    "StatefulSet": ("apps/v1", ("spec", "template", "spec")),
-    "DaemonSet": ("apps/v1", ("spec", "template", "spec")),
-    "Job": ("batch/v1", ("spec", "template", "spec")),
-    "CronJob": ("batch/v1", ("spec", "jobTemplate", "spec", "template", "spec")),
-}
 CONTROLLERS = [kind for kind in POD_SPEC_PATHS if kind != "Pod"]
-
-
-def _merge(base: dict[str, Any], changes: dict[str, Any]) -> dict[str, Any]:
-    for key, value in changes.items():
-        if value is None:
-            base.pop(key, None)
-        else:
-            base[key] = value
-    return base
-
-
-def container(name: str = "app", **changes: Any) -> dict[str, Any]:
-    """A container that passes every default policy (requests set, pinned image)."""
-    base: dict[str, Any] = {
-        "name": name,
-        "image": GOOD_IMAGE,
-        "resources": {"requests": {"cpu": "100m", "memory": "128Mi"},
-                      "limits": {"memory": "256Mi"}},
-    }
-    return _merge(base, changes)
-
-
-def gpu_container(name: str = "model", count: Any = 1, resource: str = "nvidia.com/gpu",
-                  **changes: Any) -> dict[str, Any]:
-    resources = {"requests": {"cpu": "1", "memory": "1Gi", resource: count},
-                 "limits": {"memory": "1Gi", resource: count}}
-    return container(name, resources=resources, **changes)
-
-
-def probe(period: int | None = None, threshold: int | None = None,
-          **extra: Any) -> dict[str, Any]:
-    found: dict[str, Any] = {"httpGet": {"path": "/healthz", "port": 8080}}
-    if period is not None:
-        found["periodSeconds"] = period
-    if threshold is not None:
-        found["failureThreshold"] = threshold
-    return {**found, **extra}
-
-
-def pod_spec(*containers: dict[str, Any], **changes: Any) -> dict[str, Any]:
-    base: dict[str, Any] = {
-        "securityContext": {"runAsNonRoot": True, "runAsUser": 10001},
-        "containers": list(containers) or [container()],
-    }
-    return _merge(base, changes)
-
-
-def pod(*containers: dict[str, Any], name: str = "web", namespace: str | None = "default",
-        labels: dict[str, Any] | None = None, annotations: dict[str, Any] | None = None,
-        **spec_changes: Any) -> dict[str, Any]:
-    """A Pod that passes every validate policy; keyword arguments change its spec."""
-    return workload("Pod", *containers, name=name, namespace=namespace, labels=labels,
-                    annotations=annotations, **spec_changes)
-
-
-def workload(kind: str, *containers: dict[str, Any], name: str = "web",
-             namespace: str | None = "default", labels: dict[str, Any] | None = None,
-             annotations: dict[str, Any] | None = None, **spec_changes: Any) -> dict[str, Any]:
-    """A Pod or controller of `kind` around the pod spec."""
-    api_version = POD_SPEC_PATHS[kind][0]
-    metadata: dict[str, Any] = {"name": name, "labels": {"app": name} if labels is None
-                                else labels}
-    if namespace is not None:
-        metadata["namespace"] = namespace
-    if annotations is not None:
-        metadata["annotations"] = annotations
-    obj: dict[str, Any] = {"apiVersion": api_version, "kind": kind, "metadata": metadata}
-    spec = pod_spec(*containers, **spec_changes)
-    if kind == "Pod":
-        obj["spec"] = spec
-        return obj
-    template = {"metadata": {"labels": {"app": name}}, "spec": spec}
-    if kind == "CronJob":
-        spec["restartPolicy"] = "OnFailure"
-        obj["spec"] = {"schedule": "0 * * * *", "jobTemplate": {"spec": {"template": template}}}
-    elif kind == "Job":
-        spec["restartPolicy"] = "Never"
-        obj["spec"] = {"template": template}
-    elif kind in ("Deployment", "ReplicaSet", "StatefulSet", "DaemonSet"):
-        obj["spec"] = {"selector": {"matchLabels": {"app": name}}, "template": template}
-        if kind == "StatefulSet":
-            obj["spec"]["serviceName"] = name
-    return obj
 
 
 def pointer_prefix(kind: str) -> str:
@@ -115,19 +33,6 @@ def pointer_prefix(kind: str) -> str:
 
 def dotted_prefix(kind: str) -> str:
     return ".".join(POD_SPEC_PATHS[kind][1])
-
-
-def node_template(api_version: str = "quickq.io/v1", **spec_changes: Any) -> dict[str, Any]:
-    """A NodeTemplate that passes every validate policy."""
-    spec: dict[str, Any] = {
-        "image": "registry.example.com/model-server:2.0.1",
-        "resources": {"requests": {"cpu": "1", "memory": "4Gi"},
-                      "limits": {"cpu": "2", "memory": "8Gi"}},
-        "securityContext": {"runAsNonRoot": True, "runAsUser": 1000},
-    }
-    return {"apiVersion": api_version, "kind": "NodeTemplate",
-            "metadata": {"name": "gpu-inference-01", "labels": {"app": "model-server"}},
-            "spec": _merge(spec, spec_changes)}
 
 
 _DEFAULT: PolicySet | None = None

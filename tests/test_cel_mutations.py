@@ -146,3 +146,12 @@ def test_a_bad_mutate_policy_fails_the_load(tmp_path, changes, expected):
     with pytest.raises(PolicyError) as caught:
         policies(tmp_path, {**NON_ROOT, **changes})
     assert expected in str(caught.value)
+
+
+def test_a_patch_the_api_server_would_refuse_is_an_error(tmp_path):
+    rule = mutation("has(container.securityContext) ? [] : [JSONPatch{op: 'add', "
+                    "path: '/securityContext', value: {'runAsNonRot': true}}]")
+    decision = evaluate(pod(BARE), policies(tmp_path, rule))
+    [result] = decision.results
+    assert result.status == "error" and decision.patch == ()
+    assert "patch failed" in result.reason and "runAsNonRot" in result.reason

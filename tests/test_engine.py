@@ -150,7 +150,8 @@ def test_update_object_level_violation_already_present_is_a_warning():
 
 def test_update_of_a_deployment_compares_containers_of_the_template():
     old = workload("Deployment", container(image="app:latest"))
-    new = workload("Deployment", container(image="app:latest"), replicas=3)
+    new = workload("Deployment", container(image="app:latest"))
+    new["spec"]["replicas"] = 3
     assert judge(new, operation="UPDATE", old_object=old).allowed
 
 
@@ -197,7 +198,8 @@ def test_dry_run_turns_an_unjudgeable_object_into_a_warning():
                      with_config(mode="dry-run"))
     assert decision.allowed
     assert decision.warnings == (
-        "[dry-run] Pod: cannot be judged: spec.containers: expected a list, got a string",)
+        "[dry-run] Pod: the Kubernetes API server would refuse it: spec.containers: expected a "
+        "list, got a string",)
 
 
 # --- exclusions -----------------------------------------------------------------------------

@@ -93,9 +93,11 @@ def test_the_secret_value_is_not_repeated_in_update_warnings():
     assert PLANTED not in _everything_said(decision)
 
 
-def test_numeric_literal_secret_is_still_a_literal_and_is_not_echoed():
+def test_numeric_literal_secret_is_refused_by_kubernetes_and_is_not_echoed():
+    # An env value must be a string: the API server refuses a number before any policy runs.
     decision = judge(env_pod({"name": "PIN_PASSWORD", "value": 93817265}))
-    assert result(decision, "no-plaintext-secrets").status == "fail"
+    assert decision.outcome == "error"
+    assert "spec.containers[0].env[0].value: expected a string, got a number" in decision.message
     assert "93817265" not in _everything_said(decision)
 
 

@@ -178,7 +178,7 @@ def _injected(liveness, policies=None):
     ({"initialDelaySeconds": 571}, 61),                            # 601 s
     ({"initialDelaySeconds": 300, "periodSeconds": 30, "failureThreshold": 10}, 60),
     ({}, 60),                                                      # 30 s
-    ({"initialDelaySeconds": -5, "periodSeconds": 0, "failureThreshold": "9"}, 60),
+    ({"initialDelaySeconds": -5, "periodSeconds": 0, "failureThreshold": 0}, 60),
 ])
 def test_startup_window_is_never_shorter_than_what_liveness_allowed(fields, threshold):
     startup = _injected({"httpGet": {"path": "/healthz", "port": 8080}, **fields})

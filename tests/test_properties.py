@@ -9,7 +9,7 @@ from typing import Any
 
 import jsonpatch
 from builders import CONTROLLERS, POD_SPEC_PATHS, default_policies, with_config, workload
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
 from webhook import evaluate
@@ -144,6 +144,11 @@ def objects(draw: Any) -> dict[str, Any]:
     return obj
 
 
+def refused(decision: Any) -> bool:
+    """The object is one the API server refuses (generated junk in a typed field)."""
+    return decision.outcome == "error" and "would refuse it" in decision.message
+
+
 def validate_verdicts(decision: Any) -> dict[str, Any]:
     return {r.policy: (r.status, r.findings) for r in decision.results if r.type == "validate"}
 
@@ -173,6 +178,7 @@ def test_patch_applies_adds_only_owned_fields_and_is_idempotent(obj):
     original = copy.deepcopy(obj)
     decision = evaluate(obj, policies)
     assert obj == original
+    assume(not refused(decision))
     assert all(r.status != "error" for r in decision.results), decision.results
     operations = list(decision.patch)
     for operation in operations:
@@ -193,6 +199,7 @@ def test_patch_applies_adds_only_owned_fields_and_is_idempotent(obj):
 @given(objects())
 def test_an_update_that_changes_nothing_is_never_denied(obj):
     decision = evaluate(obj, default_policies(), operation="UPDATE", old_object=obj)
+    assume(not refused(decision))
     assert decision.allowed, decision.message
     if obj["kind"] != "NodeTemplate":  # an unchanged pod template is never patched
         assert decision.patch == ()

@@ -191,7 +191,7 @@ KubernetesConstructor.add_constructor(  # type: ignore[type-var]
 KubernetesConstructor.add_constructor(  # type: ignore[type-var]
     "tag:yaml.org,2002:timestamp", yaml.constructor.SafeConstructor.construct_yaml_str)
 
-# libyaml's parser when PyYAML was built with it (PyPI's wheels are): several times faster.
+# libyaml's parser when PyYAML was built with it (PyPI's wheels are); PyYAML's otherwise.
 try:
     from yaml.cyaml import CParser  # type: ignore[attr-defined]
 except ImportError:  # pragma: no cover - PyYAML built without libyaml

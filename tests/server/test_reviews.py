@@ -164,8 +164,8 @@ def test_review_log_line_names_findings_not_values(server: Server,
     line = lines[0]
     assert line["decision"] == "denied" and line["operation"] == "CREATE"
     assert line["namespace"] == "team-a" and line["name"] == "bad" and line["user"] == "alice"
-    assert {"policy": "no-plaintext-secrets", "action": "enforce", "count": 1} \
-        in line["findings"]
+    assert {"policy": "no-plaintext-secrets", "action": "enforce", "container": "web",
+            "path": "spec.containers[0].env[0].value", "preexisting": False} in line["findings"]
     assert isinstance(line["latency_ms"], float)
     assert "hunter2" not in server.log_path.read_text()
 

@@ -27,6 +27,7 @@ import yaml
 from webhook.engine.evaluate import error_decision, evaluate
 from webhook.engine.policy import PolicyError, PolicySet, load_config, load_policies
 from webhook.engine.results import Decision, Resource, Result
+from webhook.engine.workload import UNKNOWN_KIND
 from webhook.manifests import Document, manifest_sources, read_paths, read_source
 
 EXIT_OK, EXIT_DENIED, EXIT_ERROR = 0, 1, 2
@@ -128,7 +129,7 @@ def _certs_parser(commands: Any) -> None:
 
 
 def _serve(args: argparse.Namespace) -> int:
-    from webhook.server import app as server
+    from webhook.server import serve as server
 
     return int(server.run(args))
 
@@ -426,7 +427,12 @@ def _print_lines(decisions: Sequence[Decision], out: TextIO, color: bool) -> Non
         return f"\033[{code}m{text}\033[0m" if color else text
 
     for decision in decisions:
-        for result in decision.results:
+        results = decision.results
+        if results and UNKNOWN_KIND in results[0].reason:  # a typo in `kind`: say so
+            out.write(f"{paint('SKIP ', '33')}  {'-':<26} {decision.resource}  "
+                      f"{results[0].reason}  [{decision.resource.source}]\n")
+            continue
+        for result in results:
             if result.status not in ("fail", "patch", "error"):
                 continue
             verdict = _verdict(decision, result)

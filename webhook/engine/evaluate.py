@@ -16,7 +16,13 @@ from webhook.engine.patch import PatchError, apply_patch
 from webhook.engine.policy import Policy, PolicySet
 from webhook.engine.results import Decision, Finding, Outcome, Resource, Result
 from webhook.engine.rules.cel import Request
-from webhook.engine.workload import InvalidObject, Workload, read_workload
+from webhook.engine.workload import (
+    InvalidObject,
+    RefusedObject,
+    Workload,
+    not_judged,
+    read_workload,
+)
 
 MIRROR_POD_ANNOTATION = "kubernetes.io/config.mirror"
 
@@ -48,11 +54,16 @@ def evaluate(
     in_dry_run_mode = config.mode == "dry-run"
     try:
         workload = read_workload(obj, config.nodeTemplateGroups)
+    except RefusedObject as error:
+        findings = tuple(Finding(problem if path == "apiVersion" else f"{path}: {problem}", path)
+                         for path, problem in error.problems)
+        return error_decision(resource, str(error), f"{resource}: the Kubernetes API server "
+                              f"would refuse it: {error}", in_dry_run_mode, findings)
     except InvalidObject as error:
         return error_decision(resource, str(error),
                               f"{resource}: cannot be judged: {error}", in_dry_run_mode)
     if workload is None:
-        return _skipped(resource, policies, f"kind {resource.kind} is not judged")
+        return _skipped(resource, policies, not_judged(obj))
     excluded = _exclusion(workload, resource.namespace, username, groups, policies)
     if excluded:
         return _skipped(resource, policies, excluded)
@@ -80,7 +91,9 @@ def evaluate(
             ops = result.patch
             try:
                 patched = apply_patch(current, ops)
-                patched_workload = read_workload(patched, config.nodeTemplateGroups) or workload
+                # A CEL policy's patch is the user's: the API server must accept its result.
+                patched_workload = (read_workload(patched, config.nodeTemplateGroups,
+                                                  check=policy.cel is not None) or workload)
             except (PatchError, InvalidObject) as error:
                 results[-1] = _result(policy, "error", reason=f"patch failed: {error}")
                 continue
@@ -210,7 +223,7 @@ def _violation_keys(old_object: Any, policies: PolicySet,
                     request: Request) -> frozenset[tuple[str, str | None]]:
     """(policy, container) of every validate violation the old object already had."""
     try:
-        workload = read_workload(old_object, policies.config.nodeTemplateGroups)
+        workload = read_workload(old_object, policies.config.nodeTemplateGroups, check=False)
     except InvalidObject:
         return frozenset()
     if workload is None:
@@ -251,10 +264,12 @@ def _skipped(resource: Resource, policies: PolicySet, reason: str) -> Decision:
     return Decision(resource, results, allowed=True, outcome="allowed")
 
 
-def error_decision(resource: Resource, problem: str, message: str, dry_run: bool) -> Decision:
-    """The verdict on an object that cannot be judged (unreadable, the wrong shape): one
-    `error` result; denied with `message`, or in dry-run admitted with it as a warning."""
-    result = Result(None, "validate", "enforce", "error", (), problem)
+def error_decision(resource: Resource, problem: str, message: str, dry_run: bool,
+                   findings: tuple[Finding, ...] = ()) -> Decision:
+    """The verdict on an object that cannot be judged (unreadable, the wrong shape, refused by
+    the API server): one `error` result, with a finding per field when they are known; denied
+    with `message`, or in dry-run admitted with it as a warning."""
+    result = Result(None, "validate", "enforce", "error", findings, problem)
     if dry_run:
         return Decision(resource, (result,), allowed=True, outcome="error",
                         warnings=(f"[dry-run] {message}",))

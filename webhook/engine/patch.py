@@ -7,6 +7,7 @@ object stays cheap (jsonpatch deep-copies the whole document on every call).
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 Path = tuple[str | int, ...]
@@ -137,3 +138,19 @@ def _set(parent: Any, token: str, value: Any) -> None:
         parent[token] = value
     else:
         parent[int(token)] = value
+
+
+_PLAIN = re.compile(r"^[A-Za-z_][A-Za-z0-9_-]*$")
+
+
+def dotted(path: Path) -> str:
+    """A path as people read it: spec.containers[0].resources.limits[nvidia.com/gpu]."""
+    text = ""
+    for segment in path:
+        if isinstance(segment, int):
+            text += f"[{segment}]"
+        elif _PLAIN.match(segment):
+            text += f".{segment}" if text else segment
+        else:
+            text += f"[{segment}]"
+    return text

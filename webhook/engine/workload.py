@@ -7,12 +7,20 @@ so every message and patch uses the object's own paths.
 
 from __future__ import annotations
 
-import re
+import difflib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from webhook.engine import schema
+from webhook.engine.kubernetes_fields import KINDS
 from webhook.engine.patch import Path
+from webhook.engine.patch import dotted as dotted  # rules and messages name paths with it
+
+
+def api_group(api_version: str) -> str:
+    return api_version.rpartition("/")[0] if "/" in api_version else ""
+
 
 # Where each judged kind keeps its pod spec, by (API group, kind).
 POD_SPEC_PATHS: dict[tuple[str, str], Path] = {
@@ -25,6 +33,12 @@ POD_SPEC_PATHS: dict[tuple[str, str], Path] = {
     ("batch", "CronJob"): ("spec", "jobTemplate", "spec", "template", "spec"),
 }
 JUDGED_KINDS = frozenset(kind for _, kind in POD_SPEC_PATHS) | {"NodeTemplate"}
+MAX_PROBLEMS = schema.MAX_PROBLEMS
+# How a skip reason starts to say the kind looks like a typo of a judged one.
+UNKNOWN_KIND = "quickq-guard knows no kind"
+# The one apiVersion that serves each built-in kind judged, by (API group, kind).
+SERVED_API_VERSIONS = {(api_group(key.split()[0]), key.split()[1]): key.split()[0]
+                       for key in KINDS}
 CONTAINER_GROUPS = ("containers", "initContainers", "ephemeralContainers")
 PROBES = ("livenessProbe", "readinessProbe", "startupProbe")
 # A NodeTemplate keeps its probes under spec.health; the spec itself is the container.
@@ -38,6 +52,18 @@ _EMPTY: Mapping[str, Any] = {}
 
 class InvalidObject(ValueError):
     """The object cannot be judged: not a mapping, no kind, a field of the wrong type."""
+
+
+class RefusedObject(InvalidObject):
+    """The Kubernetes API server would refuse the object: an apiVersion it no longer serves,
+    a field it does not know, a value of the wrong type. `problems` holds (field, problem)."""
+
+    def __init__(self, problems: Sequence[schema.Problem]) -> None:
+        self.problems = tuple(problems[:MAX_PROBLEMS])
+        shown = [f"{path}: {problem}" for path, problem in self.problems]
+        if len(problems) > MAX_PROBLEMS:
+            shown.append("and more")
+        super().__init__("; ".join(shown))
 
 
 @dataclass(frozen=True, slots=True)
@@ -105,14 +131,15 @@ class Workload:
         return self.pod_spec.get("securityContext") or _EMPTY
 
 
-def api_group(api_version: str) -> str:
-    return api_version.rpartition("/")[0] if "/" in api_version else ""
-
-
-def read_workload(obj: Any, node_template_groups: Sequence[str]) -> Workload | None:
+def read_workload(obj: Any, node_template_groups: Sequence[str], *,
+                  check: bool = True) -> Workload | None:
     """The workload view of an object, or None for a kind quickq-guard does not judge.
 
-    Raises InvalidObject, naming the field, when a field rules rely on has the wrong type.
+    Raises RefusedObject when the API server would refuse the object (a removed apiVersion;
+    in a judged kind, an unknown field or a value of the wrong type), and InvalidObject,
+    naming the field, when a field rules rely on has the wrong type. `check=False` skips the
+    API server's checks, for objects it has accepted already (an UPDATE's old object) or that
+    only quickq-guard's own patches changed.
     """
     if not isinstance(obj, Mapping):
         raise InvalidObject(f"expected a Kubernetes object (a mapping), got {_type(obj)}")
@@ -122,6 +149,8 @@ def read_workload(obj: Any, node_template_groups: Sequence[str]) -> Workload | N
     if not isinstance(api_version, str) or not api_version:
         raise InvalidObject(f"the {kind} has no 'apiVersion'")
     group = api_group(api_version)
+    if check:
+        _refusals(obj, kind, api_version, group)
     metadata = _mapping(obj.get("metadata"), ("metadata",))
     labels = _mapping(metadata.get("labels"), ("metadata", "labels"))
     if kind == "NodeTemplate":
@@ -153,6 +182,36 @@ def read_workload(obj: Any, node_template_groups: Sequence[str]) -> Workload | N
     _mapping(security_context, (*spec_path, "securityContext"))
     _list_of_mappings(pod_spec.get("tolerations"), (*spec_path, "tolerations"))
     return Workload(obj, kind, pod_spec, spec_path, tuple(containers), labels)
+
+
+def _refusals(obj: Mapping[str, Any], kind: str, api_version: str, group: str) -> None:
+    """Raise RefusedObject for what the API server would refuse in a built-in kind."""
+    removed = schema.removed_api_version(api_version, kind)
+    if removed:
+        raise RefusedObject([("apiVersion", removed)])
+    node = schema.object_type(api_version, kind)
+    if node is None:
+        served = SERVED_API_VERSIONS.get((group, kind))
+        if served:
+            raise RefusedObject([("apiVersion", f"apiVersion {api_version} does not serve "
+                                                f"{kind}; use apiVersion {served}")])
+        return
+    problems: list[schema.Problem] = []
+    schema.check(obj, node, (), problems)
+    if problems:
+        raise RefusedObject(problems)
+
+
+def not_judged(obj: Mapping[str, Any]) -> str:
+    """Why quickq-guard does not judge an object of this kind; a near-miss of a judged kind
+    (`Deploymnet`) is named."""
+    kind = str(obj.get("kind"))
+    guess = difflib.get_close_matches(kind, sorted(JUDGED_KINDS), n=1, cutoff=0.8)
+    if guess and guess[0] != kind:
+        return f"kind {kind} is not judged: {UNKNOWN_KIND} {kind}; did you mean {guess[0]}?"
+    if kind in JUDGED_KINDS:
+        return f"kind {kind} of apiVersion {obj.get('apiVersion')} is not judged"
+    return f"kind {kind} is not judged"
 
 
 def _container(data: Mapping[str, Any], group: str, path: Path, name: str) -> Container:
@@ -210,19 +269,3 @@ def _type(value: Any) -> str:
     names = {dict: "a mapping", list: "a list", str: "a string", bool: "a boolean",
              int: "a number", float: "a number", type(None): "null"}
     return names.get(type(value), type(value).__name__)
-
-
-_PLAIN = re.compile(r"^[A-Za-z_][A-Za-z0-9_-]*$")
-
-
-def dotted(path: Path) -> str:
-    """A path as people read it: spec.containers[0].resources.limits[nvidia.com/gpu]."""
-    text = ""
-    for segment in path:
-        if isinstance(segment, int):
-            text += f"[{segment}]"
-        elif _PLAIN.match(segment):
-            text += f".{segment}" if text else segment
-        else:
-            text += f"[{segment}]"
-    return text

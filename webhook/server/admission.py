@@ -7,7 +7,6 @@ next to the code that follows it, so a reader can check one against the other.
 from __future__ import annotations
 
 import base64
-import functools
 import json
 import re
 import unicodedata
@@ -15,7 +14,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-import orjson  # parses and writes reviews 2-10x faster than json
+import orjson  # the parser the CLI uses too; json handles what orjson refuses
 
 from webhook.engine.results import Decision
 
@@ -164,7 +163,7 @@ def respond(review: Review, decision: Decision | None, *, mutating: bool) -> dic
             # `code` as the HTTP status of its request (a code below 400 becomes 400).
             response["status"] = {"status": "Failure", "code": 403, "reason": "Forbidden",
                                   "message": denial_message(decision.message)}
-        warnings = _cleaned_warnings(decision.warnings)
+        warnings = clean_warnings(decision.warnings)
         if warnings:
             response["warnings"] = warnings
         audit = clean_audit(decision.audit_annotations)
@@ -246,22 +245,6 @@ def _short_warning(warning: str) -> str:
         if len(shorter.encode()) <= WARNING_MAX:
             return shorter
     return _one_line(text, WARNING_MAX)
-
-
-def _cleaned_warnings(warnings: Iterable[str]) -> list[str]:
-    """clean_warnings(warnings), remembered for the last few hundred tuples: the same objects
-    get the same warnings over and over, and wrapping them costs some 4 us a review."""
-    if isinstance(warnings, tuple):
-        try:
-            return list(_clean_warnings_tuple(warnings))
-        except TypeError:  # not hashable after all
-            pass
-    return clean_warnings(warnings)
-
-
-@functools.lru_cache(maxsize=256)
-def _clean_warnings_tuple(warnings: tuple[str, ...]) -> tuple[str, ...]:
-    return tuple(clean_warnings(warnings))
 
 
 def clean_audit(annotations: Mapping[str, str]) -> dict[str, str]:

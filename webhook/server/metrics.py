@@ -10,7 +10,6 @@ before prometheus_client is imported, which the server does before starting its 
 from __future__ import annotations
 
 import os
-from typing import Any
 
 from prometheus_client import (
     CONTENT_TYPE_LATEST,
@@ -23,6 +22,8 @@ from prometheus_client import (
 )
 from prometheus_client import multiprocess as _multiprocess
 
+from webhook.engine.results import Decision
+
 MULTIPROC_ENV = "PROMETHEUS_MULTIPROC_DIR"
 CONTENT_TYPE = CONTENT_TYPE_LATEST
 
@@ -30,8 +31,8 @@ disable_created_metrics()  # type: ignore[no-untyped-call] # the *_created serie
 REGISTRY = CollectorRegistry(auto_describe=True)
 
 REVIEWS = Counter(
-    "quickq_guard_reviews", "Admission reviews answered, by verdict "
-    "(allowed, denied, patched; would-deny and would-patch in dry-run mode).",
+    "quickq_guard_reviews", "Admission reviews answered, by the decision's outcome "
+    "(allowed, denied, patched, error; would-deny and would-patch in dry-run mode).",
     ["endpoint", "kind", "operation", "decision"], registry=REGISTRY)
 FINDINGS = Counter(
     "quickq_guard_findings", "Policy findings, by policy and action (error: the object or "
@@ -56,16 +57,17 @@ CERT_EXPIRY = Gauge(
     registry=REGISTRY, multiprocess_mode="livemin")
 
 
-_children: dict[tuple[object, ...], Any] = {}
-
-
-def child(metric: Any, *labels: str) -> Any:
-    """`metric.labels(*labels)`, remembered: the lookup costs more than the increment."""
-    key = (metric, *labels)
-    found = _children.get(key)
-    if found is None:
-        found = _children[key] = metric.labels(*labels)
-    return found
+def record_review(endpoint: str, kind: str, operation: str, decision: Decision | None,
+                  mode: str, latency: float) -> None:
+    """Count one answered review by its outcome, and its findings by policy and action."""
+    outcome = decision.outcome if decision is not None else "allowed"
+    REVIEWS.labels(endpoint, kind or "unknown", operation, outcome).inc()
+    LATENCY.labels(endpoint).observe(latency)
+    for result in decision.results if decision is not None else ():
+        if result.status in ("fail", "patch", "error"):
+            action = "error" if result.status == "error" else result.action
+            FINDINGS.labels(result.policy or "none", action, mode).inc(
+                max(1, len(result.findings)))
 
 
 def multiprocess() -> bool:

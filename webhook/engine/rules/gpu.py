@@ -7,13 +7,14 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from decimal import Decimal
+from functools import lru_cache
 from typing import Any
 
 from webhook.engine.patch import add
 from webhook.engine.quantity import is_whole, parse_quantity
 from webhook.engine.results import Finding
 from webhook.engine.rules._base import Params, finding, matches_any, resource_field
-from webhook.engine.workload import Container, Workload, dotted
+from webhook.engine.workload import CORE_RESOURCES, Container, Workload, dotted
 
 DEFAULT_GPU_RESOURCES = ("nvidia.com/gpu", "amd.com/gpu", "nvidia.com/mig-*")
 
@@ -24,12 +25,23 @@ class GpuParams(Params):
 
 def gpus(container: Container, patterns: tuple[str, ...]) -> list[tuple[str, str, Any]]:
     """(requests|limits, resource name, value) for each GPU resource of a container."""
+    if (CORE_RESOURCES.issuperset(container.requests)
+            and CORE_RESOURCES.issuperset(container.limits)
+            and not names_a_core_resource(patterns)):
+        return []  # most containers: cpu, memory and ephemeral-storage only
     return [(which, name, value)
             for which, resources in (("requests", container.requests),
                                      ("limits", container.limits))
             for name, value in resources.items()
             # A non-string key (`1:` or `yes:` in YAML) is no GPU; it must not crash the rule.
             if isinstance(name, str) and matches_any(name, patterns)]
+
+
+@lru_cache(maxsize=64)
+def names_a_core_resource(patterns: tuple[str, ...]) -> bool:
+    """Whether a policy's GPU patterns name cpu, memory or ephemeral-storage (then every
+    container has to be looked at); worked out once per parameter set."""
+    return any(matches_any(name, patterns) for name in CORE_RESOURCES)
 
 
 def gpu_resources_used(workload: Workload, patterns: tuple[str, ...]) -> set[str]:
