@@ -21,7 +21,10 @@ def test_the_apiserver_latency_benchmark_prints_both_shapes_with_and_without(
         skip_or_fail(problem)
     assert apiserver_latency.main(["--sequential", "5", "--clients", "3",
                                    "--per-client", "2", "--json"]) == 0
-    rows = json.loads(capsys.readouterr().out)["rows"]
+    figures = json.loads(capsys.readouterr().out)
+    rows = figures["rows"]
+    assert set(figures["webhook_call_mean_ms"]) == {"mutate.quickq-guard.quickq.io",
+                                                    "validate.quickq-guard.quickq.io"}
     assert [(row["webhook"], row["clients"], row["creates"]) for row in rows] == [
         ("without webhook", 1, 5), ("without webhook", 3, 6),
         ("with webhook", 1, 5), ("with webhook", 3, 6)]
