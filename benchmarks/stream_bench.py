@@ -45,7 +45,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--count", type=int, default=110_048)
     parser.add_argument("--seed", type=int, default=7)
     parser.add_argument("--formats", nargs="+", choices=FORMATS, default=list(FORMATS))
-    parser.add_argument("--jobs", type=int, default=0, help="quickq-guard check --jobs")
+    parser.add_argument("--jobs", type=int, default=0,
+                        help="quickq-guard check --jobs (default: check's own choice)")
     parser.add_argument("--reference", type=Path, metavar="CHECKOUT",
                         help="a checkout of the CLI to compare with (its table output)")
     parser.add_argument("--timeout", type=float, default=900, help="seconds per run")
@@ -57,7 +58,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     stream = out / f"pods-{args.count}.yaml"
     size = ensure_stream(stream, args.count, args.seed)
     rows: list[tuple[str, Run]] = []
-    command = [sys.executable, "-m", "webhook.cli", "check", "--jobs", str(args.jobs)]
+    command = [sys.executable, "-m", "webhook.cli", "check"]
+    if args.jobs:
+        command += ["--jobs", str(args.jobs)]
     if args.reference:
         reference = [sys.executable, "-c", "import sys; sys.path.insert(0, sys.argv.pop(1)); "
                      "from webhook.cli import main; sys.exit(main())", str(args.reference),
