@@ -275,3 +275,22 @@ def test_the_readme_policy_loads_lists_and_judges_as_the_readme_says(tmp_path, c
     assert main(["check", "--policies", str(folder), str(examples / "bad" / "pod.yaml")]) == 1
     assert ("container 'app': image python:latest is not from registry.example.com/"
             in capsys.readouterr().out)
+
+
+def test_a_pod_level_finding_in_container_scope_is_reported_once(tmp_path):
+    loaded = policies(tmp_path, {
+        "id": "no-root-uid", "description": "d", "type": "validate", "action": "enforce",
+        "scope": "container",
+        "validations": [
+            {"expression": "podSpec.?securityContext.?runAsUser.orValue(1) != 0",
+             "message": "the pod runs as root", "fieldPath": "podSpec.securityContext.runAsUser"},
+            {"expression": "container.?securityContext.?runAsUser.orValue(1) != 0",
+             "message": "runs as root", "fieldPath": "securityContext.runAsUser"}]})
+    both = {"runAsUser": 0}
+    decision = evaluate(workload("Deployment", {"name": "a", "image": "x:1"},
+                                 {"name": "b", "image": "x:1", "securityContext": both},
+                                 securityContext=both), loaded)
+    assert [(f.container, f.path, f.message) for f in decision.results[0].findings] == [
+        (None, "spec.template.spec.securityContext.runAsUser", "the pod runs as root"),
+        ("b", "spec.template.spec.containers[1].securityContext.runAsUser",
+         "container 'b': runs as root")]
