@@ -179,10 +179,13 @@ BASELINE_CASES = [
     baseline("b-sysctls-safe", securityContext={"sysctls": [
         {"name": "net.ipv4.ip_local_reserved_ports", "value": "30000-30100"},
         {"name": "net.ipv4.ip_unprivileged_port_start", "value": "80"}]}),
-    baseline("b-ephemeral-privileged", {"pss-privileged"},
+    # The Pods of the ephemeral cases are created for real first, so they also pass the
+    # default policies (runAsNonRoot) should the quickq-guard webhook be registered.
+    baseline("b-ephemeral-privileged", {"pss-privileged"}, securityContext={"runAsNonRoot": True},
              ephemeral=({"name": "debug", "image": IMAGE,
                          "securityContext": {"privileged": True}},)),
-    baseline("b-ephemeral-plain", ephemeral=({"name": "debug", "image": IMAGE},)),
+    baseline("b-ephemeral-plain", securityContext={"runAsNonRoot": True},
+             ephemeral=({"name": "debug", "image": IMAGE},)),
 ]
 
 RESTRICTED_CASES = [
