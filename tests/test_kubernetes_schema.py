@@ -41,7 +41,7 @@ def test_patched_workloads_validate_against_the_kubernetes_schema(kind):
 
 
 @pytest.mark.parametrize("name", ["good/gpu-inference-pod.yaml", "bad/deployment-latest.yaml",
-                                  "bad/gpu-fraction-job.yaml"])
+                                  "offline/gpu-fraction-job.yaml"])
 def test_patched_examples_validate_against_the_kubernetes_schema(name):
     [document] = read_file(ROOT / "examples" / name)
     validate(patched(document.obj))

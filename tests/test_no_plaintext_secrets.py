@@ -103,6 +103,63 @@ def test_numeric_literal_secret_is_refused_by_kubernetes_and_is_not_echoed():
 
 def test_words_are_configurable_and_extra_words_are_detected():
     policies = with_config(policies={"no-plaintext-secrets": {"params": {"words": ["PIN"]}}})
-    decision = judge(env_pod({"name": "CARD_PIN", "value": "1234"},
+    decision = judge(env_pod({"name": "CARD_PIN", "value": "12-34"},
                              {"name": "DB_PASSWORD", "value": "x"}), policies)
     assert paths(decision, "no-plaintext-secrets") == ["spec.containers[0].env[0].value"]
+
+
+# --- values that are settings about a secret, not one ---------------------------------------
+
+
+@pytest.mark.parametrize(("name", "value"), [
+    ("ALLOW_EMPTY_PASSWORD", "yes"), ("ALLOW_EMPTY_PASSWORD", "NO"),
+    ("ENABLE_TOKEN_AUTH", "true"), ("TOKEN_AUTH_ENABLED", "False"), ("SECRET_ROTATION", "On"),
+    ("USE_API_KEY", "off"), ("REQUIRE_PASSWORD", " yes "),
+    ("PASSWORD_MIN_LENGTH", "12"), ("TOKEN_TTL", "3600"), ("SECRET_VERSION", "2"),
+    ("TOKEN_REFRESH_RATIO", "0.75"), ("PASSWORD_RETRIES", "-1"), ("TOKEN_LIMIT", "+5"),
+    ("DATABASE_PASSWORD", "$(POSTGRES_PASSWORD)"),
+    ("REDIS_PASSWORD", "$(REDIS_PRIMARY_PASSWORD)$(REDIS_SUFFIX)"),
+    ("API_KEY", "$(OPENAI_API_KEY)"),
+])
+def test_a_boolean_word_a_number_or_only_references_are_not_secrets(name, value):
+    decision = judge(env_pod({"name": name, "value": value}))
+    assert result(decision, "no-plaintext-secrets").status == "pass", (name, value)
+
+
+@pytest.mark.parametrize("value", [
+    "yes-really", "y", "truely", "0x1F", "12a", "1e9", "1 2", "$$(POSTGRES_PASSWORD)",
+    "$(USER):$(PASSWORD)", "postgres://app:$(PASSWORD)@db/app", "$(PASSWORD", "$()",
+    "hunter2", PLANTED,
+])
+def test_anything_else_is_still_a_literal_and_is_not_echoed(value):
+    decision = judge(env_pod({"name": "DB_PASSWORD", "value": value}))
+    assert paths(decision, "no-plaintext-secrets") == ["spec.containers[0].env[0].value"]
+    if len(value) > 4:
+        assert value not in _everything_said(decision)
+
+
+def test_a_secret_read_from_a_config_map_is_denied_without_echoing_anything():
+    decision = judge(env_pod(
+        {"name": "LOG_LEVEL", "valueFrom": {"configMapKeyRef": {"name": "app", "key": "log"}}},
+        {"name": "HF_TOKEN", "valueFrom": {"configMapKeyRef": {"name": "hf-" + PLANTED,
+                                                              "key": "token"}}},
+        {"name": "DB_PASSWORD", "valueFrom": {"secretKeyRef": {"name": "db", "key": "pw"}}},
+    ))
+    assert not decision.allowed
+    assert messages(decision, "no-plaintext-secrets") == [
+        "container 'app': env HF_TOKEN is read from a ConfigMap, which is stored and shown in "
+        "plaintext; put it in a Secret and reference it with valueFrom.secretKeyRef"]
+    assert paths(decision, "no-plaintext-secrets") == [
+        "spec.containers[0].env[1].valueFrom.configMapKeyRef"]
+    assert PLANTED not in _everything_said(decision)
+
+
+def test_config_map_reads_are_found_in_init_containers_and_node_templates():
+    ref = {"configMapKeyRef": {"name": "creds", "key": "token"}}
+    obj = pod(container(), initContainers=[
+        container("fetch", env=[{"name": "GITHUB_TOKEN", "valueFrom": ref}])])
+    assert paths(judge(obj), "no-plaintext-secrets") == [
+        "spec.initContainers[0].env[0].valueFrom.configMapKeyRef"]
+    template = node_template(env=[{"name": "apiKey", "valueFrom": ref}])
+    assert paths(judge(template), "no-plaintext-secrets") == [
+        "spec.env[0].valueFrom.configMapKeyRef"]

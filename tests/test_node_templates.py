@@ -39,7 +39,7 @@ def test_the_manuals_minimal_node_template_is_denied_warned_audited_and_patched(
         "require-requests": "pass", "valid-resource-quantities": "pass",
     }
     assert decision.message == (
-        "NodeTemplate gpu-inference-01 is denied by quickq-guard:\n"
+        "NodeTemplate gpu-inference-manual is denied by quickq-guard:\n"
         "- [disallow-root-user] spec: may run as root; set securityContext.runAsNonRoot: true "
         "or a non-zero securityContext.runAsUser (field: spec.securityContext.runAsNonRoot)")
     assert decision.warnings == (
@@ -67,9 +67,8 @@ def test_the_fixed_manual_example_is_admitted_with_the_same_patches():
 @pytest.mark.parametrize(("name", "denied_by"), [
     ("bad/pod.yaml", {"disallow-latest-tag", "disallow-root-user", "no-plaintext-secrets",
                       "require-requests"}),
-    ("bad/deployment-latest.yaml", {"disallow-latest-tag", "require-gpu-limits",
-                                    "valid-resource-quantities"}),
-    ("bad/gpu-fraction-job.yaml", {"require-gpu-limits", "valid-resource-quantities"}),
+    ("bad/deployment-latest.yaml", {"disallow-latest-tag"}),
+    ("offline/gpu-fraction-job.yaml", {"require-gpu-limits", "valid-resource-quantities"}),
     ("good/pod.yaml", set()),
     ("good/deployment.yaml", set()),
     ("good/gpu-inference-pod.yaml", set()),

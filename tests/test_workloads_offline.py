@@ -83,3 +83,26 @@ def test_the_message_says_what_the_probe_does_in_words_that_fit_any_workload(nam
     assert "model" not in text
     policy = load_policies().get("inject-startup-probe")
     assert "model" not in policy.description.lower()
+
+
+# --- no-plaintext-secrets: settings about secrets pass, a ConfigMap is no place for one -----
+
+
+@pytest.mark.parametrize("name", ["keycloak-settings-env.yaml", "redis-statefulset.yaml",
+                                  "argocd-repo-server.yaml"])
+def test_settings_about_secrets_and_references_to_them_pass(name):
+    decision = decide(name)
+    assert [r.status for r in decision.results if r.policy == "no-plaintext-secrets"] == ["pass"]
+    assert decision.allowed
+
+
+def test_a_token_read_from_a_config_map_is_denied_naming_the_field():
+    decision = decide("vllm-token-from-configmap.yaml")
+    assert not decision.allowed
+    [denied] = [r for r in decision.results if r.status == "fail" and r.action == "enforce"]
+    assert denied.policy == "no-plaintext-secrets"
+    assert [(f.path, f.container) for f in denied.findings] == [
+        ("spec.template.spec.containers[0].env[1].valueFrom.configMapKeyRef", "vllm")]
+    assert "(field: spec.template.spec.containers[0].env[1].valueFrom.configMapKeyRef)" \
+        in decision.message
+    assert "hf-token" not in decision.message and "qwen-settings" not in decision.message

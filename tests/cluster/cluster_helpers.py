@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import base64
 import datetime
+import http.client
 import ipaddress
 import json
 import os
@@ -304,7 +305,7 @@ class ControlPlane:
     def run(self, command: list[str], input: str | None = None,
             check: bool = True, timeout: float = 60) -> subprocess.CompletedProcess[str]:
         done = subprocess.run(command, input=input, capture_output=True, text=True,
-                              env=self.env(), timeout=timeout, check=False)
+                              env=self.env(), timeout=timeout, check=False, cwd=REPO)
         if check and done.returncode != 0:
             raise AssertionError(f"{' '.join(command)} exited {done.returncode}:\n"
                                  f"{done.stdout}\n{done.stderr}")
@@ -346,6 +347,42 @@ class ControlPlane:
     def audit_events(self) -> list[dict[str, Any]]:
         lines = self.audit_log.read_text().splitlines() if self.audit_log.exists() else []
         return [json.loads(line) for line in lines if line.startswith("{")]
+
+
+class ApiClient:
+    """One keep-alive HTTPS connection to the API server, for many creates in a row (kubectl
+    starts a process per call, which would measure kubectl, not admission)."""
+
+    def __init__(self, plane: ControlPlane, timeout: float = 30) -> None:
+        context = ssl.create_default_context(cafile=str(plane.ca.cert))
+        self.connection = http.client.HTTPSConnection("127.0.0.1", plane.port, context=context,
+                                                      timeout=timeout)
+        self.headers = {"Authorization": f"Bearer {plane.token}",
+                        "Content-Type": "application/json", "Accept": "application/json"}
+
+    def create(self, obj: dict[str, Any], dry_run: bool = False) -> tuple[int, dict[str, Any]]:
+        """POST a namespaced core/v1 object; (HTTP status, decoded answer)."""
+        namespace = obj["metadata"]["namespace"]
+        plural = obj["kind"].lower() + "s"
+        query = "?dryRun=All" if dry_run else ""
+        self.connection.request("POST", f"/api/v1/namespaces/{namespace}/{plural}{query}",
+                                body=json.dumps(obj), headers=self.headers)
+        answer = self.connection.getresponse()
+        body = answer.read()
+        return answer.status, json.loads(body) if body else {}
+
+    def close(self) -> None:
+        self.connection.close()
+
+
+def served_serial(webhook: Webhook) -> int:
+    """The serial number of the certificate the webhook serves now."""
+    context = ssl.create_default_context(cafile=str(webhook.certs / "ca.crt"))
+    with socket.create_connection(("127.0.0.1", webhook.port), timeout=5) as raw, \
+            context.wrap_socket(raw, server_hostname="127.0.0.1") as tls:
+        der = tls.getpeercert(binary_form=True)
+    assert der is not None
+    return int(x509.load_der_x509_certificate(der).serial_number)
 
 
 def wait_until(check: Callable[[], bool], timeout: float = 20, what: str = "condition") -> None:
@@ -430,13 +467,15 @@ def running(webhook: Webhook) -> Iterator[Webhook]:
 # --- the chart ----------------------------------------------------------------------------
 
 def release_values(url: str, ca_bundle: str, **extra: Any) -> list[str]:
-    """helm --set flags: the webhooks called by URL with the test CA, the CRD installed."""
+    """helm --set flags: the webhooks called by URL with the test CA, the CRD installed;
+    a value that is not a string goes in as JSON (--set-json)."""
     values = {"webhook.url": url, "certs.mode": "secret",
               "certs.secret.name": "quickq-guard-tls", "certs.secret.caBundle": ca_bundle,
               "crd.install": "true", **extra}
     flags: list[str] = []
     for key, value in values.items():
-        flags += ["--set", f"{key}={value}"]
+        flags += (["--set", f"{key}={value}"] if isinstance(value, str)
+                  else ["--set-json", f"{key}={json.dumps(value)}"])
     return flags
 
 

@@ -3,6 +3,8 @@ repeated texts and, past 4096 bytes of warnings, cuts and drops the rest."""
 
 from __future__ import annotations
 
+import json
+
 import pytest
 from cluster_helpers import ControlPlane, Guard, container, liveness, pod, warnings_of
 
@@ -30,7 +32,7 @@ def test_each_finding_reaches_kubectl_whole_for_every_container(kube: ControlPla
 
 
 def test_past_the_warning_budget_kubectl_shows_whole_findings_and_a_count(
-        kube: ControlPlane) -> None:
+        guard: Guard, kube: ControlPlane) -> None:
     names = [f"c{index:02d}" for index in range(40)]
     probe = liveness(period=10, threshold=3)
     done = kube.apply(pod("many-probes", NAMESPACE,
@@ -41,3 +43,12 @@ def test_past_the_warning_budget_kubectl_shows_whole_findings_and_a_count(
     assert shown == [SHORT_LIVENESS.format(name) for name in names[:len(shown)]]
     assert last == (f"quickq-guard: {len(names) - len(shown)} more finding(s) not shown here; "
                     "the webhook log lists each")
+    # "the webhook log lists each": the review's log line names every finding, those left
+    # out of the warnings included, by policy, container and field path (never a value).
+    reviews = [json.loads(line) for line in guard.webhook.output().splitlines()
+               if line.startswith("{") and '"many-probes"' in line]
+    [validate] = [line for line in reviews if line.get("endpoint") == "validate"]
+    logged = {(f["policy"], f["container"], f["path"]) for f in validate["findings"]}
+    for index, name in enumerate(names):
+        assert ("liveness-probe-tolerance", name,
+                f"spec.containers[{index}].livenessProbe.failureThreshold") in logged

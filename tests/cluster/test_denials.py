@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import pytest
@@ -44,3 +45,24 @@ def test_a_good_pod_is_stored(kube: ControlPlane) -> None:
     done = kube.apply(pod("good"))
     assert done.returncode == 0, done.stderr
     assert kube.get("pod", "good", NAMESPACE)["metadata"]["labels"] == {"app": "good"}
+
+
+def test_the_charts_match_conditions_decide_which_objects_are_judged(guard: Guard) -> None:
+    """webhook.matchConditions (CEL, beta and on by default in 1.28) reach the API server: an
+    object the condition leaves out is admitted without a call to quickq-guard."""
+    opted_out = pod("opted-out", image="nginx:latest")
+    opted_out["metadata"]["labels"]["quickq.io/skip"] = "true"
+    condition = [{"name": "not-opted-out", "expression":
+                  "!has(object.metadata.labels) || !('quickq.io/skip' in object.metadata.labels)"}]
+
+    def admitted() -> bool:
+        return guard.plane.apply(opted_out, "--dry-run=server").returncode == 0
+
+    with guard.pointed_at(guard.webhook.url, admitted, **{"webhook.matchConditions": condition}):
+        for kind in ("validatingwebhookconfiguration", "mutatingwebhookconfiguration"):
+            [hook] = json.loads(guard.plane.kubectl("get", kind, "quickq-guard", "-o", "json")
+                                .stdout)["webhooks"]
+            assert hook["matchConditions"] == condition
+        assert guard.plane.apply(opted_out).returncode == 0
+        denied = guard.plane.apply(pod("not-opted-out", image="nginx:latest"))
+        assert denied.returncode == 1 and "[disallow-latest-tag]" in denied.stderr

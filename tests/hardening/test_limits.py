@@ -152,21 +152,6 @@ def _read_response(sock: ssl.SSLSocket) -> bytes:
     return head + b"\r\n\r\n" + rest
 
 
-def _closed_after(sock: ssl.SSLSocket, drip: bytes, started: float) -> float:
-    """Send `drip` a byte a second until the server closes; the seconds that took."""
-    for byte in drip:
-        try:
-            sock.sendall(bytes([byte]))
-            sock.settimeout(1.0)
-            if sock.recv(4096) == b"":
-                return time.monotonic() - started
-        except TimeoutError:
-            continue
-        except (ConnectionError, ssl.SSLError, OSError):
-            return time.monotonic() - started
-    return float("inf")
-
-
 def test_slow_clients_do_not_stop_others_being_served(server: Server,
                                                         client: httpx.Client) -> None:
     """Three slowloris connections (silent; dripping headers; dripping the body) hold their

@@ -48,3 +48,15 @@ def test_the_kserve_llm_startup_window_is_the_same_online(client: httpx.Client) 
     [operation] = json.loads(base64.b64decode(response["patch"]))
     assert operation["path"] == "/spec/template/spec/containers/0/startupProbe"
     assert operation["value"]["failureThreshold"] * operation["value"]["periodSeconds"] >= 4830
+
+
+def test_a_token_from_a_config_map_is_denied_online_and_settings_pass(
+        client: httpx.Client) -> None:
+    denied = post(client, "/validate", review(load("vllm-token-from-configmap.yaml"),
+                                              namespace="ml-serving"))
+    assert denied["allowed"] is False
+    assert "env HF_TOKEN is read from a ConfigMap" in denied["status"]["message"]
+    assert "qwen-settings" not in json.dumps(denied)
+    allowed = post(client, "/validate", review(load("keycloak-settings-env.yaml"),
+                                               namespace="identity"))
+    assert allowed["allowed"] is True

@@ -437,7 +437,9 @@ def _print_lines(decisions: Sequence[Decision], out: TextIO, color: bool) -> Non
                 continue
             verdict = _verdict(decision, result)
             label, code = _LABELS[verdict]
-            lines = [f.message + (" (existing)" if f.preexisting else "")
+            # A reason next to findings is a note on all of them (the API server refuses).
+            note = f" ({result.reason})" if result.findings and result.reason else ""
+            lines = [f.message + (" (existing)" if f.preexisting else "") + note
                      for f in result.findings] or [result.reason]
             for line in lines:
                 out.write(f"{paint(f'{label:<5}', code)}  {result.policy or '-':<26} "

@@ -11,6 +11,7 @@ from dataclasses import replace
 from fnmatch import fnmatchcase
 from typing import Any
 
+from webhook.engine.apiserver import REFUSED, refused_fields
 from webhook.engine.cel import EvaluationError
 from webhook.engine.patch import PatchError, apply_patch
 from webhook.engine.policy import Policy, PolicySet
@@ -104,6 +105,8 @@ def evaluate(
         old_keys = _violation_keys(old_object, policies, request)
         if old_keys:
             validated = [_mark_preexisting(result, old_keys) for result in validated]
+    if any(result.status == "fail" for result in validated):
+        validated = _note_api_server_refusals(validated, workload)
     results += validated
 
     by_id = {result.policy: result for result in results}
@@ -166,6 +169,17 @@ def _skip_reason(policy: Policy, workload: Workload, request: Request) -> str:
     if policy.cel is not None:
         return policy.cel.unmatched(workload, request)
     return ""
+
+
+def _note_api_server_refusals(results: list[Result], workload: Workload) -> list[Result]:
+    """Failed results about fields the API server refuses on its own say so in their reason:
+    such an object is judged offline only, never by the webhook."""
+    refused = refused_fields(workload)
+    if not refused:
+        return results
+    return [replace(result, reason=REFUSED)
+            if result.status == "fail" and any(f.path in refused for f in result.findings)
+            else result for result in results]
 
 
 def _same_pod_template(workload: Workload, obj: Any, old_object: Any) -> bool:

@@ -1,13 +1,15 @@
 """Secrets in plain env values end up in Git, in `kubectl get -o yaml` and in every backup.
 
-Messages name the variable and never echo its value.
+So do values read from a ConfigMap. Messages name the variable and never echo its value.
 """
 
 from __future__ import annotations
 
 import itertools
 import re
+from collections.abc import Mapping
 from functools import cached_property
+from typing import Any
 
 from webhook.engine.results import Finding
 from webhook.engine.rules._base import Params, finding
@@ -15,6 +17,12 @@ from webhook.engine.workload import Workload
 
 _SEPARATORS = re.compile(r"[_\-.]+")
 _CAMEL = re.compile(r"(?<=[a-z0-9])(?=[A-Z])")
+# Values that are settings about a secret, not one: ALLOW_EMPTY_PASSWORD "yes",
+# PASSWORD_MIN_LENGTH "12", and DB_PASSWORD "$(POSTGRES_PASSWORD)", which the kubelet fills
+# in from another variable of the container (typically itself from a secretKeyRef).
+_BOOLEAN_WORDS = frozenset({"true", "false", "yes", "no", "on", "off"})
+_NUMBER = re.compile(r"[+-]?(?:\d+(?:\.\d*)?|\.\d+)")
+_REFERENCES = re.compile(r"(?:\$\([^()$\s]+\))+")
 
 
 class PlaintextSecretParams(Params):
@@ -47,15 +55,36 @@ class PlaintextSecretParams(Params):
         return any(pair in self._pairs for pair in itertools.pairwise(words))
 
 
+def holds_a_secret(value: Any) -> bool:
+    """False for what cannot be a secret: empty, a boolean word (any case), a plain number,
+    or only `$(VAR)` references to other variables; True for any other literal."""
+    if value is None or isinstance(value, bool | int | float):
+        return False
+    if not isinstance(value, str):
+        return True  # refused by the API server; still never echoed
+    text = value.strip()
+    return not (text == "" or text.lower() in _BOOLEAN_WORDS or _NUMBER.fullmatch(text)
+                or _REFERENCES.fullmatch(text))
+
+
 def no_plaintext_secrets(workload: Workload, params: PlaintextSecretParams) -> list[Finding]:
-    """No env variable whose name names a secret carries a literal value."""
+    """No env variable whose name names a secret carries a literal value or reads a
+    ConfigMap."""
     findings = []
     for container in workload.containers:
         for index, entry in enumerate(container.data.get("env") or ()):
-            name, value = entry.get("name"), entry.get("value")
-            if not isinstance(name, str) or value in (None, ""):
+            name, value, source = entry.get("name"), entry.get("value"), entry.get("valueFrom")
+            if value in (None, "") and source is None:
                 continue
-            if params.names_secret(name):
+            if not isinstance(name, str) or not params.names_secret(name):
+                continue
+            if isinstance(source, Mapping) and source.get("configMapKeyRef") is not None:
+                findings.append(finding(
+                    container, f"env {name} is read from a ConfigMap, which is stored and "
+                    "shown in plaintext; put it in a Secret and reference it with "
+                    "valueFrom.secretKeyRef",
+                    container.field_path("env", index, "valueFrom", "configMapKeyRef")))
+            elif holds_a_secret(value):
                 findings.append(finding(
                     container, f"env {name} holds a literal value; move it into a Secret and "
                     "reference it with valueFrom.secretKeyRef",

@@ -1,0 +1,74 @@
+"""The chart's lock-out promise, with the whole chart helm-installed the way a user installs
+it (webhooks through its Service): while no webhook answers, kube-system and the release's
+own namespace still admit Pods, and other namespaces follow webhook.failurePolicy.
+
+No pod ever runs here (there are no nodes), so the Service has no endpoints; the API server
+(--enable-aggregator-routing) resolves it through them and fails without dialing anything."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from cluster_helpers import CHART, ControlPlane, Guard, pod, wait_until
+
+RELEASE = "lockout"
+RELEASE_NAMESPACE = "lockout-system"
+VICTIM = "lockout-victim"
+FAILED_CALL = "failed calling webhook"
+
+
+@pytest.fixture(scope="module")
+def kube(guard: Guard) -> ControlPlane:
+    plane = guard.plane
+    plane.namespace(VICTIM)
+    plane.namespace(RELEASE_NAMESPACE)
+    plane.service_account("kube-system")
+    return plane
+
+
+def create(kube: ControlPlane, namespace: str, name: str) -> str:
+    """stderr of a server-side dry-run create of a Pod every policy accepts ('' when admitted)."""
+    done = kube.kubectl("create", "--dry-run=server", "-f", "-",
+                        input=json.dumps(pod(name, namespace)), check=False)
+    return "" if done.returncode == 0 else done.stderr
+
+
+def fail_open_count(kube: ControlPlane) -> float:
+    """How often the API server admitted a request after a webhook call failed."""
+    metrics = kube.kubectl("get", "--raw", "/metrics").stdout
+    return sum(float(line.rsplit(" ", 1)[1]) for line in metrics.splitlines()
+               if line.startswith("apiserver_admission_webhook_fail_open_count{"))
+
+
+@pytest.mark.parametrize("failure_policy", ["Fail", "Ignore"])
+def test_an_unreachable_webhook_locks_out_only_what_failure_policy_says(
+        kube: ControlPlane, failure_policy: str) -> None:
+    kube.helm("install", RELEASE, str(CHART), "-n", RELEASE_NAMESPACE,
+              "--set", f"webhook.failurePolicy={failure_policy}")
+    try:
+        for kind in ("validatingwebhookconfiguration", "mutatingwebhookconfiguration"):
+            config = json.loads(kube.kubectl("get", kind, f"{RELEASE}-quickq-guard",
+                                             "-o", "json").stdout)
+            [hook] = config["webhooks"]
+            assert hook["clientConfig"]["service"]["namespace"] == RELEASE_NAMESPACE
+            assert hook["failurePolicy"] == failure_policy
+        if failure_policy == "Fail":
+            wait_until(lambda: FAILED_CALL in create(kube, VICTIM, "victim"),
+                       what="the unreachable webhook to refuse Pods")
+            assert f'Post "https://{RELEASE}-quickq-guard.{RELEASE_NAMESPACE}.svc:443/' \
+                in create(kube, VICTIM, "victim")
+        else:  # the API server calls the webhook, fails, and admits: it counts that
+            before = fail_open_count(kube)
+            wait_until(lambda: create(kube, VICTIM, "victim") == ""
+                       and fail_open_count(kube) > before,
+                       what="the unreachable webhook to be called and fail open")
+        assert create(kube, "kube-system", "system") == ""
+        assert create(kube, RELEASE_NAMESPACE, "own") == ""
+    finally:
+        kube.helm("uninstall", RELEASE, "-n", RELEASE_NAMESPACE, "--wait")
+    for kind in ("validatingwebhookconfiguration", "mutatingwebhookconfiguration"):
+        gone = kube.kubectl("get", kind, f"{RELEASE}-quickq-guard", check=False)
+        assert "NotFound" in gone.stderr
+    wait_until(lambda: create(kube, VICTIM, "victim") == "",
+               what="Pods admitted again after helm uninstall")

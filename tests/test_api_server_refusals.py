@@ -1,0 +1,72 @@
+"""Objects the API server refuses before it calls any webhook: only an offline check sees
+them, and its verdict says the API server itself refuses those fields."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from builders import container, gpu_container, judge, node_template, pod, result, workload
+
+from webhook.engine.apiserver import REFUSED
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def resources(requests: dict[str, str], limits: dict[str, str]) -> dict[str, object]:
+    return {"requests": requests, "limits": limits}
+
+
+@pytest.mark.parametrize(("policy", "resource_spec"), [
+    ("valid-resource-quantities", resources({"cpu": "1", "memory": "8GB"}, {})),
+    ("valid-resource-quantities", resources({"cpu": "2", "memory": "1Gi"}, {"cpu": "1"})),
+    ("require-gpu-limits", resources({"cpu": "1", "memory": "1Gi", "nvidia.com/gpu": "0.5"},
+                                     {"nvidia.com/gpu": "0.5"})),
+    ("require-gpu-limits", resources({"cpu": "1", "memory": "1Gi", "nvidia.com/gpu": "2"},
+                                     {"nvidia.com/gpu": "1"})),
+    ("require-gpu-limits", resources({"cpu": "1", "memory": "1Gi", "nvidia.com/gpu": "1"}, {})),
+])
+@pytest.mark.parametrize("kind", ["Pod", "Deployment", "CronJob"])
+def test_what_the_api_server_refuses_is_denied_with_that_note(kind, policy, resource_spec):
+    decision = judge(workload(kind, container(resources=resource_spec)))
+    assert not decision.allowed
+    found = result(decision, policy)
+    assert found.status == "fail" and found.reason == REFUSED
+
+
+def test_a_denial_the_api_server_lets_through_has_no_note():
+    decision = judge(pod(container(image="app:latest")))
+    assert result(decision, "disallow-latest-tag").reason == ""
+
+
+def test_a_zero_gpu_count_is_allowed_by_the_api_server_so_no_note():
+    zero = resources({"cpu": "1", "memory": "1Gi", "nvidia.com/gpu": "0"},
+                     {"nvidia.com/gpu": "0"})
+    decision = judge(pod(container(resources=zero)))
+    assert result(decision, "require-gpu-limits").reason == ""
+
+
+def test_a_node_template_reaches_the_webhook_so_its_verdict_has_no_note():
+    half = {"requests": {"cpu": "1", "memory": "1Gi", "nvidia.com/gpu": "0.5"},
+            "limits": {"nvidia.com/gpu": "0.5"}}
+    decision = judge(node_template(resources=half))
+    found = result(decision, "require-gpu-limits")
+    assert found.status == "fail" and found.reason == ""
+
+
+def test_a_good_gpu_pod_has_no_note():
+    assert all(r.reason != REFUSED for r in judge(pod(gpu_container())).results)
+
+
+def test_the_cli_says_the_api_server_itself_refuses_the_offline_example():
+    done = subprocess.run([sys.executable, "-m", "webhook.cli", "check",
+                           "examples/offline/gpu-fraction-job.yaml"],
+                          capture_output=True, text=True, cwd=ROOT, check=False)
+    assert done.returncode == 1
+    denials = [line for line in done.stdout.splitlines() if line.startswith("DENY")]
+    assert len(denials) == 4
+    assert all(line.endswith("(the API server itself refuses this field before any webhook "
+                             "is called)  [examples/offline/gpu-fraction-job.yaml:1]")
+               for line in denials)
