@@ -8,6 +8,10 @@ No pod ever runs here (there are no nodes), so the Service has no endpoints; the
 from __future__ import annotations
 
 import json
+import socket
+import threading
+import time
+from collections.abc import Iterator
 
 import pytest
 from cluster_helpers import CHART, ControlPlane, Guard, pod, wait_until
@@ -56,8 +60,11 @@ def test_an_unreachable_webhook_locks_out_only_what_failure_policy_says(
         if failure_policy == "Fail":
             wait_until(lambda: FAILED_CALL in create(kube, VICTIM, "victim"),
                        what="the unreachable webhook to refuse Pods")
+            error = create(kube, VICTIM, "victim")
             assert f'Post "https://{RELEASE}-quickq-guard.{RELEASE_NAMESPACE}.svc:443/' \
-                in create(kube, VICTIM, "victim")
+                in error
+            # Resolved through Endpoints (none exist), never by dialing the ClusterIP.
+            assert f'endpoints "{RELEASE}-quickq-guard" not found' in error
         else:  # the API server calls the webhook, fails, and admits: it counts that
             before = fail_open_count(kube)
             wait_until(lambda: create(kube, VICTIM, "victim") == ""
@@ -72,3 +79,50 @@ def test_an_unreachable_webhook_locks_out_only_what_failure_policy_says(
         assert "NotFound" in gone.stderr
     wait_until(lambda: create(kube, VICTIM, "victim") == "",
                what="Pods admitted again after helm uninstall")
+
+
+@pytest.fixture
+def silent_port() -> Iterator[int]:
+    """A loopback port that accepts connections and never says a word."""
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen(64)
+    held: list[socket.socket] = []
+    stop = threading.Event()
+
+    def hold() -> None:
+        listener.settimeout(0.2)
+        while not stop.is_set():
+            try:
+                held.append(listener.accept()[0])
+            except TimeoutError:
+                continue
+
+    thread = threading.Thread(target=hold)
+    thread.start()
+    try:
+        yield int(listener.getsockname()[1])
+    finally:
+        stop.set()
+        thread.join()
+        for connection in held:
+            connection.close()
+        listener.close()
+
+
+def test_a_webhook_that_never_answers_fails_the_call_after_timeout_seconds(
+        guard: Guard, kube: ControlPlane, silent_port: int) -> None:
+    """webhook.timeoutSeconds reaches the API server: a hung webhook costs a create that
+    long, then failurePolicy decides (Fail: refused), instead of hanging the client."""
+
+    def times_out() -> bool:
+        return "context deadline exceeded" in create(kube, VICTIM, "hung")
+
+    with guard.pointed_at(f"https://127.0.0.1:{silent_port}", times_out,
+                          **{"webhook.timeoutSeconds": "2"}):
+        started = time.monotonic()
+        error = create(kube, VICTIM, "hung")
+        elapsed = time.monotonic() - started
+    assert 'failed calling webhook "mutate.quickq-guard.quickq.io"' in error
+    assert "?timeout=2s" in error
+    assert 1.5 < elapsed < 5
