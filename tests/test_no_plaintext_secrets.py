@@ -135,7 +135,7 @@ def test_anything_else_is_still_a_literal_and_is_not_echoed(value):
     decision = judge(env_pod({"name": "DB_PASSWORD", "value": value}))
     assert paths(decision, "no-plaintext-secrets") == ["spec.containers[0].env[0].value"]
     if len(value) > 4:
-        assert value not in _everything_said(decision)
+        assert value not in _everything_said(decision, load_policies())
 
 
 def test_a_secret_read_from_a_config_map_is_denied_without_echoing_anything():
@@ -151,7 +151,7 @@ def test_a_secret_read_from_a_config_map_is_denied_without_echoing_anything():
         "plaintext; put it in a Secret and reference it with valueFrom.secretKeyRef"]
     assert paths(decision, "no-plaintext-secrets") == [
         "spec.containers[0].env[1].valueFrom.configMapKeyRef"]
-    assert PLANTED not in _everything_said(decision)
+    assert PLANTED not in _everything_said(decision, load_policies())
 
 
 def test_config_map_reads_are_found_in_init_containers_and_node_templates():

@@ -8,11 +8,11 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from dataclasses import replace
-from fnmatch import fnmatchcase
 from typing import Any
 
 from webhook.engine.apiserver import REFUSED, refused_fields
 from webhook.engine.cel import EvaluationError
+from webhook.engine.globs import matches_any
 from webhook.engine.patch import PatchError, apply_patch
 from webhook.engine.policy import Policy, PolicySet
 from webhook.engine.results import Decision, Finding, Outcome, Resource, Result
@@ -240,12 +240,12 @@ def _exclusion(workload: Workload, namespace: str, username: str | None,
                groups: Iterable[str], policies: PolicySet) -> str:
     """Why the object is left alone, or '' when it is judged."""
     config = policies.config
-    if namespace and _glob_any(namespace, config.excludeNamespaces):
+    if namespace and matches_any(namespace, config.excludeNamespaces):
         return f"namespace {namespace} is excluded"
-    if username and config.excludeUsers and _glob_any(username, config.excludeUsers):
+    if username and config.excludeUsers and matches_any(username, config.excludeUsers):
         return f"user {username} is excluded"
-    for group in groups:
-        if _glob_any(group, config.excludeGroups):
+    for group in groups if config.excludeGroups else ():
+        if matches_any(group, config.excludeGroups):
             return f"group {group} is excluded"
     if workload.is_pod:
         metadata = workload.obj.get("metadata") or {}
@@ -253,10 +253,6 @@ def _exclusion(workload: Workload, namespace: str, username: str | None,
         if isinstance(annotations, Mapping) and MIRROR_POD_ANNOTATION in annotations:
             return "a mirror pod of a static pod is managed by the kubelet"
     return ""
-
-
-def _glob_any(name: str, patterns: tuple[str, ...]) -> bool:
-    return any(fnmatchcase(name, pattern) for pattern in patterns)
 
 
 def _skipped(resource: Resource, policies: PolicySet, reason: str) -> Decision:
@@ -283,6 +279,8 @@ def _decide(resource: Resource, results: tuple[Result, ...], dry_run: bool,
             patch: tuple[dict[str, Any], ...], patched: Any) -> Decision:
     """Turn results into the verdict: denials, warnings, audit annotations and the patch."""
     notable = [result for result in results if result.status not in _QUIET]
+    if not notable:  # every policy passed or skipped: nothing to say
+        return Decision(resource, results, allowed=True, outcome="allowed")
     denials: list[str] = []
     warnings: list[str] = []
     audit: dict[str, list[str]] = {}

@@ -6,9 +6,8 @@ the field and the reason.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, replace
-from fnmatch import fnmatchcase
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Literal
 
@@ -16,6 +15,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from webhook.engine import cel, podsecurity
+from webhook.engine.globs import matches_any
 from webhook.engine.rules import RULES, Rule
 from webhook.engine.rules._base import Params
 from webhook.engine.rules.cel import (
@@ -215,9 +215,9 @@ class Policy:
             return False
         if operation not in match.operations:
             return False
-        if match.namespaces != ("*",) and not _glob_any(namespace, match.namespaces):
+        if match.namespaces != ("*",) and not matches_any(namespace, match.namespaces):
             return False
-        if match.excludeNamespaces and _glob_any(namespace, match.excludeNamespaces):
+        if match.excludeNamespaces and matches_any(namespace, match.excludeNamespaces):
             return False
         return match.selector is None or match.selector.matches(labels)
 
@@ -228,16 +228,16 @@ class PolicySet:
 
     policies: tuple[Policy, ...]
     config: Config
+    # Split by type once: evaluate() runs the mutate policies first, as the mutating webhook
+    # runs before the validating one.
+    mutating: tuple[Policy, ...] = field(init=False, repr=False, compare=False)
+    validating: tuple[Policy, ...] = field(init=False, repr=False, compare=False)
 
-    @property
-    def mutating(self) -> tuple[Policy, ...]:
-        """The mutate policies: evaluate() runs them first, as the mutating webhook runs
-        before the validating one."""
-        return tuple(p for p in self.policies if p.type == "mutate")
-
-    @property
-    def validating(self) -> tuple[Policy, ...]:
-        return tuple(p for p in self.policies if p.type == "validate")
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "mutating",
+                           tuple(p for p in self.policies if p.type == "mutate"))
+        object.__setattr__(self, "validating",
+                           tuple(p for p in self.policies if p.type == "validate"))
 
     def get(self, policy_id: str) -> Policy:
         for policy in self.policies:
@@ -246,8 +246,6 @@ class PolicySet:
         raise KeyError(policy_id)
 
 
-def _glob_any(name: str, patterns: Iterable[str]) -> bool:
-    return any(fnmatchcase(name, pattern) for pattern in patterns)
 
 
 def default_policies_dir() -> Path:
