@@ -89,7 +89,7 @@ def test_a_policy_override_still_sets_one_control_apart():
 @pytest.mark.parametrize(("settings", "problem"), [
     ({"enforce": "strict"}, "podSecurity.enforce: Input should be 'privileged', 'baseline' "
                             "or 'restricted'"),
-    ({"version": "v1.30"}, "podSecurity.version: Value error, quickq-guard ships the Pod "
+    ({"version": "v1.30"}, "podSecurity.version: quickq-guard ships the Pod "
                            "Security Standards of v1.28 only"),
     ({"enforce": "baseline", "level": "x"}, "podSecurity.level: unknown field"),
 ])

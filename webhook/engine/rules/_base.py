@@ -30,7 +30,7 @@ def finding(container: Container | None, message: str, path: Path,
     rule's fix."""
     if container is None:
         return Finding(message, dotted(path), None, patch)
-    return Finding(f"{container.label}: {message}", dotted(path), container.name, patch)
+    return Finding(f"{container.label}: {message}", dotted(path), container.key, patch)
 
 
 def resource_field(container: Container, which: str, resource: str) -> str:
