@@ -68,5 +68,5 @@ def test_the_cli_says_the_api_server_itself_refuses_the_offline_example():
     denials = [line for line in done.stdout.splitlines() if line.startswith("DENY")]
     assert len(denials) == 4
     assert all(line.endswith("(the API server itself refuses this field before any webhook "
-                             "is called)  [examples/offline/gpu-fraction-job.yaml:1]")
+                             "is called)  [examples/offline/gpu-fraction-job.yaml:6:1]")
                for line in denials)

@@ -12,12 +12,12 @@ from pathlib import Path
 import pytest
 import yaml
 
-from webhook.cli.commands import main
+from webhook.cli import main
 
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLES = ROOT / "examples"
 RESULT_KEYS = {"resource", "policy", "action", "result", "message", "path", "patch"}
-RESOURCE_KEYS = {"apiVersion", "kind", "namespace", "name", "source"}
+RESOURCE_KEYS = {"apiVersion", "kind", "namespace", "name", "source", "file", "line", "column"}
 
 BAD_POD = """\
 apiVersion: v1
@@ -64,16 +64,17 @@ def test_exit_0_when_nothing_enforced_fails(capsys):
     code, out, _ = run(capsys, "check", str(EXAMPLES / "good"))
     assert code == 0
     # The PriorityClass the GPU example names is a kind no policy judges: 11 skips.
-    assert out.endswith("5 resources, 0 denied: 39 pass, 0 fail, 0 warn, 4 patch, 12 skip, "
-                        "0 error\n")
+    assert out.splitlines()[-1] == ("5 resources: 3 allowed, 0 denied, 2 patched, 0 error; "
+                                    "4 findings; policy results: 39 pass, 0 fail, 0 warn, "
+                                    "4 patch, 12 skip, 0 error")
 
 
 def test_exit_1_when_something_enforced_fails(capsys, tmp_path):
     code, out, _ = run(capsys, "check", str(write(tmp_path, "p.yaml", BAD_POD)))
     assert code == 1
-    assert "DENY   disallow-latest-tag        Pod default/bad  container 'app': image " \
+    assert "DENY        disallow-latest-tag        Pod default/bad  container 'app': image " \
            "'app:latest' uses the 'latest' tag" in out
-    assert f"[{tmp_path / 'p.yaml'}:1]" in out
+    assert f"[{tmp_path / 'p.yaml'}:1:1]" in out
 
 
 def test_warn_and_audit_failures_do_not_fail_the_check(capsys, tmp_path):
@@ -81,19 +82,21 @@ def test_warn_and_audit_failures_do_not_fail_the_check(capsys, tmp_path):
         "name: app\n", "name: app\n      livenessProbe: {tcpSocket: {port: 1}}\n")
     code, out, _ = run(capsys, "check", str(write(tmp_path, "p.yaml", text)))
     assert code == 0
-    assert "WARN   liveness-probe-tolerance" in out
-    assert "AUDIT  require-labels" in out
-    assert "PATCH  inject-startup-probe" in out
+    assert "WARN        liveness-probe-tolerance" in out
+    assert "AUDIT       require-labels" in out
+    assert "PATCH       inject-startup-probe" in out
 
 
 def test_exit_2_on_a_parse_error_but_other_objects_are_still_reported(capsys, tmp_path):
     write(tmp_path, "a-broken.yaml", "kind: Pod\nmetadata: [unclosed\n")
     write(tmp_path, "b-bad.yaml", BAD_POD)
-    code, report, _ = check_json(capsys, str(tmp_path))
+    code, report, err = check_json(capsys, str(tmp_path))
     assert code == 2
     errors = [r for r in report["results"] if r["result"] == "error"]
     assert len(errors) == 1
-    assert errors[0]["resource"]["source"] == f"{tmp_path / 'a-broken.yaml'}:1"
+    assert errors[0]["resource"]["source"] == f"{tmp_path / 'a-broken.yaml'}:3"
+    assert err.startswith(f"quickq-guard: error: {tmp_path / 'a-broken.yaml'}:3:1: invalid YAML")
+    assert "fix the YAML at the line shown" in err
     assert errors[0]["message"].startswith("invalid YAML: ")
     assert "line 3" in errors[0]["message"]
     assert any(r["policy"] == "disallow-latest-tag" and r["result"] == "fail"
@@ -108,18 +111,18 @@ def test_exit_2_on_a_parse_error_but_other_objects_are_still_reported(capsys, tm
      "spec.containers: expected a list, got a string"),
     ("a: 1\na: 2\n", "key 'a' is already defined"),
 ])
-def test_bad_documents_are_an_error_naming_file_and_document_and_others_still_judged(
+def test_bad_documents_are_an_error_on_stderr_naming_file_and_line_and_others_still_judged(
         capsys, tmp_path, text, problem):
     path = write(tmp_path, "stream.yaml", BAD_POD + "---\n" + text + "---\n" + GOOD_POD)
-    code, out, _ = run(capsys, "check", str(path))
+    code, out, err = run(capsys, "check", str(path))
     assert code == 2
-    assert "Traceback" not in out
-    error_lines = [line for line in out.splitlines() if line.startswith("ERROR")]
-    assert len(error_lines) == 1
-    assert problem in error_lines[0]
-    assert f"[{path}:2]" in error_lines[0]
+    assert "Traceback" not in out + err
+    assert "ERROR" not in out  # errors are not table rows
+    [error_line] = err.splitlines()
+    assert problem in error_line
+    assert error_line.startswith(f"quickq-guard: error: {path}:11:1")
     assert "Pod default/bad  container 'app'" in out
-    assert out.splitlines()[-1].startswith("3 resources, 2 denied: ")
+    assert out.splitlines()[-1].startswith("3 resources: 1 allowed, 1 denied, 1 error; ")
 
 
 def test_a_missing_file_is_an_error_and_other_paths_are_still_judged(capsys, tmp_path):
@@ -145,7 +148,7 @@ def test_a_broken_policy_directory_exits_2_naming_the_problem(capsys, tmp_path):
                          str(EXAMPLES / "good"))
     assert code == 2
     assert out == ""
-    assert err.startswith(f"quickq-guard: {tmp_path / 'policies' / 'p.yaml'}: action: ")
+    assert err.startswith(f"quickq-guard: error: {tmp_path / 'policies' / 'p.yaml'}: action: ")
 
 
 # --- the JSON contract ----------------------------------------------------------------------
@@ -157,7 +160,9 @@ def test_json_output_has_one_result_per_resource_and_policy(capsys, tmp_path):
     assert code == 1
     assert set(report) == {"summary", "results"}
     assert set(report["summary"]) == {"resources", "pass", "fail", "warn", "patch", "skip",
-                                      "error"}
+                                      "error", "outcomes", "findings"}
+    assert report["summary"]["outcomes"] == {"allowed": 0, "denied": 1, "patched": 1,
+                                             "would-deny": 0, "would-patch": 0, "error": 0}
     assert report["summary"]["resources"] == 2
     assert len(report["results"]) == 2 * 11
     for item in report["results"]:
@@ -173,7 +178,8 @@ def test_json_output_has_one_result_per_resource_and_policy(capsys, tmp_path):
     by_key = {(r["resource"]["name"], r["policy"]): r for r in report["results"]}
     denied = by_key["bad", "disallow-latest-tag"]
     assert denied["resource"] == {"apiVersion": "v1", "kind": "Pod", "namespace": "default",
-                                  "name": "bad", "source": f"{path}:1"}
+                                  "name": "bad", "source": f"{path}:1", "file": str(path),
+                                  "line": 1, "column": 1}
     assert (denied["action"], denied["result"], denied["path"]) == (
         "enforce", "fail", "spec.containers[0].image")
     assert denied["message"].startswith("container 'app': image 'app:latest'")
@@ -184,7 +190,7 @@ def test_json_output_has_one_result_per_resource_and_policy(capsys, tmp_path):
     assert patch["patch"] == [{"op": "add", "path": "/spec/tolerations", "value": [
         {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}]}]
     assert by_key["gpu", "disallow-latest-tag"]["result"] == "pass"
-    assert by_key["gpu", "disallow-latest-tag"]["resource"]["source"] == f"{path}:2"
+    assert by_key["gpu", "disallow-latest-tag"]["resource"]["source"] == f"{path}:11"
 
 
 def test_failing_warn_policy_is_result_fail_with_action_warn(capsys, tmp_path):
@@ -216,7 +222,7 @@ def test_stdin_multi_document_streams_with_empty_documents(capsys, monkeypatch):
     code, report, _ = check_json(capsys, "-", stdin=stream, monkeypatch=monkeypatch)
     assert code == 1
     names = {(r["resource"]["name"], r["resource"]["source"]) for r in report["results"]}
-    assert names == {("bad", "<stdin>:1"), ("good", "<stdin>:4")}
+    assert names == {("bad", "<stdin>:2"), ("good", "<stdin>:15")}
     assert report["summary"]["resources"] == 2
 
 
@@ -229,8 +235,10 @@ def test_kind_list_items_are_judged_one_by_one(capsys, tmp_path):
     assert code == 1
     assert report["summary"]["resources"] == 3
     sources = {r["resource"]["name"]: r["resource"]["source"] for r in report["results"]}
-    assert sources == {"bad": f"{path}:1/items[0]", "good": f"{path}:1/items[1]",
-                       "c": f"{path}:1/items[2]"}
+    lines = path.read_text().splitlines()
+    starts = [n for n, line in enumerate(lines, 1) if line.startswith("- ")]
+    assert sources == {"bad": f"{path}:{starts[0]}", "good": f"{path}:{starts[1]}",
+                       "c": f"{path}:{starts[2]}"}
     assert {r["result"] for r in report["results"] if r["resource"]["name"] == "c"} == {"skip"}
 
 
@@ -329,16 +337,16 @@ def test_lint_names_the_field_path_of_each_problem_and_exits_1(capsys, tmp_path)
         """)
     code, out, _ = run(capsys, "lint", str(path))
     assert code == 1
-    assert f"{path}:1: NodeTemplate gpu-01: spec.resources.requests.memory: '4GB' is not a " \
+    assert f"{path}:1:1: NodeTemplate gpu-01: spec.resources.requests.memory: '4GB' is not a " \
            "valid quantity" in out
     assert "spec.health.liveness.periodSecond: unknown field" in out
     assert "spec.env.0.valu: unknown field" in out
 
 
 def test_lint_of_an_unreadable_document_exits_2(capsys, tmp_path):
-    code, out, _ = run(capsys, "lint", str(write(tmp_path, "x.yaml", "a: [\n")))
+    code, _, err = run(capsys, "lint", str(write(tmp_path, "x.yaml", "a: [\n")))
     assert code == 2
-    assert "invalid YAML" in out
+    assert "invalid YAML" in err
 
 
 def test_lint_schema_prints_the_shipped_schema(capsys):

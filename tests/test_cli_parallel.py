@@ -1,33 +1,41 @@
-"""`check` with worker processes and orjson prints exactly what one process with json prints."""
+"""`check` with worker processes, split files and orjson prints exactly what one process with
+json prints, in every output format."""
 
 from __future__ import annotations
 
 import json
 import math
+from collections import Counter
 from pathlib import Path
 
 import pytest
 
-from webhook.cli import commands as cli
+from webhook.cli import judge, main
+from webhook.cli.formats import NAMES
+from webhook.cli.formats import json as json_format
+from webhook.cli.summary import summary
 from webhook.engine.evaluate import evaluate
 from webhook.engine.policy import load_policies
-from webhook.manifests import read_paths
+from webhook.manifests import Document, read_paths
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
 
 
-def _reference(paths: list[str]) -> tuple[str, str]:
-    """The JSON report and the table as the single-process CLI wrote them with json."""
+def _reference(paths: list[str]) -> str:
+    """The JSON report as json.dumps writes it, judged one document at a time."""
     policies = load_policies()
-    decisions = [cli._judge(d, policies) for d in read_paths(paths)]
-    table = cli.io.StringIO()
-    cli._print_table(decisions, table, color=False)
-    return json.dumps(cli.report(decisions), indent=2, default=str) + "\n", table.getvalue()
+    judged = [judge.Judged(d, judge.judge(d, policies)) for d in read_paths(paths)
+              if not d.file.endswith("values.yaml")]
+    counts: Counter[str] = Counter()
+    for item in judged:
+        judge.count(item.decision, counts)
+    report = {"results": json_format.rows(judged), "summary": summary(counts)}
+    return json.dumps(report, indent=2, default=str) + "\n"
 
 
 def _corpus(tmp_path: Path) -> list[str]:
     """Files that judge differently: good, bad, unreadable, non-ASCII, several per file."""
-    for source in sorted(EXAMPLES.rglob("*.yaml")):
+    for source in sorted([*EXAMPLES.glob("good/*.yaml"), *EXAMPLES.glob("bad/*.yaml")]):
         for copy in range(3):
             (tmp_path / f"{source.parent.name}-{copy}-{source.name}").write_bytes(
                 source.read_bytes())
@@ -41,39 +49,67 @@ def _corpus(tmp_path: Path) -> list[str]:
         encoding="utf-8")
     (tmp_path / "service.json").write_text('{"apiVersion": "v1", "kind": "Service"}')
     (tmp_path / "empty.yaml").write_text("")
+    (tmp_path / "values.yaml").write_text("replicas: 2\n")  # skipped in the walk, with a note
     return [str(tmp_path), str(tmp_path / "missing.yaml")]
 
 
-@pytest.mark.parametrize("output", ["json", "table"])
-@pytest.mark.parametrize("jobs", [1, 2, 3])
-def test_workers_print_what_one_process_prints(tmp_path, capsys, monkeypatch, output, jobs):
+@pytest.mark.parametrize("jobs", [2, 3])
+def test_workers_print_what_one_process_prints(tmp_path, capsys, monkeypatch, jobs):
     paths = _corpus(tmp_path)
-    monkeypatch.setattr(cli, "PARALLEL_CHUNK", 4)  # many slices, some without results
-    expected_json, expected_table = _reference(paths)
-    code = cli.main(["check", "--output", output, "--jobs", str(jobs), *paths])
-    out = capsys.readouterr().out
-    assert out == (expected_json if output == "json" else expected_table)
-    assert code == 2  # broken.yaml, dup.yaml and missing.yaml cannot be judged
+    monkeypatch.setattr(judge, "TASK_BYTES", 600)  # many tasks, big files split, some empty
+    assert main(["check", "--output", "json", "--jobs", "1", *paths]) == 2
+    assert capsys.readouterr().out == _reference(paths)
+    for output in NAMES:
+        assert main(["check", "--output", output, "--jobs", "1", *paths]) == 2
+        alone = capsys.readouterr()
+        code = main(["check", "--output", output, "--jobs", str(jobs), *paths])
+        together = capsys.readouterr()
+        assert code == 2  # broken.yaml, dup.yaml and missing.yaml cannot be judged
+        assert together.out == alone.out, output
+        assert together.err == alone.err, output
 
 
-def test_default_jobs_use_workers_only_for_many_files(tmp_path, monkeypatch):
+def test_a_large_file_split_between_workers_keeps_its_lines(tmp_path, capsys, monkeypatch):
+    stream = tmp_path / "stream.yaml"
+    pods = [(EXAMPLES / "bad" / "pod.yaml").read_text()] * 40
+    stream.write_text("---\n".join(pods))
+    assert main(["check", "-o", "json", "--jobs", "1", str(stream)]) == 1
+    whole = json.loads(capsys.readouterr().out)
+    monkeypatch.setattr(judge, "TASK_BYTES", 500)
+    assert len(judge.tasks([str(stream)], [], None)) > 5
+    assert main(["check", "-o", "json", "--jobs", "2", str(stream)]) == 1
+    split = json.loads(capsys.readouterr().out)
+    assert split == whole
+    lines = sorted({r["resource"]["line"] for r in split["results"]})
+    step = pods[0].count("\n") + 1
+    first = next(n for n, line in enumerate(pods[0].splitlines(), 1)
+                 if line.startswith("apiVersion"))
+    assert lines == [first + step * n for n in range(40)]
+
+
+def test_default_jobs_use_workers_only_for_large_input(tmp_path, monkeypatch):
     paths = _corpus(tmp_path)
     started = []
-    real_pool = cli.mp.get_context("fork").Pool
+    real_pool = judge.mp.get_context("fork").Pool
 
     class Context:
         def Pool(self, workers):  # multiprocessing's name
             started.append(workers)
             return real_pool(workers)
 
-    monkeypatch.setattr(cli.mp, "get_context", lambda method: Context())
-    render = cli._Render("json", False)
-    cli.judge_paths(paths, load_policies(), 0, render)
-    assert started == []  # fewer than PARALLEL_MIN_FILES files: one process
-    monkeypatch.setattr(cli, "PARALLEL_MIN_FILES", 1)
-    monkeypatch.setattr(cli, "PARALLEL_CHUNK", 4)
-    monkeypatch.setattr(cli, "_cpus", lambda: 2)
-    cli.judge_paths(paths, load_policies(), 0, render)
+    monkeypatch.setattr(judge.mp, "get_context", lambda method: Context())
+    policies = load_policies()
+
+    def run() -> None:
+        work = judge.tasks(paths, [], None)
+        list(judge.judge_all(work, policies, len, 0, None))
+
+    run()
+    assert started == []  # less than PARALLEL_MIN_BYTES: one process
+    monkeypatch.setattr(judge, "PARALLEL_MIN_BYTES", 1)
+    monkeypatch.setattr(judge, "TASK_BYTES", 600)
+    monkeypatch.setattr(judge, "_cpus", lambda: 2)
+    run()
     assert started == [2]
 
 
@@ -87,7 +123,7 @@ def test_default_jobs_use_workers_only_for_many_files(tmp_path, monkeypatch):
     {},
 ])
 def test_dumps_json_equals_json_dumps(value):
-    assert cli.dumps_json(value) == json.dumps(value, indent=2, default=str)
+    assert json_format.dumps_json(value) == json.dumps(value, indent=2, default=str)
 
 
 def test_report_rows_with_user_floats_fall_back_to_json():
@@ -95,5 +131,6 @@ def test_report_rows_with_user_floats_fall_back_to_json():
            "spec": {"containers": [{"name": "c", "image": "r/c:1",
                                     "livenessProbe": {"exec": {"command": ["true"]},
                                                       "timeoutSeconds": math.nan}}]}}
-    report = cli.report([evaluate(obj, load_policies())])
-    assert cli.dumps_json(report) == json.dumps(report, indent=2, default=str)
+    decision = evaluate(obj, load_policies())
+    report = json_format.rows([judge.Judged(Document("p.yaml:1"), decision)])
+    assert json_format.dumps_json(report) == json.dumps(report, indent=2, default=str)

@@ -52,26 +52,26 @@ def test_anchors_aliases_and_merge_keys():
     assert obj["second"] == {"cpu": "100m", "memory": "1Gi", "ephemeral-storage": "2Gi"}
 
 
-def test_duplicate_keys_are_an_error_naming_the_document_and_line():
+def test_duplicate_keys_are_an_error_naming_the_line():
     documents = read("a: 1\n---\nkind: Pod\nkind: Job\n")
     assert documents[0] == ("m.yaml:1", {"a": 1}, "")
     source, obj, error = documents[1]
-    assert (source, obj) == ("m.yaml:2", None)
+    assert (source, obj) == ("m.yaml:3", None)
     assert "key 'kind' is already defined" in error
     assert "(line 4, column 1)" in error
 
 
-def test_a_syntax_error_names_the_document_and_keeps_the_ones_before():
+def test_a_syntax_error_names_its_line_and_keeps_the_documents_before():
     documents = read("a: 1\n---\nb: [unclosed\n")
     assert documents[0] == ("m.yaml:1", {"a": 1}, "")
-    assert documents[1][0] == "m.yaml:2"
+    assert documents[1][0] == "m.yaml:4"
     assert documents[1][2].startswith("invalid YAML: ")
 
 
-def test_streams_with_empty_documents_keep_document_numbers():
+def test_sources_are_the_line_each_object_starts_on():
     documents = read("---\na: 1\n---\n---\n# comment only\n---\nb: 2\n...\n---\nc: 3\n")
     assert [(s, o) for s, o, _ in documents] == [
-        ("m.yaml:1", {"a": 1}), ("m.yaml:4", {"b": 2}), ("m.yaml:5", {"c": 3})]
+        ("m.yaml:2", {"a": 1}), ("m.yaml:7", {"b": 2}), ("m.yaml:10", {"c": 3})]
 
 
 def test_an_empty_stream_has_no_documents():
@@ -83,9 +83,12 @@ def test_json_is_read_too():
 
 
 def test_list_items_are_opened():
-    documents = read("kind: List\nitems:\n  - {kind: Pod}\n  - {kind: Job}\n")
-    assert documents == [("m.yaml:1/items[0]", {"kind": "Pod"}, ""),
-                         ("m.yaml:1/items[1]", {"kind": "Job"}, "")]
+    documents = read("kind: List\nitems:\n  - {kind: Pod}\n  - kind: Job\n    x: 1\n")
+    assert documents == [("m.yaml:3", {"kind": "Pod"}, ""),
+                         ("m.yaml:4", {"kind": "Job", "x": 1}, "")]
+    [*_, job] = read_text(textwrap.dedent("kind: List\nitems:\n  - {kind: Pod}\n"
+                                          "  - kind: Job\n"), "m.yaml")
+    assert (job.line, job.column) == (4, 5)
 
 
 def test_yaml_1_1_values_reach_the_policies_as_kubernetes_sees_them():

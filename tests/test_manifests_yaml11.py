@@ -22,17 +22,17 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "benchmarks"))
 def fast(text: str):
     """The fast reader's documents, or 'fallback' when it leaves the stream to PyYAML."""
     try:
-        return manifests._FastReader(text).documents()
+        return list(manifests._FastReader(text).documents())
     except manifests._Fallback:
         return "fallback"
 
 
 def slow(text: str):
-    return manifests._slow_documents(text)
+    return list(manifests._slow_documents(text, 0))
 
 
 def same(text: str) -> None:
-    """Both readers give the same (number, object, error) triples, types included."""
+    """Both readers give the same (line, column, object, error, items), types included."""
     got = fast(text)
     if got != "fallback":
         assert repr(got) == repr(slow(text))
@@ -102,8 +102,8 @@ def test_anchors_aliases_and_merge_keys():
 def test_what_the_fast_reader_leaves_to_pyyaml_reads_the_same(text):
     assert fast(text) == "fallback"
     assert [(d.source, d.obj, d.error) for d in read_text(text, "m.yaml")] \
-        == [(f"m.yaml:{n}", o, f"invalid YAML: {e}" if e else "") for n, o, e in slow(text)
-            if e or o is not None]
+        == [(f"m.yaml:{n}", o, f"invalid YAML: {e}" if e else "")
+            for n, _, o, e, _ in slow(text) if e or o is not None]
 
 
 @pytest.mark.parametrize("text", [
@@ -116,16 +116,22 @@ def test_syntax_errors_and_plain_streams_read_the_same(text):
     same(text)
 
 
-def test_errors_name_the_file_the_document_and_the_line():
+def test_errors_name_the_file_and_the_line():
     documents = list(read_text("kind: A\n---\nkind: Pod\nmetadata: {}\nkind: Job\n---\n"
                                "kind: C\n---\nx: [\n", "dir/m.yaml"))
     assert [(d.source, d.obj) for d in documents[:1]] == [("dir/m.yaml:1", {"kind": "A"})]
-    assert documents[1].source == "dir/m.yaml:2"
+    assert (documents[1].source, documents[1].line, documents[1].column) == ("dir/m.yaml:3", 3, 1)
     assert documents[1].error == ("invalid YAML: while reading a mapping: key 'kind' is "
                                   "already defined (line 5, column 1)")
-    assert (documents[2].source, documents[2].obj) == ("dir/m.yaml:3", {"kind": "C"})
-    assert documents[3].source == "dir/m.yaml:4"
+    assert (documents[2].source, documents[2].obj) == ("dir/m.yaml:7", {"kind": "C"})
+    assert documents[3].source == "dir/m.yaml:10"
     assert documents[3].error.startswith("invalid YAML: ") and "line 10" in documents[3].error
+
+
+def test_a_stream_read_from_a_later_line_counts_lines_from_there():
+    [first, second] = read_text("a: 1\n---\nb: [\n", "m.yaml", first_line=40)
+    assert (first.source, first.line) == ("m.yaml:40", 40)
+    assert second.line == 43 and "(line 43, column 1)" in second.error
 
 
 def test_the_benchmark_corpus_reads_the_same_with_both_readers():
@@ -136,4 +142,4 @@ def test_the_benchmark_corpus_reads_the_same_with_both_readers():
         documents = fast(text)
         assert documents != "fallback"
         assert repr(documents) == repr(slow(text))
-        assert documents[0][1] == obj
+        assert documents[0][2] == obj

@@ -180,7 +180,7 @@ def test_config_file_typo_fails_naming_file_and_field(tmp_path):
     ("excludeNamespaces: kube-system\n", "excludeNamespaces: Input should be a valid tuple"),
     ("policies: {require-labels: {acton: off}}\n",
      "policies.require-labels.acton: unknown field"),
-    ("nodeTemplateGroups: ['']\n", "nodeTemplateGroups: Value error, a NodeTemplate group"),
+    ("nodeTemplateGroups: ['']\n", "nodeTemplateGroups: a NodeTemplate group"),
     ("a: 1\n---\nb: 2\n", "expected one config document, found 2"),
 ])
 def test_config_mistakes_fail_naming_the_field(tmp_path, text, expected):

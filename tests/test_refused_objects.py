@@ -14,7 +14,7 @@ import kubernetes_validate
 import pytest
 from builders import CONTROLLERS, POD_SPEC_PATHS, container, gpu_container, judge, pod, workload
 
-from webhook.cli.commands import main
+from webhook.cli import main
 
 ROOT = Path(__file__).resolve().parent.parent
 VERSION = kubernetes_validate.latest_version()
@@ -169,11 +169,13 @@ kind: Deploymnet
 metadata: {name: typo}
 """)
     assert main(["check", str(manifest)]) == 2
-    out = capsys.readouterr().out
-    assert ("ERROR  -                          Deployment web  spec.template.spec.container: "
-            "unknown field 'container'; did you mean containers?") in out
-    assert "DaemonSet agent  apiVersion extensions/v1beta1 of DaemonSet is no longer served" in out
-    assert "SKIP   -                          Deploymnet typo  kind Deploymnet is not judged" in out
+    out, err = capsys.readouterr()
+    assert (f"quickq-guard: error: {manifest}:1:1 Deployment web: spec.template.spec.container: "
+            "unknown field 'container'; did you mean containers?") in err
+    assert (f"{manifest}:14:1 DaemonSet agent: apiVersion: apiVersion extensions/v1beta1 of "
+            "DaemonSet is no longer served") in err
+    assert ("SKIP        -                          Deploymnet typo  kind Deploymnet is not "
+            "judged") in out
     assert main(["check", "-o", "json", str(manifest)]) == 2
     report = json.loads(capsys.readouterr().out)
     errors = [row for row in report["results"] if row["result"] == "error"]

@@ -11,7 +11,7 @@ import pytest
 from real_workloads import WORKLOADS, cli_verdict, decide, load, names, verdict
 
 from webhook import evaluate, load_policies
-from webhook.cli.commands import main
+from webhook.cli import main
 
 
 @pytest.mark.parametrize("name", names())

@@ -8,13 +8,16 @@ document alone; the others are still judged.
 
 from __future__ import annotations
 
+import os
 import re
 import sys
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
+from itertools import islice
 from pathlib import Path
 from typing import Any
 
+import pathspec
 import yaml
 
 MANIFEST_SUFFIXES = (".yaml", ".yml", ".json")
@@ -22,112 +25,279 @@ MANIFEST_SUFFIXES = (".yaml", ".yml", ".json")
 
 @dataclass(frozen=True, slots=True)
 class Document:
-    """One object read from a source (`file:document` or `file:document/item` for Lists)."""
+    """One object read from a source, and where: `source` is `file:line` (its first line).
+
+    `file`, `line` and `column` say the same for editors and CI annotations (1-based; 0 when
+    unknown). An object that cannot be read has `error` instead of `obj`.
+    """
 
     source: str
     obj: Any = None
     error: str = ""
+    file: str = ""
+    line: int = 0
+    column: int = 0
 
 
-def read_paths(paths: Iterable[str]) -> Iterator[Document]:
-    """The documents of files, directories (recursively, *.yaml/*.yml/*.json) and `-` (stdin)."""
-    for source in manifest_sources(paths):
+@dataclass(frozen=True, slots=True)
+class Source:
+    """One thing to read: a file, a byte range of a large one, stdin (`-`), or a missing path.
+
+    `walked`: found by walking a directory, where a file that holds no Kubernetes object is
+    skipped with a note instead of being an error. `start`/`end`/`line`: the byte range and the
+    line it starts on, when a large file is split between processes.
+    """
+
+    name: str
+    exists: bool = True
+    walked: bool = False
+    start: int = 0
+    end: int = -1
+    line: int = 1
+
+    @property
+    def whole(self) -> bool:
+        return self.start == 0 and self.end == -1
+
+
+def read_paths(paths: Iterable[str], exclude: Sequence[str] = ()) -> Iterator[Document]:
+    """The documents of files, directories (see `manifest_sources`) and `-` (stdin)."""
+    for source in manifest_sources(paths, exclude):
         yield from read_source(source)
 
 
-def manifest_sources(paths: Iterable[str]) -> list[str | Path]:
-    """What `read_paths` reads, in order: `-`, each file (a directory's sorted), or the given
-    path as a str when it does not exist. Lets the CLI split the work between processes."""
-    sources: list[str | Path] = []
+def manifest_sources(paths: Iterable[str], exclude: Sequence[str] = ()) -> list[Source]:
+    """What `read_paths` reads, in order: `-`, each file named, each directory's manifest files
+    (sorted; hidden folders and files, what `.gitignore` ignores and the `exclude` globs are
+    left out), or the path as given when it does not exist."""
+    sources: list[Source] = []
     for given in paths:
         if given == "-":
-            sources.append("-")
+            sources.append(Source("-"))
             continue
         path = Path(given)
         if path.is_dir():
-            sources.extend(sorted(p for p in path.rglob("*")
-                                  if p.is_file() and p.suffix.lower() in MANIFEST_SUFFIXES))
-        elif path.exists():
-            sources.append(path)
+            sources.extend(Source(str(p), walked=True) for p in walk(path, exclude))
         else:
-            sources.append(str(path))
+            sources.append(Source(str(path), exists=path.exists()))
     return sources
 
 
-def read_source(source: str | Path) -> Iterator[Document]:
-    """The documents of one item of `manifest_sources`."""
-    if isinstance(source, Path):
-        yield from read_file(source)
-    elif source == "-":
-        yield from read_text(sys.stdin.buffer.read(), "<stdin>")
+def walk(directory: Path, exclude: Sequence[str] = ()) -> list[Path]:
+    """The manifest files under a directory, sorted, the way a checkout sees them: hidden
+    folders and files are left out, and so is what a `.gitignore` (in the directory, its
+    subfolders, or its parents up to the repository's root) names. `exclude` holds more
+    patterns in .gitignore syntax, relative to the directory (`legacy/`, `*.tmpl.yaml`)."""
+    found: list[Path] = []
+    excluded = [_Ignore(directory, pathspec.GitIgnoreSpec.from_lines(exclude))] if exclude \
+        else []
+    rules_of: dict[str, list[_Ignore]] = {}
+    for root, folders, files in os.walk(directory):
+        here = Path(root)
+        rules = rules_of.get(root)
+        if rules is None:
+            rules = _parent_ignores(here)
+        rules = rules + _ignore_file(here)
+        folders[:] = sorted(name for name in folders if not name.startswith(".")
+                            and not _ignored(here / name, rules, excluded, folder=True))
+        for name in folders:
+            rules_of[os.path.join(root, name)] = rules
+        found.extend(here / name for name in files
+                     if name.lower().endswith(MANIFEST_SUFFIXES) and not name.startswith(".")
+                     and not _ignored(here / name, rules, excluded, folder=False))
+    return sorted(found)
+
+
+@dataclass(frozen=True, slots=True)
+class _Ignore:
+    """The patterns of one .gitignore, which apply below its folder."""
+
+    base: Path
+    spec: pathspec.GitIgnoreSpec
+
+
+def _ignore_file(folder: Path) -> list[_Ignore]:
+    try:
+        lines = (folder / ".gitignore").read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        return []
+    return [_Ignore(folder, pathspec.GitIgnoreSpec.from_lines(lines.splitlines()))]
+
+
+def _parent_ignores(folder: Path) -> list[_Ignore]:
+    """The .gitignore files above a folder, up to the root of its repository (if any)."""
+    folder = folder.resolve()
+    parents: list[Path] = []
+    for parent in folder.parents:
+        parents.append(parent)
+        if (parent / ".git").exists():
+            break
     else:
-        yield Document(source, error="no such file or directory")
+        return []  # not in a repository: no .gitignore above applies
+    rules: list[_Ignore] = []
+    for parent in reversed(parents):
+        rules += _ignore_file(parent)
+    return rules
+
+
+def _ignored(path: Path, rules: list[_Ignore], excluded: list[_Ignore], folder: bool) -> bool:
+    if excluded and _verdict(path, excluded[0], folder):
+        return True
+    for rule in reversed(rules):  # the deepest .gitignore that has a say wins
+        verdict = _verdict(path, rule, folder)
+        if verdict is not None:
+            return verdict
+    return False
+
+
+def _verdict(path: Path, rule: _Ignore, folder: bool) -> bool | None:
+    relative = Path(os.path.relpath(path.absolute(), rule.base.absolute())).as_posix()
+    return rule.spec.check_file(relative + "/" if folder else relative).include
+
+
+def read_source(source: Source, data: bytes | None = None) -> Iterator[Document]:
+    """The documents of one item of `manifest_sources` (`data`: stdin, already read)."""
+    if not source.exists:
+        yield Document(f"{source.name}:0", error="no such file or directory",
+                       file=source.name)
+        return
+    name = "<stdin>" if source.name == "-" else source.name
+    if data is None:
+        try:
+            data = _read_bytes(source)
+        except OSError as error:
+            yield Document(f"{name}:0", error=f"cannot read: {error.strerror}", file=name)
+            return
+    elif not source.whole:
+        data = data[source.start:None if source.end == -1 else source.end]
+    yield from read_text(data, name, source.line)
+
+
+def _read_bytes(source: Source) -> bytes:
+    if source.name == "-":
+        return sys.stdin.buffer.read()
+    with open(source.name, "rb") as file:
+        if source.whole:
+            return file.read()
+        file.seek(source.start)
+        return file.read(-1 if source.end == -1 else source.end - source.start)
 
 
 def read_file(path: Path) -> Iterator[Document]:
-    try:
-        data = path.read_bytes()
-    except OSError as error:
-        yield Document(str(path), error=f"cannot read: {error.strerror}")
-        return
-    yield from read_text(data, str(path))
+    yield from read_source(Source(str(path), exists=path.exists()))
 
 
-def read_text(data: bytes | str, name: str) -> Iterator[Document]:
-    """Every object in a YAML/JSON stream; `kind: List` objects are opened into their items.
+def split(data: bytes, size: int) -> list[tuple[int, int, int]]:
+    """(start, end, first line) of byte ranges of about `size` that hold whole documents.
+
+    A range ends before a `---` line: YAML forbids that marker inside a scalar, so each range
+    parses as the same documents the whole stream holds. A stream with a directive (`%YAML`)
+    is not split, since a directive belongs to the document after it.
+    """
+    if len(data) <= size or data.startswith(b"%") or b"\n%" in data:
+        return [(0, -1, 1)]
+    ranges: list[tuple[int, int, int]] = []
+    start, line = 0, 1
+    while True:
+        cut = _MARKER.search(data, start + size)
+        if cut is None:
+            ranges.append((start, -1, line))
+            return ranges
+        end = cut.start() + 1
+        ranges.append((start, end, line))
+        line += data.count(b"\n", start, end)
+        start = end
+
+
+_MARKER = re.compile(rb"\n---(?:[ \t\r]|\n|$)")
+
+
+def read_text(data: bytes | str, name: str, first_line: int = 1) -> Iterator[Document]:
+    """Every object in a YAML/JSON stream, as it is read; `kind: List` objects are opened into
+    their items. `first_line`: the line of the stream's start, when it is part of a file.
 
     A document with a duplicate key is an error for that document alone; a syntax error ends
     the stream (libyaml cannot resynchronise), after the documents before it.
     """
-    try:
-        documents = _FastReader(data).documents()
-    except _Fallback:
-        documents = _slow_documents(data)
-    for number, obj, error in documents:
+    offset = first_line - 1
+    for line, column, obj, error, items in _documents(data, offset):
+        line += offset
         if error:
-            yield Document(f"{name}:{number}", error=f"invalid YAML: {error}")
+            yield Document(f"{name}:{line}", error=f"invalid YAML: {error}", file=name,
+                           line=line, column=column)
         elif obj is not None:  # None: an empty document, as between `---` separators
-            yield from _expand(obj, f"{name}:{number}")
+            if (type(obj) is dict and isinstance(obj.get("kind"), str)
+                    and obj["kind"].endswith("List") and isinstance(obj.get("items"), list)):
+                marks = items or []
+                for index, item in enumerate(obj["items"]):
+                    item_line, item_column = marks[index] if index < len(marks) else (
+                        line - offset, column)
+                    item_line += offset
+                    yield Document(f"{name}:{item_line}", item, file=name, line=item_line,
+                                   column=item_column)
+            else:
+                yield Document(f"{name}:{line}", obj, file=name, line=line, column=column)
 
 
-def _slow_documents(data: bytes | str) -> list[tuple[int, Any, str]]:
+# (line, column, object, error, the (line, column) of each of its `items`, or None)
+_Read = tuple[int, int, Any, str, list[tuple[int, int]] | None]
+
+
+def _documents(data: bytes | str, offset: int) -> Iterator[_Read]:
+    """Documents from the fast reader; from the first one it leaves to PyYAML on, PyYAML's."""
+    done = 0
+    try:
+        for document in _FastReader(data, offset).documents():
+            yield document
+            done += 1
+    except _Fallback:
+        yield from islice(_slow_documents(data, offset), done, None)
+
+
+def _slow_documents(data: bytes | str, offset: int) -> Iterator[_Read]:
     """PyYAML's own composer and constructor: tags, odd keys and odd merges end up here."""
     loader = KubernetesLoader(data)
-    documents: list[tuple[int, Any, str]] = []
-    number = 0
+    line, column = 1, 1
     try:
         while loader.check_node():
-            number += 1
+            node = loader.get_node()
+            line, column = node.start_mark.line + 1, node.start_mark.column + 1
             try:
-                documents.append((number, loader.get_data(), ""))
+                obj = loader.construct_document(node)
             except yaml.constructor.ConstructorError as error:
                 # The document was composed whole before construction failed: go on with the
                 # next one, with the constructor's per-document state cleared.
                 loader.constructed_objects, loader.recursive_objects = {}, {}
                 loader.state_generators, loader.deep_construct = [], False
-                documents.append((number, None, _problem(error)))
+                yield line, column, None, _problem(error, offset), None
+                continue
+            yield line, column, obj, "", _item_marks(node)
     except yaml.YAMLError as error:
-        documents.append((number or 1, None, _problem(error)))
+        mark = getattr(error, "problem_mark", None)
+        where = (mark.line + 1, mark.column + 1) if mark else (line, column)
+        yield *where, None, _problem(error, offset), None
     finally:
         loader.dispose()
-    return documents
 
 
-def _expand(obj: Any, source: str) -> Iterator[Document]:
-    if (isinstance(obj, dict) and isinstance(obj.get("kind"), str)
-            and obj["kind"].endswith("List") and isinstance(obj.get("items"), list)):
-        for index, item in enumerate(obj["items"]):
-            yield Document(f"{source}/items[{index}]", item)
-    else:
-        yield Document(source, obj)
+def _item_marks(node: Any) -> list[tuple[int, int]] | None:
+    if not isinstance(node, yaml.MappingNode):
+        return None
+    for key, value in node.value:
+        if key.value == "items" and isinstance(value, yaml.SequenceNode):
+            return [(item.start_mark.line + 1, item.start_mark.column + 1)
+                    for item in value.value] or None
+    return None
 
 
-def _problem(error: yaml.YAMLError) -> str:
+def _problem(error: yaml.YAMLError, offset: int = 0) -> str:
     mark = getattr(error, "problem_mark", None)
     problem = getattr(error, "problem", None) or str(error)
     context = getattr(error, "context", None)
     text = f"{context}: {problem}" if context and "already" in str(problem) else problem
-    return f"{text} (line {mark.line + 1}, column {mark.column + 1})" if mark else text
+    if not mark:
+        return str(text)
+    return f"{text} (line {mark.line + 1 + offset}, column {mark.column + 1})"
 
 
 class KubernetesResolver(yaml.resolver.BaseResolver):
@@ -256,31 +426,39 @@ class _FastReader:
     results and error messages never depend on which reader ran.
     """
 
-    def __init__(self, data: bytes | str) -> None:
+    def __init__(self, data: bytes | str, offset: int = 0) -> None:
         if CParser is None:  # pragma: no cover - PyYAML built without libyaml
             raise _Fallback
         self.parser = CParser(data)
+        self.offset = offset
         self.anchors: dict[str, Any] = {}
 
-    def documents(self) -> list[tuple[int, Any, str]]:
-        """(number, object, error) per document, in order."""
+    def documents(self) -> Iterator[_Read]:
+        """(line, column, object, error, item positions) per document, as they are read."""
         parser = self.parser
-        documents: list[tuple[int, Any, str]] = []
-        number = 0
+        line, column = 1, 1
         try:
             parser.get_event()  # StreamStartEvent
             while type(parser.get_event()) is not yaml.StreamEndEvent:  # DocumentStartEvent
-                number += 1
                 self.anchors = {}
-                documents.append((number, self.node(parser.get_event()), ""))
+                event: Any = parser.get_event()
+                line, column = event.start_mark.line + 1, event.start_mark.column + 1
+                items: list[tuple[int, int]] | None = None
+                if type(event) is yaml.MappingStartEvent:
+                    items = []
+                    obj = self.mapping(event, items)
+                else:
+                    obj = self.node(event)
                 parser.get_event()  # DocumentEndEvent
+                yield line, column, obj, "", items or None
         except yaml.YAMLError as error:
-            documents.append((number or 1, None, _problem(error)))
+            mark = getattr(error, "problem_mark", None)
+            where = (mark.line + 1, mark.column + 1) if mark else (line, column)
+            yield *where, None, _problem(error, self.offset), None
         except RecursionError:
             raise _Fallback from None
         finally:
             parser.dispose()
-        return documents
 
     def node(self, event: Any) -> Any:
         kind = type(event)
@@ -294,17 +472,7 @@ class _FastReader:
         if kind is yaml.MappingStartEvent:
             return self.mapping(event)
         if kind is yaml.SequenceStartEvent:
-            if event.tag is not None:
-                raise _Fallback
-            items: list[Any] = []
-            if event.anchor is not None:
-                self.anchor(event, items)
-            get_event = self.parser.get_event
-            item = get_event()
-            while type(item) is not yaml.SequenceEndEvent:
-                items.append(self.node(item))
-                item = get_event()
-            return items
+            return self.sequence(event)
         if kind is yaml.AliasEvent:
             found = self.anchors.get(event.anchor)
             if found is None:
@@ -312,12 +480,29 @@ class _FastReader:
             return found[0]
         raise _Fallback  # pragma: no cover - libyaml emits no other event here
 
+    def sequence(self, event: Any, marks: list[tuple[int, int]] | None = None) -> list[Any]:
+        """A sequence; `marks` collects where each item starts (for a List's items)."""
+        if event.tag is not None:
+            raise _Fallback
+        items: list[Any] = []
+        if event.anchor is not None:
+            self.anchor(event, items)
+        get_event = self.parser.get_event
+        item: Any = get_event()
+        while type(item) is not yaml.SequenceEndEvent:
+            if marks is not None:
+                marks.append((item.start_mark.line + 1, item.start_mark.column + 1))
+            items.append(self.node(item))
+            item = get_event()
+        return items
+
     def anchor(self, event: Any, value: Any) -> None:
         if event.anchor in self.anchors:
             raise _Fallback  # a duplicate anchor: the composer's error
         self.anchors[event.anchor] = (value,)
 
-    def mapping(self, event: Any) -> dict[Any, Any]:
+    def mapping(self, event: Any, items: list[tuple[int, int]] | None = None) -> dict[Any, Any]:
+        """A mapping; `items` (top level only) collects where the items of `items:` start."""
         if event.tag is not None:
             raise _Fallback
         result: dict[Any, Any] = {}
@@ -352,6 +537,8 @@ class _FastReader:
                     result[key] = _plain(text) if value is _MISSING else value
                 else:
                     result[key] = value.value
+            elif items is not None and key == "items" and type(value) is yaml.SequenceStartEvent:
+                result[key] = self.sequence(value, items)
             else:
                 result[key] = self.node(value)
             key_event = get_event()

@@ -134,7 +134,7 @@ def test_config_carries_overrides_and_release_namespace() -> None:
         "mode": "enforce",
         "excludeNamespaces": ["kube-system", "kube-public", "kube-node-lease", "guard"],
         "excludeUsers": ["ci-bot"], "excludeGroups": [],
-        "nodeTemplateGroups": ["quickq", "quickq.io"], "policies": overrides,
+        "nodeTemplateGroups": ["quickq", "quickq.io"], "customKinds": [], "policies": overrides,
     }
 
 

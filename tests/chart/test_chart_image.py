@@ -142,4 +142,4 @@ def test_build_stage_replayed_yields_complete_wheel(tmp_path: Path) -> None:
         assert "quickq-guard = webhook.cli:main" in archive.read(entry_points).decode()
     shipped = {Path(n).name for n in names if n.startswith("webhook/policies/")}
     assert shipped == {p.name for p in (REPO / "policies").glob("*.yaml")}
-    assert "webhook/crd.py" in names and "webhook/cli/commands.py" in names
+    assert "webhook/crd.py" in names and "webhook/cli/check.py" in names

@@ -47,7 +47,7 @@ def test_configured_exclusions_reach_selector_and_config() -> None:
 
 
 def test_rules_cover_pods_controllers_and_nodetemplates() -> None:
-    expected = {("", "pods")} | {("apps", r) for r in (
+    expected = {("", "pods"), ("", "replicationcontrollers")} | {("apps", r) for r in (
         "deployments", "replicasets", "statefulsets", "daemonsets")} | \
         {("batch", "jobs"), ("batch", "cronjobs"), ("quickq.io", "nodetemplates")}
     for hook in hooks(helm_template()):

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from cryptography import x509
 
-from webhook.cli.commands import main
+from webhook.cli import main
 from webhook.server.certs import reload_pair, server_context
 
 

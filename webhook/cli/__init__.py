@@ -1,5 +1,5 @@
-"""The `quickq-guard` command line."""
+"""The `quickq-guard` command line: one module per command, one per output format."""
 
-from webhook.cli.commands import main
+from webhook.cli.main import main
 
 __all__ = ["main"]

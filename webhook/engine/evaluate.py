@@ -8,11 +8,11 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from dataclasses import replace
-from fnmatch import fnmatchcase
 from typing import Any
 
 from webhook.engine.apiserver import REFUSED, refused_fields
 from webhook.engine.cel import EvaluationError
+from webhook.engine.globs import matches_any
 from webhook.engine.patch import PatchError, apply_patch
 from webhook.engine.policy import Policy, PolicySet
 from webhook.engine.results import Decision, Finding, Outcome, Resource, Result
@@ -54,7 +54,8 @@ def evaluate(
     config = policies.config
     in_dry_run_mode = config.mode == "dry-run"
     try:
-        workload = read_workload(obj, config.nodeTemplateGroups)
+        workload = read_workload(obj, config.nodeTemplateGroups,
+                                 custom_kinds=config.workload_kinds)
     except RefusedObject as error:
         findings = tuple(Finding(problem if path == "apiVersion" else f"{path}: {problem}", path)
                          for path, problem in error.problems)
@@ -64,7 +65,7 @@ def evaluate(
         return error_decision(resource, str(error),
                               f"{resource}: cannot be judged: {error}", in_dry_run_mode)
     if workload is None:
-        return _skipped(resource, policies, not_judged(obj))
+        return _skipped(resource, policies, not_judged(obj, config.workload_kinds))
     excluded = _exclusion(workload, resource.namespace, username, groups, policies)
     if excluded:
         return _skipped(resource, policies, excluded)
@@ -93,8 +94,8 @@ def evaluate(
             try:
                 current = apply_patch(current, ops)
                 # The policies still to run judge the patched object.
-                workload = (read_workload(current, config.nodeTemplateGroups, check=False)
-                            or workload)
+                workload = (read_workload(current, config.nodeTemplateGroups, check=False,
+                                          custom_kinds=config.workload_kinds) or workload)
             except (PatchError, InvalidObject) as error:
                 results[-1] = _result(policy, "error", reason=f"patch failed: {error}")
                 continue
@@ -183,18 +184,26 @@ def _note_api_server_refusals(results: list[Result], workload: Workload) -> list
 
 
 def _same_pod_template(workload: Workload, obj: Any, old_object: Any) -> bool:
-    """Whether a pod controller's update leaves its pod template (spec.template, or a
-    CronJob's spec.jobTemplate.spec.template) as the old object had it."""
-    path = workload.pod_spec_path
-    if workload.is_pod or workload.is_node_template or len(path) < 2 \
+    """Whether a pod controller's update leaves its pod templates (spec.template, a CronJob's
+    spec.jobTemplate.spec.template, every replica spec's of a PyTorchJob...) as the old object
+    had them."""
+    if workload.is_pod or workload.is_node_template or not workload.pod_specs \
             or not isinstance(old_object, Mapping):
         return False
-    template: Any = obj
-    old_template: Any = old_object
-    for key in path[:-1]:
-        template = template.get(key) if isinstance(template, Mapping) else None
-        old_template = old_template.get(key) if isinstance(old_template, Mapping) else None
-    return template is not None and template == old_template
+    return all(_at(obj, pod.template_path) is not None
+               and _at(obj, pod.template_path) == _at(old_object, pod.template_path)
+               for pod in workload.pod_specs)
+
+
+def _at(obj: Any, path: tuple[str | int, ...]) -> Any:
+    for key in path:
+        if isinstance(obj, Mapping):
+            obj = obj.get(key)
+        elif isinstance(obj, list) and isinstance(key, int) and key < len(obj):
+            obj = obj[key]
+        else:
+            return None
+    return obj
 
 
 def _mark_unpatched(result: Result) -> Result:
@@ -223,7 +232,8 @@ def _violation_keys(old_object: Any, policies: PolicySet,
                     request: Request) -> frozenset[tuple[str, str | None]]:
     """(policy, container) of every validate violation the old object already had."""
     try:
-        workload = read_workload(old_object, policies.config.nodeTemplateGroups, check=False)
+        workload = read_workload(old_object, policies.config.nodeTemplateGroups, check=False,
+                                 custom_kinds=policies.config.workload_kinds)
     except InvalidObject:
         return frozenset()
     if workload is None:
@@ -240,12 +250,12 @@ def _exclusion(workload: Workload, namespace: str, username: str | None,
                groups: Iterable[str], policies: PolicySet) -> str:
     """Why the object is left alone, or '' when it is judged."""
     config = policies.config
-    if namespace and _glob_any(namespace, config.excludeNamespaces):
+    if namespace and matches_any(namespace, config.excludeNamespaces):
         return f"namespace {namespace} is excluded"
-    if username and config.excludeUsers and _glob_any(username, config.excludeUsers):
+    if username and config.excludeUsers and matches_any(username, config.excludeUsers):
         return f"user {username} is excluded"
-    for group in groups:
-        if _glob_any(group, config.excludeGroups):
+    for group in groups if config.excludeGroups else ():
+        if matches_any(group, config.excludeGroups):
             return f"group {group} is excluded"
     if workload.is_pod:
         metadata = workload.obj.get("metadata") or {}
@@ -253,10 +263,6 @@ def _exclusion(workload: Workload, namespace: str, username: str | None,
         if isinstance(annotations, Mapping) and MIRROR_POD_ANNOTATION in annotations:
             return "a mirror pod of a static pod is managed by the kubelet"
     return ""
-
-
-def _glob_any(name: str, patterns: tuple[str, ...]) -> bool:
-    return any(fnmatchcase(name, pattern) for pattern in patterns)
 
 
 def _skipped(resource: Resource, policies: PolicySet, reason: str) -> Decision:
@@ -283,6 +289,8 @@ def _decide(resource: Resource, results: tuple[Result, ...], dry_run: bool,
             patch: tuple[dict[str, Any], ...], patched: Any) -> Decision:
     """Turn results into the verdict: denials, warnings, audit annotations and the patch."""
     notable = [result for result in results if result.status not in _QUIET]
+    if not notable:  # every policy passed or skipped: nothing to say
+        return Decision(resource, results, allowed=True, outcome="allowed")
     denials: list[str] = []
     warnings: list[str] = []
     audit: dict[str, list[str]] = {}

@@ -6,9 +6,10 @@ the field and the reason.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
-from fnmatch import fnmatchcase
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from functools import cached_property
 from pathlib import Path
 from typing import Any, Literal
 
@@ -16,6 +17,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from webhook.engine import cel
+from webhook.engine.globs import matches_any
 from webhook.engine.rules import RULES, Rule
 from webhook.engine.rules._base import Params
 from webhook.engine.rules.cel import (
@@ -25,6 +27,7 @@ from webhook.engine.rules.cel import (
     Variable,
     parse_field_path,
 )
+from webhook.engine.workload import ANY, WORKLOAD_KINDS, PodSite
 
 Action = Literal["enforce", "warn", "audit", "off"]
 Operation = Literal["CREATE", "UPDATE"]
@@ -141,14 +144,59 @@ class PolicyOverride(Model):
     params: dict[str, Any] = Field(default_factory=dict)
 
 
+_SEGMENT = re.compile(r"^[A-Za-z0-9_-]+$")
+
+
+def parse_path(text: str) -> tuple[str, ...]:
+    """`spec.workers[*].template` -> ("spec", "workers", "*", "template"). Raises ValueError
+    naming what is wrong."""
+    segments = text.replace("[*]", ".*").split(".")
+    for position, segment in enumerate(segments):
+        if not (_SEGMENT.match(segment) or (segment == ANY and position > 0)):
+            raise ValueError(f"{text!r} is not a path: write field names joined by dots, with "
+                             "* (or [*]) for every item of a list or value of a map, e.g. "
+                             "spec.workers[*].template")
+    return tuple(segments)
+
+
+class CustomKind(Model):
+    """A kind of another project that runs pods: where its pod templates live."""
+
+    group: str = Field(min_length=1, description="API group, e.g. serving.example.com")
+    kind: str
+    podTemplates: tuple[str, ...] = Field(
+        min_length=1, description="paths of its pod templates (PodTemplateSpec: metadata and "
+                                  "spec), e.g. spec.template or spec.workers[*].template")
+
+    @field_validator("kind")
+    @classmethod
+    def _kind(cls, value: str) -> str:
+        if not re.fullmatch(r"[A-Z][A-Za-z0-9]*", value):
+            raise ValueError(f"{value!r} is not a kind: write it as the kind field of the "
+                             "objects does, e.g. ModelServer")
+        return value
+
+    @field_validator("podTemplates")
+    @classmethod
+    def _paths(cls, value: tuple[str, ...]) -> tuple[str, ...]:
+        for text in value:
+            parse_path(text)
+        return value
+
+    def sites(self) -> tuple[PodSite, ...]:
+        return tuple(PodSite((*parse_path(text), "spec")) for text in self.podTemplates)
+
+
 class Config(Model):
-    """The global config: mode, exclusions, accepted NodeTemplate groups, policy overrides."""
+    """The global config: mode, exclusions, accepted NodeTemplate groups, custom kinds, policy
+    overrides."""
 
     mode: Literal["enforce", "dry-run"] = "enforce"
     excludeNamespaces: tuple[str, ...] = ("kube-system", "kube-public", "kube-node-lease")
     excludeUsers: tuple[str, ...] = ()
     excludeGroups: tuple[str, ...] = ()
     nodeTemplateGroups: tuple[str, ...] = ("quickq", "quickq.io")
+    customKinds: tuple[CustomKind, ...] = ()
     policies: dict[str, PolicyOverride] = Field(default_factory=dict)
 
     @field_validator("nodeTemplateGroups")
@@ -157,6 +205,25 @@ class Config(Model):
         if any(not group for group in value):
             raise ValueError("a NodeTemplate group may not be empty")
         return value
+
+    @field_validator("customKinds")
+    @classmethod
+    def _kinds_new(cls, value: tuple[CustomKind, ...]) -> tuple[CustomKind, ...]:
+        seen: set[tuple[str, str]] = set()
+        for custom in value:
+            key = (custom.group, custom.kind)
+            if key in WORKLOAD_KINDS or custom.kind == "NodeTemplate":
+                raise ValueError(f"{custom.kind} of {custom.group} is judged already; "
+                                 "customKinds is for kinds quickq-guard does not know")
+            if key in seen:
+                raise ValueError(f"{custom.kind} of {custom.group} is listed twice")
+            seen.add(key)
+        return value
+
+    @cached_property
+    def workload_kinds(self) -> Mapping[tuple[str, str], tuple[PodSite, ...]]:
+        """The custom kinds as read_workload takes them."""
+        return {(custom.group, custom.kind): custom.sites() for custom in self.customKinds}
 
 
 @dataclass(frozen=True, slots=True)
@@ -186,9 +253,9 @@ class Policy:
             return False
         if operation not in match.operations:
             return False
-        if match.namespaces != ("*",) and not _glob_any(namespace, match.namespaces):
+        if match.namespaces != ("*",) and not matches_any(namespace, match.namespaces):
             return False
-        if match.excludeNamespaces and _glob_any(namespace, match.excludeNamespaces):
+        if match.excludeNamespaces and matches_any(namespace, match.excludeNamespaces):
             return False
         return match.selector is None or match.selector.matches(labels)
 
@@ -199,16 +266,16 @@ class PolicySet:
 
     policies: tuple[Policy, ...]
     config: Config
+    # Split by type once: evaluate() runs the mutate policies first, as the mutating webhook
+    # runs before the validating one.
+    mutating: tuple[Policy, ...] = field(init=False, repr=False, compare=False)
+    validating: tuple[Policy, ...] = field(init=False, repr=False, compare=False)
 
-    @property
-    def mutating(self) -> tuple[Policy, ...]:
-        """The mutate policies: evaluate() runs them first, as the mutating webhook runs
-        before the validating one."""
-        return tuple(p for p in self.policies if p.type == "mutate")
-
-    @property
-    def validating(self) -> tuple[Policy, ...]:
-        return tuple(p for p in self.policies if p.type == "validate")
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "mutating",
+                           tuple(p for p in self.policies if p.type == "mutate"))
+        object.__setattr__(self, "validating",
+                           tuple(p for p in self.policies if p.type == "validate"))
 
     def get(self, policy_id: str) -> Policy:
         for policy in self.policies:
@@ -217,8 +284,6 @@ class PolicySet:
         raise KeyError(policy_id)
 
 
-def _glob_any(name: str, patterns: Iterable[str]) -> bool:
-    return any(fnmatchcase(name, pattern) for pattern in patterns)
 
 
 def default_policies_dir() -> Path:
@@ -416,6 +481,7 @@ def _explain(error: ValidationError) -> str:
     for item in error.errors():
         field = ".".join(str(part) for part in item["loc"]) or "(document)"
         reason = "unknown field" if item["type"] == "extra_forbidden" else item["msg"]
+        reason = reason.removeprefix("Value error, ")
         parts.append(f"{field}: {reason}")
     return "; ".join(parts)
 

@@ -73,7 +73,10 @@ class Result:
 
 
 def _frozen_annotations(value: Mapping[str, str] | None = None) -> Mapping[str, str]:
-    return MappingProxyType(dict(value or {}))
+    return MappingProxyType(dict(value)) if value else _NO_ANNOTATIONS
+
+
+_NO_ANNOTATIONS: Mapping[str, str] = MappingProxyType({})
 
 
 @dataclass(frozen=True, slots=True)

@@ -115,6 +115,7 @@ def _compile() -> dict[str, _Object]:
 
 _OBJECTS = _compile()
 POD_SPEC = _OBJECTS["core.v1.PodSpec"]
+POD_TEMPLATE = _OBJECTS["core.v1.PodTemplateSpec"]
 CONTAINER = _OBJECTS["core.v1.Container"]
 
 
@@ -143,7 +144,10 @@ Problem = tuple[str, str]
 def check(value: Any, node: _Object, path: Path, problems: list[Problem]) -> None:
     """Add to `problems` what the API server would refuse in `value` (an object of type
     `node` at `path`): fields it does not know, values of the wrong type."""
-    _object(value, node, path, problems)
+    where: _Where = ()
+    for key in path:
+        where = (where, key)
+    _object(value, node, where, problems)
 
 
 # The walk passes a path as nested pairs, (parent, key), and builds the tuple only for a
@@ -192,9 +196,8 @@ def _collection(value: Any, node: _List | _Map, where: _Where, problems: list[Pr
     if item_node is _ANY:
         return
     if item_node.__class__ is _Object:
-        for key, item in items:
-            if item is not None:
-                _object(item, item_node, (where, key), problems)
+        for key, item in items:  # a null item decodes to an empty object, which is no object
+            _object(item, item_node, (where, key), problems)
     elif item_node.__class__ is str:
         for key, item in items:
             if item is not None and not _scalar_ok(item_node, item):
@@ -207,10 +210,10 @@ def _collection(value: Any, node: _List | _Map, where: _Where, problems: list[Pr
 
 def _dotted(where: _Where) -> str:
     path: list[Any] = []
-    while where and len(where) == 2:
+    while where:
         where, key = where
         path.append(key)
-    return dotted((*where, *reversed(path)))
+    return dotted(tuple(reversed(path)))
 
 
 _EXPECTED = {"string": "a string", "integer": "an integer", "number": "a number",

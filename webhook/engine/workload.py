@@ -1,16 +1,30 @@
-"""A Pod, a pod controller or a NodeTemplate, seen as containers with their paths.
+"""A Pod, a pod controller, an ML workload, a custom kind or a NodeTemplate, seen as pod specs
+and containers with their paths.
 
-Rules never care which kind they judge: they get a `Workload` whose containers know where
-they live (`spec.template.spec.containers[1]` in a Deployment, `spec` in a NodeTemplate),
-so every message and patch uses the object's own paths.
+Rules never care which kind they judge: they get a `Workload`, whose public shape is
+
+- `pod_specs`: every pod spec of the object (`PodSpec`), each with its `path`
+  (`spec.template.spec` in a Deployment, `spec.pytorchReplicaSpecs.Worker.template.spec` in a
+  PyTorchJob, `spec.predictor` in a KServe InferenceService, whose predictor inlines its pod
+  spec), its `data`, its `containers`, its `template_path` (what a change of rolls out new
+  pods) and `labels_path` (where the pods' labels are);
+- `containers`: every container of every pod spec, in order (`Container`), each with its
+  `path` (`spec.template.spec.containers[1]`), `group` (containers, initContainers,
+  ephemeralContainers; `model` for a KServe model spec, which is a container with its own
+  fields; `nodeTemplate` for a NodeTemplate's spec) and `data`;
+- `obj`, `kind` and the object's own `labels`.
+
+So every message and patch uses the object's own paths. Which kinds are judged and where they
+keep their pod specs is in `WORKLOAD_KINDS` (by API group and kind, any version); a policy
+config adds custom kinds (`Config.customKinds`) as `PodSite`s too.
 """
 
 from __future__ import annotations
 
 import difflib
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
-from typing import Any
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from typing import Any, Literal
 
 from webhook.engine import schema
 from webhook.engine.kubernetes_fields import KINDS
@@ -22,17 +36,89 @@ def api_group(api_version: str) -> str:
     return api_version.rpartition("/")[0] if "/" in api_version else ""
 
 
-# Where each judged kind keeps its pod spec, by (API group, kind).
-POD_SPEC_PATHS: dict[tuple[str, str], Path] = {
-    ("", "Pod"): ("spec",),
-    ("apps", "Deployment"): ("spec", "template", "spec"),
-    ("apps", "ReplicaSet"): ("spec", "template", "spec"),
-    ("apps", "StatefulSet"): ("spec", "template", "spec"),
-    ("apps", "DaemonSet"): ("spec", "template", "spec"),
-    ("batch", "Job"): ("spec", "template", "spec"),
-    ("batch", "CronJob"): ("spec", "jobTemplate", "spec", "template", "spec"),
+# How a pod spec sits in its object:
+# pod: the object is the pod (a Pod); its labels are the object's.
+# template: in a PodTemplateSpec (`<template>.spec`): the template's metadata.labels are the
+#   pods'; the pod spec is checked as the Kubernetes PodSpec it is.
+# inline: the pod spec's fields sit among a component's own (a KServe predictor, a
+#   ServingRuntime spec), with the pods' labels in the component's `labels`.
+Style = Literal["pod", "template", "inline"]
+ANY = "*"  # a path segment that stands for every key of a mapping or item of a list
+
+
+@dataclass(frozen=True, slots=True)
+class PodSite:
+    """Where a kind keeps pod specs: the path of the pod spec (ANY for each key or item), how
+    it sits there, and fields of it that hold one container each (KServe's `model`)."""
+
+    path: Path
+    style: Style = "template"
+    models: tuple[str, ...] = ()
+
+
+def _template(*path: str | int) -> PodSite:
+    return PodSite((*path, "spec"))
+
+
+# KServe predictor fields that each hold one container: the model spec and the older
+# per-framework specs (the serving runtime supplies the image when they name none).
+KSERVE_MODELS = ("model", "sklearn", "xgboost", "tensorflow", "pytorch", "triton", "onnx",
+                 "huggingface", "pmml", "lightgbm", "paddle")
+MODEL_CONTAINER = "kserve-container"  # the name KServe gives a model spec's container
+_RAY_CLUSTER = ("headGroupSpec",), ("workerGroupSpecs", ANY)
+
+# Where each judged kind keeps its pod specs, by (API group, kind).
+WORKLOAD_KINDS: dict[tuple[str, str], tuple[PodSite, ...]] = {
+    ("", "Pod"): (PodSite(("spec",), "pod"),),
+    ("", "ReplicationController"): (_template("spec", "template"),),
+    ("apps", "Deployment"): (_template("spec", "template"),),
+    ("apps", "ReplicaSet"): (_template("spec", "template"),),
+    ("apps", "StatefulSet"): (_template("spec", "template"),),
+    ("apps", "DaemonSet"): (_template("spec", "template"),),
+    ("batch", "Job"): (_template("spec", "template"),),
+    ("batch", "CronJob"): (_template("spec", "jobTemplate", "spec", "template"),),
+    # KServe
+    ("serving.kserve.io", "InferenceService"): (
+        PodSite(("spec", "predictor"), "inline", KSERVE_MODELS),
+        PodSite(("spec", "predictor", "workerSpec"), "inline"),
+        PodSite(("spec", "transformer"), "inline"),
+        PodSite(("spec", "explainer"), "inline", ("art",)),
+    ),
+    **{("serving.kserve.io", kind): (PodSite(("spec",), "inline"),
+                                     PodSite(("spec", "workerSpec"), "inline"))
+       for kind in ("ServingRuntime", "ClusterServingRuntime")},
+    # Kubeflow training operator: every replica spec's template
+    **{("kubeflow.org", kind): (_template("spec", replicas, ANY, "template"),)
+       for kind, replicas in (("PyTorchJob", "pytorchReplicaSpecs"),
+                              ("TFJob", "tfReplicaSpecs"), ("MPIJob", "mpiReplicaSpecs"),
+                              ("XGBoostJob", "xgbReplicaSpecs"),
+                              ("PaddleJob", "paddleReplicaSpecs"),
+                              ("JAXJob", "jaxReplicaSpecs"))},
+    # Kubeflow Trainer: the runtimes hold the JobSet template a TrainJob's pods come from
+    **{("trainer.kubeflow.org", kind): (_template(
+        "spec", "template", "spec", "replicatedJobs", ANY, "template", "spec", "template"),)
+       for kind in ("TrainingRuntime", "ClusterTrainingRuntime")},
+    # Ray
+    ("ray.io", "RayCluster"): tuple(_template("spec", *group, "template")
+                                    for group in _RAY_CLUSTER),
+    ("ray.io", "RayJob"): (*(_template("spec", "rayClusterSpec", *group, "template")
+                             for group in _RAY_CLUSTER),
+                           _template("spec", "submitterPodTemplate")),
+    ("ray.io", "RayService"): tuple(_template("spec", "rayClusterConfig", *group, "template")
+                                    for group in _RAY_CLUSTER),
+    # JobSet and LeaderWorkerSet
+    ("jobset.x-k8s.io", "JobSet"): (
+        _template("spec", "replicatedJobs", ANY, "template", "spec", "template"),),
+    ("leaderworkerset.x-k8s.io", "LeaderWorkerSet"): (
+        _template("spec", "leaderWorkerTemplate", "leaderTemplate"),
+        _template("spec", "leaderWorkerTemplate", "workerTemplate")),
 }
-JUDGED_KINDS = frozenset(kind for _, kind in POD_SPEC_PATHS) | {"NodeTemplate"}
+JUDGED_KINDS = frozenset(kind for _, kind in WORKLOAD_KINDS) | {"NodeTemplate"}
+# Kinds that look like workloads but carry no pod template, and why they are not judged.
+NOT_JUDGED = {
+    ("trainer.kubeflow.org", "TrainJob"): "a TrainJob carries no pod template: its pods come "
+    "from its TrainingRuntime or ClusterTrainingRuntime, which quickq-guard judges",
+}
 MAX_PROBLEMS = schema.MAX_PROBLEMS
 # How a skip reason starts to say the kind looks like a typo of a judged one.
 UNKNOWN_KIND = "quickq-guard knows no kind"
@@ -48,6 +134,8 @@ NODE_TEMPLATE_PROBES = {"livenessProbe": "liveness", "readinessProbe": "readines
 # extended resource, and only a container with one can use a GPU.
 CORE_RESOURCES = frozenset({"cpu", "memory", "ephemeral-storage"})
 _EMPTY: Mapping[str, Any] = {}
+_LABELS = {"containers": "container", "initContainers": "initContainer",
+           "ephemeralContainers": "ephemeralContainer", "model": "model"}
 
 
 class InvalidObject(ValueError):
@@ -71,19 +159,28 @@ class Container:
     """One container (or a NodeTemplate's spec) and where it lives in the object."""
 
     name: str
-    group: str  # containers | initContainers | ephemeralContainers | nodeTemplate
+    group: str  # containers | initContainers | ephemeralContainers | model | nodeTemplate
     path: Path
     data: Mapping[str, Any]
     # resources.requests and resources.limits (empty when missing), checked while the
     # container is read.
     requests: Mapping[str, Any] = field(repr=False, compare=False)
     limits: Mapping[str, Any] = field(repr=False, compare=False)
+    # Which pod spec it is in, when the workload has several (pytorchReplicaSpecs.Worker).
+    pod: str = ""
 
     @property
     def label(self) -> str:
         if self.group == "nodeTemplate":
             return "spec"
-        return f"{self.group[:-1]} '{self.name}'"
+        where = f" in {self.pod}" if self.pod else ""
+        return f"{_LABELS[self.group]} '{self.name}'{where}"
+
+    @property
+    def key(self) -> str:
+        """The container's name, with its pod spec's when the workload has several: what an
+        UPDATE compares with the old object's findings."""
+        return f"{self.name} in {self.pod}" if self.pod else self.name
 
     def field_path(self, *names: str | int) -> Path:
         """The path of a field of this container; a probe name maps to spec.health.* in a
@@ -105,15 +202,29 @@ class Container:
 
 
 @dataclass(frozen=True, slots=True)
+class PodSpec:
+    """One pod spec of a workload (a NodeTemplate's spec stands in for one) and its paths."""
+
+    path: Path
+    data: Mapping[str, Any]
+    containers: tuple[Container, ...]
+    # What a change of rolls out new pods: the PodTemplateSpec, or the pod spec itself.
+    template_path: Path
+    # Where the pods' labels are: metadata.labels of the object or of the pod template, or a
+    # KServe component's `labels`.
+    labels_path: Path
+    security_context: Mapping[str, Any]  # the pod-level one; empty in a NodeTemplate
+
+
+@dataclass(frozen=True, slots=True)
 class Workload:
     """The parts of an object that rules judge."""
 
     obj: Mapping[str, Any]
     kind: str
-    pod_spec: Mapping[str, Any]  # a NodeTemplate's spec stands in for it
-    pod_spec_path: Path
-    containers: tuple[Container, ...]
-    labels: Mapping[str, Any]
+    pod_specs: tuple[PodSpec, ...]
+    containers: tuple[Container, ...]  # every container of every pod spec
+    labels: Mapping[str, Any]  # the object's own metadata.labels
 
     @property
     def is_node_template(self) -> bool:
@@ -123,20 +234,15 @@ class Workload:
     def is_pod(self) -> bool:
         return self.kind == "Pod"
 
-    @property
-    def pod_security_context(self) -> Mapping[str, Any]:
-        """Pod-level securityContext; a NodeTemplate has only the container-level one."""
-        if self.is_node_template:
-            return _EMPTY
-        return self.pod_spec.get("securityContext") or _EMPTY
-
 
 def read_workload(obj: Any, node_template_groups: Sequence[str], *,
+                  custom_kinds: Mapping[tuple[str, str], tuple[PodSite, ...]] | None = None,
                   check: bool = True) -> Workload | None:
     """The workload view of an object, or None for a kind quickq-guard does not judge.
 
-    Raises RefusedObject when the API server would refuse the object (a removed apiVersion;
-    in a judged kind, an unknown field or a value of the wrong type), and InvalidObject,
+    `custom_kinds` adds kinds by (API group, kind). Raises RefusedObject when the API server
+    would refuse the object (a removed apiVersion; an unknown field or a value of the wrong
+    type in a built-in kind, or in the pod templates of the others), and InvalidObject,
     naming the field, when a field rules rely on has the wrong type. `check=False` skips the
     API server's checks, for objects it has accepted already (an UPDATE's old object) or that
     only quickq-guard's own patches changed.
@@ -149,8 +255,7 @@ def read_workload(obj: Any, node_template_groups: Sequence[str], *,
     if not isinstance(api_version, str) or not api_version:
         raise InvalidObject(f"the {kind} has no 'apiVersion'")
     group = api_group(api_version)
-    if check:
-        _refusals(obj, kind, api_version, group)
+    checked = check and _refusals(obj, kind, api_version, group)
     metadata = _mapping(obj.get("metadata"), ("metadata",))
     labels = _mapping(metadata.get("labels"), ("metadata", "labels"))
     if kind == "NodeTemplate":
@@ -158,34 +263,130 @@ def read_workload(obj: Any, node_template_groups: Sequence[str], *,
             return None
         spec = _mapping(obj.get("spec"), ("spec",))
         container = _container(spec, "nodeTemplate", ("spec",), "spec")
-        return Workload(obj, kind, spec, ("spec",), (container,), labels)
-    spec_path = POD_SPEC_PATHS.get((group, kind))
-    if spec_path is None:
+        pod = PodSpec(("spec",), spec, (container,), ("spec",), ("metadata", "labels"), _EMPTY)
+        return Workload(obj, kind, (pod,), (container,), labels)
+    sites = WORKLOAD_KINDS.get((group, kind))
+    if sites is None and custom_kinds:
+        sites = custom_kinds.get((group, kind))
+    if sites is None:
         return None
-    pod_spec = _dig(obj, spec_path)
+    found = [(site, path, data) for site in sites for path, data in _expand(obj, site.path)]
+    if check and not checked:
+        problems: list[schema.Problem] = []
+        for site, path, _ in found:
+            _check_site(obj, site, path, problems)
+        if problems:
+            raise RefusedObject(problems)
+    # Checked against the Kubernetes schema, the pod specs hold the types rules rely on.
+    pods = [_pod_spec(data, site, path, guard=not check) for site, path, data in found]
+    if len(pods) == 1:
+        return Workload(obj, kind, (pods[0],), pods[0].containers, labels)
+    pods = [_named(pod) for pod in pods]
+    containers = tuple(container for pod in pods for container in pod.containers)
+    return Workload(obj, kind, tuple(pods), containers, labels)
+
+
+def _named(pod: PodSpec) -> PodSpec:
+    """The pod spec with its containers labelled by where it is (pytorchReplicaSpecs.Worker,
+    predictor, workerGroupSpecs[0]), so messages tell one pod spec's containers from
+    another's."""
+    template = pod.template_path
+    start = 1 if template[:1] == ("spec",) and len(template) > 1 else 0
+    end = len(template) - 1 if template[-1:] == ("template",) else len(template)
+    name = dotted(template[start:end])
+    containers = tuple(replace(container, pod=name) for container in pod.containers)
+    return replace(pod, containers=containers)
+
+
+def _pod_spec(data: Mapping[str, Any], site: PodSite, path: Path, guard: bool) -> PodSpec:
+    """The pod spec's view; `guard`: check the types rules rely on (an object the Kubernetes
+    schema check has not seen)."""
     containers: list[Container] = []
     for container_group in CONTAINER_GROUPS:
-        items = pod_spec.get(container_group)
+        items = data.get(container_group)
         if items is None:
             continue
-        list_path = (*spec_path, container_group)
-        if not isinstance(items, list):
+        list_path = (*path, container_group)
+        if guard and not isinstance(items, list):
             raise InvalidObject(f"{dotted(list_path)}: expected a list, got {_type(items)}")
         for index, item in enumerate(items):
             item_path = (*list_path, index)
-            if not isinstance(item, Mapping):
+            if guard and not isinstance(item, Mapping):
                 raise InvalidObject(f"{dotted(item_path)}: expected a mapping, got {_type(item)}")
             name = item.get("name")
             label = name if isinstance(name, str) and name else f"#{index}"
-            containers.append(_container(item, container_group, item_path, label))
-    security_context = pod_spec.get("securityContext")
-    _mapping(security_context, (*spec_path, "securityContext"))
-    _list_of_mappings(pod_spec.get("tolerations"), (*spec_path, "tolerations"))
-    return Workload(obj, kind, pod_spec, spec_path, tuple(containers), labels)
+            containers.append(_container(item, container_group, item_path, label, guard))
+    for model in site.models:
+        spec = data.get(model)
+        if spec is not None:
+            item_path = (*path, model)
+            spec = _mapping(spec, item_path)
+            name = spec.get("name")
+            label = name if isinstance(name, str) and name else MODEL_CONTAINER
+            containers.append(_container(spec, "model", item_path, label, guard))
+    if guard:
+        security_context = _mapping(data.get("securityContext"), (*path, "securityContext"))
+        _list_of_mappings(data.get("tolerations"), (*path, "tolerations"))
+    else:
+        security_context = data.get("securityContext") or _EMPTY
+    if site.style == "template":
+        template = path[:-1]
+        labels_path: Path = (*template, "metadata", "labels")
+    elif site.style == "inline":
+        template, labels_path = path, (*path, "labels")
+    else:
+        template, labels_path = path, ("metadata", "labels")
+    return PodSpec(path, data, tuple(containers), template, labels_path, security_context)
 
 
-def _refusals(obj: Mapping[str, Any], kind: str, api_version: str, group: str) -> None:
-    """Raise RefusedObject for what the API server would refuse in a built-in kind."""
+def _expand(obj: Mapping[str, Any], pattern: Path) -> list[tuple[Path, Mapping[str, Any]]]:
+    """(path, value) of each mapping the pattern reaches; ANY stands for every key of a
+    mapping or item of a list. A missing level yields nothing."""
+    if ANY not in pattern:  # Pods and controllers: one pod spec, or none
+        found = _dig(obj, pattern)
+        return [] if found is None else [(pattern, found)]
+    here = pattern.index(ANY)
+    holder = _dig(obj, pattern[:here - 1])
+    parent = holder.get(str(pattern[here - 1])) if holder is not None and here else None
+    if parent is None:
+        return []
+    items: Any
+    if isinstance(parent, list):
+        items = enumerate(parent)
+    elif isinstance(parent, Mapping):
+        items = parent.items()
+    else:
+        raise InvalidObject(f"{dotted(pattern[:here])}: expected a list or a mapping, got "
+                            f"{_type(parent)}")
+    rest = pattern[here + 1:]
+    expanded = []
+    for key, item in items:
+        if item is None:
+            continue
+        where = (*pattern[:here], key)
+        expanded += [((*where, *path), value)
+                     for path, value in _expand(_mapping(item, where), rest)]
+    return expanded
+
+
+def _check_site(obj: Mapping[str, Any], site: PodSite, path: Path,
+                problems: list[schema.Problem]) -> None:
+    """What the API server would refuse in a pod spec of a kind whose own schema quickq-guard
+    does not carry: the whole pod template (the CRDs embed Kubernetes' own), or an inline pod
+    spec's known fields, its containers and its model specs."""
+    if site.style == "template":
+        schema.check(_dig(obj, path[:-1]), schema.POD_TEMPLATE, path[:-1], problems)
+        return
+    data = _dig(obj, path)
+    schema.check(data, schema.POD_SPEC_LENIENT, path, problems)
+    for model in site.models:
+        if isinstance(data, Mapping) and data.get(model) is not None:
+            schema.check(data[model], schema.CONTAINER_LENIENT, (*path, model), problems)
+
+
+def _refusals(obj: Mapping[str, Any], kind: str, api_version: str, group: str) -> bool:
+    """Raise RefusedObject for what the API server would refuse: a removed apiVersion, and in
+    a built-in kind, the whole object. True when the whole object was checked."""
     removed = schema.removed_api_version(api_version, kind)
     if removed:
         raise RefusedObject([("apiVersion", removed)])
@@ -195,27 +396,36 @@ def _refusals(obj: Mapping[str, Any], kind: str, api_version: str, group: str) -
         if served:
             raise RefusedObject([("apiVersion", f"apiVersion {api_version} does not serve "
                                                 f"{kind}; use apiVersion {served}")])
-        return
+        return False
     problems: list[schema.Problem] = []
     schema.check(obj, node, (), problems)
     if problems:
         raise RefusedObject(problems)
+    return True
 
 
-def not_judged(obj: Mapping[str, Any]) -> str:
-    """Why quickq-guard does not judge an object of this kind; a near-miss of a judged kind
-    (`Deploymnet`) is named."""
+def not_judged(obj: Mapping[str, Any], custom_kinds: Iterable[tuple[str, str]] = ()) -> str:
+    """Why quickq-guard does not judge an object of this kind; a near miss of a kind judged
+    in the same API group (`Deploymnet` in apps) is named."""
     kind = str(obj.get("kind"))
-    guess = difflib.get_close_matches(kind, sorted(JUDGED_KINDS), n=1, cutoff=0.8)
+    group = api_group(str(obj.get("apiVersion")))
+    reason = NOT_JUDGED.get((group, kind))
+    if reason:
+        return f"kind {kind} is not judged: {reason}"
+    judged = [name for known, name in (*WORKLOAD_KINDS, *custom_kinds) if known == group]
+    guess = difflib.get_close_matches(kind, judged, n=1, cutoff=0.8)
     if guess and guess[0] != kind:
         return f"kind {kind} is not judged: {UNKNOWN_KIND} {kind}; did you mean {guess[0]}?"
-    if kind in JUDGED_KINDS:
-        return f"kind {kind} of apiVersion {obj.get('apiVersion')} is not judged"
     return f"kind {kind} is not judged"
 
 
-def _container(data: Mapping[str, Any], group: str, path: Path, name: str) -> Container:
+def _container(data: Mapping[str, Any], group: str, path: Path, name: str,
+               guard: bool = True) -> Container:
     get = data.get
+    if not guard:
+        resources = get("resources") or _EMPTY
+        return Container(name, group, path, data, resources.get("requests") or _EMPTY,
+                         resources.get("limits") or _EMPTY)
     resources = _mapping(get("resources"), (*path, "resources"))
     requests = _mapping(resources.get("requests"), (*path, "resources", "requests"))
     limits = _mapping(resources.get("limits"), (*path, "resources", "limits"))
@@ -235,16 +445,22 @@ def _container(data: Mapping[str, Any], group: str, path: Path, name: str) -> Co
 _CONTAINER_FIELDS = ("securityContext", *PROBES)
 
 
-def _dig(obj: Mapping[str, Any], path: Path) -> Mapping[str, Any]:
-    current: Mapping[str, Any] = obj
+def _dig(obj: Mapping[str, Any], path: Path) -> Mapping[str, Any] | None:
+    """The mapping at `path` (an int steps into a list), or None when a level is missing."""
+    current: Any = obj
     for depth, name in enumerate(path):
-        value = current.get(str(name))
+        if isinstance(name, int):
+            value = current[name] if name < len(current) else None
+        else:
+            value = current.get(name)
         if value is None:
-            return _EMPTY  # a missing level: nothing below it either
-        if not isinstance(value, Mapping):
+            return None  # a missing level: nothing below it either
+        following = path[depth + 1] if depth + 1 < len(path) else None
+        if not (isinstance(value, list) and isinstance(following, int)):
             _mapping(value, path[: depth + 1])
         current = value
-    return current
+    found: Mapping[str, Any] = current
+    return found
 
 
 def _mapping(value: Any, path: Path) -> Mapping[str, Any]:

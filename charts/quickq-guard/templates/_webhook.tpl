@@ -39,7 +39,7 @@ matchConditions:
 rules:
   - apiGroups: [""]
     apiVersions: [v1]
-    resources: [pods]
+    resources: [pods, replicationcontrollers]
     operations: [CREATE, UPDATE]
     scope: Namespaced
   - apiGroups: [apps]
@@ -52,6 +52,9 @@ rules:
     resources: [jobs, cronjobs]
     operations: [CREATE, UPDATE]
     scope: Namespaced
+  {{- with include "quickq-guard.workloadKindRules" $root | trim }}
+  {{- . | nindent 2 }}
+  {{- end }}
   {{- with $root.Values.nodeTemplate.groups }}
   - apiGroups: {{ toJson . }}
     apiVersions: ["*"]
@@ -59,4 +62,57 @@ rules:
     operations: [CREATE, UPDATE]
     scope: Namespaced
   {{- end }}
+{{- end -}}
+
+
+{{/*
+Rules for the ML workload kinds switched on in workloadKinds (their CRDs may be absent, so
+each API group is opt-in) and for the custom kinds. Cluster-scoped runtimes get their own
+rule: a namespaceSelector does not apply to them.
+*/}}
+{{- define "quickq-guard.workloadKindRules" -}}
+{{- $groups := list -}}
+{{- $kinds := .Values.workloadKinds -}}
+{{- if $kinds.kserve -}}
+{{- $groups = append $groups (dict "group" "serving.kserve.io" "namespaced" (list "inferenceservices" "servingruntimes") "cluster" (list "clusterservingruntimes")) -}}
+{{- end -}}
+{{- if $kinds.kubeflowTraining -}}
+{{- $groups = append $groups (dict "group" "kubeflow.org" "namespaced" (list "pytorchjobs" "tfjobs" "mpijobs" "xgboostjobs" "paddlejobs" "jaxjobs")) -}}
+{{- end -}}
+{{- if $kinds.kubeflowTrainer -}}
+{{- $groups = append $groups (dict "group" "trainer.kubeflow.org" "namespaced" (list "trainingruntimes") "cluster" (list "clustertrainingruntimes")) -}}
+{{- end -}}
+{{- if $kinds.ray -}}
+{{- $groups = append $groups (dict "group" "ray.io" "namespaced" (list "rayclusters" "rayjobs" "rayservices")) -}}
+{{- end -}}
+{{- if $kinds.jobset -}}
+{{- $groups = append $groups (dict "group" "jobset.x-k8s.io" "namespaced" (list "jobsets")) -}}
+{{- end -}}
+{{- if $kinds.leaderWorkerSet -}}
+{{- $groups = append $groups (dict "group" "leaderworkerset.x-k8s.io" "namespaced" (list "leaderworkersets")) -}}
+{{- end -}}
+{{- range .Values.customKinds -}}
+{{- if eq (default "Namespaced" .scope) "Cluster" -}}
+{{- $groups = append $groups (dict "group" .group "cluster" (list .resource)) -}}
+{{- else -}}
+{{- $groups = append $groups (dict "group" .group "namespaced" (list .resource)) -}}
+{{- end -}}
+{{- end -}}
+{{- range $groups }}
+{{- $group := .group }}
+{{- if .namespaced }}
+- apiGroups: [{{ $group | quote }}]
+  apiVersions: ["*"]
+  resources: {{ .namespaced | toJson }}
+  operations: [CREATE, UPDATE]
+  scope: Namespaced
+{{- end }}
+{{- if .cluster }}
+- apiGroups: [{{ $group | quote }}]
+  apiVersions: ["*"]
+  resources: {{ .cluster | toJson }}
+  operations: [CREATE, UPDATE]
+  scope: Cluster
+{{- end }}
+{{- end }}
 {{- end -}}

@@ -2,16 +2,16 @@
 
 from __future__ import annotations
 
-import re
-from fnmatch import translate
-from functools import lru_cache
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict
 
+from webhook.engine.globs import matches_any
 from webhook.engine.patch import Path
 from webhook.engine.results import Finding
 from webhook.engine.workload import Container, dotted
+
+__all__ = ["NoParams", "Params", "finding", "matches_any", "resource_field"]
 
 
 class Params(BaseModel):
@@ -30,18 +30,7 @@ def finding(container: Container | None, message: str, path: Path,
     rule's fix."""
     if container is None:
         return Finding(message, dotted(path), None, patch)
-    return Finding(f"{container.label}: {message}", dotted(path), container.name, patch)
-
-
-def matches_any(name: str, patterns: tuple[str, ...]) -> bool:
-    """True when a glob matches the name."""
-    return bool(patterns) and _globs(patterns).match(name) is not None
-
-
-@lru_cache(maxsize=256)
-def _globs(patterns: tuple[str, ...]) -> re.Pattern[str]:
-    """One regular expression for a policy's globs, compiled once per parameter set."""
-    return re.compile("|".join(translate(pattern) for pattern in patterns))
+    return Finding(f"{container.label}: {message}", dotted(path), container.key, patch)
 
 
 def resource_field(container: Container, which: str, resource: str) -> str:

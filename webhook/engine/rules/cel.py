@@ -111,11 +111,14 @@ class CelPolicy:
         """The findings of the validations. Raises EvaluationError, naming the expression."""
         base = self._base(workload, request)
         if self.scope == "object":
-            return self._validate(base, workload, None)
+            return self._validate(base, _first_pod_path(workload), None)
         findings = []
-        for container in workload.containers:
-            data = {**base, "container": container.data, "containerGroup": container.group}
-            findings += self._validate(data, workload, container)
+        for pod_spec in workload.pod_specs:  # a container sees the pod spec it belongs to
+            pod = _EMPTY if workload.is_node_template else pod_spec.data
+            for container in pod_spec.containers:
+                data = {**base, "podSpec": pod, "container": container.data,
+                        "containerGroup": container.group}
+                findings += self._validate(data, pod_spec.path, container)
         return findings
 
     def _base(self, workload: Workload, request: Request) -> dict[str, Any]:
@@ -126,10 +129,13 @@ class CelPolicy:
             "request": request.data(obj),
             "params": self.params,
             "namespaceObject": request.namespace_object,
-            "podSpec": _EMPTY if workload.is_node_template else workload.pod_spec,
+            # the first pod spec: a kind with several (a PyTorchJob) has its containers
+            # judged in container scope, each with its own
+            "podSpec": (_EMPTY if workload.is_node_template or not workload.pod_specs
+                        else workload.pod_specs[0].data),
         }
 
-    def _validate(self, data: dict[str, Any], workload: Workload,
+    def _validate(self, data: dict[str, Any], pod_spec_path: Path,
                   container: Container | None) -> list[Finding]:
         values, failed = self._variables(data)
         bound = activation(self.scope, {**data, "variables": values})
@@ -143,7 +149,7 @@ class CelPolicy:
             if value is not False:
                 raise EvaluationError(f"{where}: yields {_type(value)}, not a bool")
             message = self._message(validation, bound, failed)
-            path = _field(validation.field_path, workload, container)
+            path = _field(validation.field_path, pod_spec_path, container)
             findings.append(finding(container, message, path))
         return findings
 
@@ -179,11 +185,15 @@ class CelPolicy:
         return f"failed expression: {_one_line(validation.expression.text)}"
 
 
-def _field(path: Path, workload: Workload, container: Container | None) -> Path:
+def _first_pod_path(workload: Workload) -> Path:
+    return workload.pod_specs[0].path if workload.pod_specs else ("spec",)
+
+
+def _field(path: Path, pod_spec_path: Path, container: Container | None) -> Path:
     """A validation's fieldPath in the object: relative to the container (container scope) or
     the object, unless it starts at `podSpec` (wherever the kind keeps it) or `object`."""
     if path[:1] == ("podSpec",):
-        return (*workload.pod_spec_path, *path[1:])
+        return (*pod_spec_path, *path[1:])
     if path[:1] == ("object",):
         return path[1:]
     return (*container.path, *path) if container is not None else path

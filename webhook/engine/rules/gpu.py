@@ -14,7 +14,7 @@ from webhook.engine.patch import add
 from webhook.engine.quantity import is_whole, parse_quantity
 from webhook.engine.results import Finding
 from webhook.engine.rules._base import Params, finding, matches_any, resource_field
-from webhook.engine.workload import CORE_RESOURCES, Container, Workload, dotted
+from webhook.engine.workload import CORE_RESOURCES, Container, PodSpec, Workload, dotted
 
 DEFAULT_GPU_RESOURCES = ("nvidia.com/gpu", "amd.com/gpu", "nvidia.com/mig-*")
 
@@ -44,8 +44,9 @@ def names_a_core_resource(patterns: tuple[str, ...]) -> bool:
     return any(matches_any(name, patterns) for name in CORE_RESOURCES)
 
 
-def gpu_resources_used(workload: Workload, patterns: tuple[str, ...]) -> set[str]:
-    """GPU resource names that some container asks a count above zero of."""
+def gpu_resources_used(workload: Workload | PodSpec, patterns: tuple[str, ...]) -> set[str]:
+    """GPU resource names that some container (of the workload, or of one of its pod specs)
+    asks a count above zero of."""
     return {name for container in workload.containers
             for _, name, value in gpus(container, patterns)
             if (amount := parse_quantity(value)) is not None and amount > 0}
@@ -90,11 +91,15 @@ def gpu_priority_class(workload: Workload, params: GpuParams) -> list[Finding]:
     """A pod that uses GPUs sets priorityClassName, so cheap jobs cannot preempt it at random."""
     if workload.is_node_template or not gpu_resources_used(workload, params.gpuResources):
         return []
-    if workload.pod_spec.get("priorityClassName"):
-        return []
-    path = (*workload.pod_spec_path, "priorityClassName")
-    return [finding(None, f"set {dotted(path)} (a PriorityClass name) so this GPU workload "
-                    "is not preempted by lower-priority work", path)]
+    findings = []
+    for pod_spec in workload.pod_specs:  # each GPU pod spec of the workload
+        if pod_spec.data.get("priorityClassName") \
+                or not gpu_resources_used(pod_spec, params.gpuResources):
+            continue
+        path = (*pod_spec.path, "priorityClassName")
+        findings.append(finding(None, f"set {dotted(path)} (a PriorityClass name) so this GPU "
+                                "workload is not preempted by lower-priority work", path))
+    return findings
 
 
 class GpuTolerationParams(GpuParams):
@@ -120,14 +125,25 @@ def inject_gpu_toleration(workload: Workload, params: GpuTolerationParams) -> li
     used = gpu_resources_used(workload, params.gpuResources)
     if not used:  # most pods: no GPU, nothing to tolerate
         return []
+    findings = []
+    for pod_spec in workload.pod_specs:
+        pod_used = used if len(workload.pod_specs) == 1 \
+            else gpu_resources_used(pod_spec, params.gpuResources)
+        if pod_used:
+            findings += _gpu_toleration(pod_spec, pod_used, params)
+    return findings
+
+
+def _gpu_toleration(pod_spec: PodSpec, used: set[str],
+                    params: GpuTolerationParams) -> list[Finding]:
     keys: list[str] = []
     for name in sorted(used):
         for pattern, key in params.taintKeys.items():
             if matches_any(name, (pattern,)) and key not in keys:
                 keys.append(key)
                 break
-    tolerations_path = (*workload.pod_spec_path, "tolerations")
-    existing = workload.pod_spec.get("tolerations")
+    tolerations_path = (*pod_spec.path, "tolerations")
+    existing = pod_spec.data.get("tolerations")
     current = existing if isinstance(existing, list) else []
     missing = [key for key in keys if not any(tolerates(t, key, params.effect) for t in current)]
     if not missing:

@@ -36,6 +36,8 @@ def disallow_latest_tag(workload: Workload, params: NoParams) -> list[Finding]:
     findings = []
     for container in workload.containers:
         image = container.data.get("image")
+        if image is None and container.group == "model":
+            continue  # a KServe model spec runs its serving runtime's image
         if not isinstance(image, str) or not image.strip():
             findings.append(finding(container, "set image to a pinned reference "
                                     "(registry/app:1.2.3 or registry/app@sha256:...)",

@@ -18,6 +18,8 @@ from webhook.engine.workload import Workload
 
 HANDLERS = ("httpGet", "tcpSocket", "exec", "grpc")
 _HANDLER_KEYS = frozenset(HANDLERS)
+# The containers that run for the pod's life and so have probes: a KServe model spec is one.
+PROBED = frozenset({"containers", "model", "nodeTemplate"})
 DEFAULT_PERIOD_SECONDS = 10
 DEFAULT_FAILURE_THRESHOLD = 3
 INT32_MAX = 2**31 - 1  # probe fields are int32 in the Kubernetes API
@@ -49,7 +51,7 @@ def liveness_probe_tolerance(workload: Workload, params: LivenessToleranceParams
     pause or a network blip does not restart the pod."""
     findings = []
     for container in workload.containers:
-        if container.group not in ("containers", "nodeTemplate"):
+        if container.group not in PROBED:
             continue
         probe = container.probe("livenessProbe")
         if probe is None:
@@ -86,7 +88,7 @@ def inject_startup_probe(workload: Workload, params: StartupProbeParams) -> list
     """
     findings = []
     for container in workload.containers:
-        if container.group not in ("containers", "nodeTemplate"):
+        if container.group not in PROBED:
             continue
         liveness = container.probe("livenessProbe")
         if liveness is None or container.probe("startupProbe") is not None:

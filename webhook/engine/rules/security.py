@@ -19,27 +19,28 @@ def disallow_root_user(workload: Workload, params: NoParams) -> list[Finding]:
     The effective runAsUser and runAsNonRoot are the container's when set, else the pod's:
     root is uid 0, or an unset uid without runAsNonRoot: true (the image's USER decides).
     """
-    pod = workload.pod_security_context
-    pod_user = _int_or_none(pod.get("runAsUser"))
     findings = []
-    for container in workload.containers:
-        own = container.security_context
-        own_user = _int_or_none(own.get("runAsUser"))
-        user = own_user if own_user is not None else pod_user
-        if user is not None and user != 0:  # most containers: a non-root uid
-            continue
-        non_root = own.get("runAsNonRoot")
-        if non_root is None:
-            non_root = pod.get("runAsNonRoot")
-        if user == 0:
-            where = (container.field_path("securityContext", "runAsUser") if own_user == 0
-                     else (*workload.pod_spec_path, "securityContext", "runAsUser"))
-            findings.append(finding(
-                container, "runs as root (runAsUser: 0); set securityContext.runAsUser "
-                "to a non-zero uid", where))
-        elif user is None and non_root is not True:
-            findings.append(finding(
-                container, "may run as root; set securityContext.runAsNonRoot: true "
-                "or a non-zero securityContext.runAsUser",
-                container.field_path("securityContext", "runAsNonRoot")))
+    for pod_spec in workload.pod_specs:
+        pod = pod_spec.security_context
+        pod_user = _int_or_none(pod.get("runAsUser"))
+        for container in pod_spec.containers:
+            own = container.security_context
+            own_user = _int_or_none(own.get("runAsUser"))
+            user = own_user if own_user is not None else pod_user
+            if user is not None and user != 0:  # most containers: a non-root uid
+                continue
+            non_root = own.get("runAsNonRoot")
+            if non_root is None:
+                non_root = pod.get("runAsNonRoot")
+            if user == 0:
+                where = (container.field_path("securityContext", "runAsUser") if own_user == 0
+                         else (*pod_spec.path, "securityContext", "runAsUser"))
+                findings.append(finding(
+                    container, "runs as root (runAsUser: 0); set securityContext.runAsUser "
+                    "to a non-zero uid", where))
+            elif user is None and non_root is not True:
+                findings.append(finding(
+                    container, "may run as root; set securityContext.runAsNonRoot: true "
+                    "or a non-zero securityContext.runAsUser",
+                    container.field_path("securityContext", "runAsNonRoot")))
     return findings

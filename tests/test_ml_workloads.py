@@ -1,0 +1,360 @@
+"""The ML workload kinds (KServe, Kubeflow training and Trainer, Ray, JobSet, LeaderWorkerSet),
+ReplicationControllers and custom kinds: every pod template is judged and patched at its own
+paths, through the engine and `quickq-guard check` (tests/ml_workloads/ holds manifests shaped
+like the projects' documented ones)."""
+
+from __future__ import annotations
+
+import copy
+import json
+from pathlib import Path
+from typing import Any
+
+import jsonpatch
+import kubernetes_validate
+import pytest
+from builders import container, gpu_container, judge, result, with_config
+
+from webhook import evaluate, load_policies
+from webhook.cli import main
+from webhook.engine.policy import PolicyError, load_config
+from webhook.manifests import read_file
+
+ML = Path(__file__).resolve().parent / "ml_workloads"
+VERSION = kubernetes_validate.latest_version()
+
+
+def load(name: str) -> dict[str, Any]:
+    [document] = read_file(ML / name)
+    obj: dict[str, Any] = document.obj
+    return obj
+
+
+def names() -> list[str]:
+    return sorted(path.name for path in ML.glob("*.yaml"))
+
+
+def findings(decision: Any, policy: str) -> list[tuple[str, str]]:
+    return [(f.path, f.message) for f in result(decision, policy).findings]
+
+
+def paths(decision: Any, policy: str) -> list[str]:
+    return [f.path for f in result(decision, policy).findings]
+
+
+def pointers(decision: Any) -> list[str]:
+    return [op["path"] for op in decision.patch]
+
+
+# --- every pod template of each kind, at its own path ------------------------------------------
+
+# One container field per pod template, found by require-requests on a copy without requests:
+# where each kind keeps its pod specs.
+CONTAINERS = {
+    "kserve-inferenceservice.yaml": ["spec.predictor.model",
+                                     "spec.transformer.containers[0]"],
+    "kserve-servingruntime.yaml": ["spec.containers[0]"],
+    "pytorchjob.yaml": ["spec.pytorchReplicaSpecs.Master.template.spec.containers[0]",
+                        "spec.pytorchReplicaSpecs.Worker.template.spec.containers[0]"],
+    "tfjob.yaml": ["spec.tfReplicaSpecs.PS.template.spec.containers[0]",
+                   "spec.tfReplicaSpecs.Worker.template.spec.containers[0]"],
+    "mpijob.yaml": ["spec.mpiReplicaSpecs.Launcher.template.spec.containers[0]",
+                    "spec.mpiReplicaSpecs.Worker.template.spec.containers[0]"],
+    "xgboostjob.yaml": ["spec.xgbReplicaSpecs.Master.template.spec.containers[0]",
+                        "spec.xgbReplicaSpecs.Worker.template.spec.containers[0]"],
+    "trainer-clustertrainingruntime.yaml": [
+        "spec.template.spec.replicatedJobs[0].template.spec.template.spec.containers[0]"],
+    "raycluster.yaml": ["spec.headGroupSpec.template.spec.containers[0]",
+                        "spec.workerGroupSpecs[0].template.spec.containers[0]",
+                        "spec.workerGroupSpecs[1].template.spec.containers[0]"],
+    "rayjob.yaml": ["spec.rayClusterSpec.headGroupSpec.template.spec.containers[0]",
+                    "spec.rayClusterSpec.workerGroupSpecs[0].template.spec.containers[0]",
+                    "spec.submitterPodTemplate.spec.containers[0]"],
+    "rayservice.yaml": ["spec.rayClusterConfig.headGroupSpec.template.spec.containers[0]",
+                        "spec.rayClusterConfig.workerGroupSpecs[0].template.spec.containers[0]"],
+    "jobset.yaml": ["spec.replicatedJobs[0].template.spec.template.spec.containers[0]",
+                    "spec.replicatedJobs[1].template.spec.template.spec.containers[0]"],
+    "leaderworkerset.yaml": ["spec.leaderWorkerTemplate.leaderTemplate.spec.containers[0]",
+                             "spec.leaderWorkerTemplate.workerTemplate.spec.containers[0]"],
+    "replicationcontroller.yaml": ["spec.template.spec.containers[0]"],
+}
+
+
+def test_every_manifest_is_listed():
+    assert sorted([*CONTAINERS, "trainer-trainjob.yaml"]) == names()
+
+
+def _without_requests(node: Any) -> None:
+    if isinstance(node, dict):
+        resources = node.get("resources")
+        if isinstance(resources, dict):
+            resources.pop("requests", None)
+            resources.pop("limits", None)
+        for value in node.values():
+            _without_requests(value)
+    elif isinstance(node, list):
+        for item in node:
+            _without_requests(item)
+
+
+@pytest.mark.parametrize("name", sorted(CONTAINERS))
+def test_every_container_of_every_pod_template_is_judged_at_its_path(name):
+    obj = load(name)
+    _without_requests(obj)
+    decision = judge(obj)
+    assert decision.outcome == "denied", decision.results
+    expected = [f"{where}.resources.requests.{resource}" for where in CONTAINERS[name]
+                for resource in ("cpu", "memory")]
+    assert paths(decision, "require-requests") == expected
+
+
+def test_a_train_job_is_skipped_saying_where_its_pods_come_from():
+    decision = judge(load("trainer-trainjob.yaml"))
+    assert decision.outcome == "allowed"
+    assert {r.reason for r in decision.results} == {
+        "kind TrainJob is not judged: a TrainJob carries no pod template: its pods come from "
+        "its TrainingRuntime or ClusterTrainingRuntime, which quickq-guard judges"}
+
+
+# --- what the shipped policies say about each manifest ----------------------------------------
+
+def test_kserve_predictor_model_spec_is_a_container_of_the_predictor():
+    decision = judge(load("kserve-inferenceservice.yaml"))
+    # The model spec names no image: its serving runtime supplies one.
+    assert findings(decision, "disallow-latest-tag") == [(
+        "spec.transformer.containers[0].image",
+        "container 'kserve-container' in transformer: image 'kserve/image-transformer:latest' "
+        "uses the 'latest' tag; pin it to a version (kserve/image-transformer:1.2.3) or a "
+        "digest (kserve/image-transformer@sha256:...)")]
+    # The predictor's pod-level fields sit in spec.predictor next to KServe's own.
+    assert paths(decision, "gpu-priority-class") == ["spec.predictor.priorityClassName"]
+    assert result(decision, "disallow-root-user").status == "pass"
+    assert pointers(decision) == ["/spec/predictor/tolerations",
+                                  "/spec/predictor/model/startupProbe"]
+    startup = decision.patch[1]["value"]
+    # initialDelaySeconds 1200 + 3 x 30 s: the model keeps the time its liveness probe gave it
+    assert startup["periodSeconds"] * startup["failureThreshold"] >= 1290
+    assert decision.patch[0]["value"] == [
+        {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}]
+
+
+def test_training_jobs_patch_only_the_replica_specs_that_use_gpus():
+    decision = judge(load("pytorchjob.yaml"))
+    assert pointers(decision) == [
+        "/spec/pytorchReplicaSpecs/Worker/template/spec/tolerations"]
+    assert messages_of(decision, "require-requests") == [
+        "container 'pytorch' in pytorchReplicaSpecs.Worker: add resources.requests.cpu",
+        "container 'pytorch' in pytorchReplicaSpecs.Worker: add resources.requests.memory"]
+    assert paths(decision, "gpu-priority-class") == [
+        "spec.pytorchReplicaSpecs.Worker.template.spec.priorityClassName"]
+    # A worker template that tolerates the GPU taint already is not patched.
+    assert judge(load("tfjob.yaml")).patch == ()
+
+
+def messages_of(decision: Any, policy: str) -> list[str]:
+    return [f.message for f in result(decision, policy).findings]
+
+
+def test_ray_worker_groups_are_patched_by_index():
+    decision = judge(load("raycluster.yaml"))
+    assert pointers(decision) == ["/spec/workerGroupSpecs/1/template/spec/tolerations"]
+    service = judge(load("rayservice.yaml"))
+    assert pointers(service) == [
+        "/spec/rayClusterConfig/workerGroupSpecs/0/template/spec/tolerations",
+        "/spec/rayClusterConfig/workerGroupSpecs/0/template/spec/containers/0/startupProbe"]
+    assert service.patch[0]["value"] == [
+        {"key": "amd.com/gpu", "operator": "Exists", "effect": "NoSchedule"}]
+
+
+def test_leader_worker_set_judges_leader_and_worker_templates_apart():
+    decision = judge(load("leaderworkerset.yaml"))
+    assert not decision.allowed
+    assert findings(decision, "no-plaintext-secrets") == [(
+        "spec.leaderWorkerTemplate.leaderTemplate.spec.containers[0].env[0].value",
+        "container 'vllm-leader' in leaderWorkerTemplate.leaderTemplate: env "
+        "HUGGING_FACE_HUB_TOKEN holds a literal value; move it into a Secret and reference it "
+        "with valueFrom.secretKeyRef")]
+    assert "hf_plaintext_token_do_not_ship" not in json.dumps(
+        [decision.message, decision.warnings, dict(decision.audit_annotations)])
+    assert paths(decision, "require-gpu-limits") == [
+        "spec.leaderWorkerTemplate.workerTemplate.spec.containers[0].resources.limits"
+        "[nvidia.com/gpu]"]
+    assert sorted(pointers(decision)) == [
+        "/spec/leaderWorkerTemplate/leaderTemplate/spec/tolerations",
+        "/spec/leaderWorkerTemplate/workerTemplate/spec/tolerations"]
+
+
+def test_jobset_and_trainer_runtime_reach_the_pod_template_inside_the_job_template():
+    decision = judge(load("jobset.yaml"))
+    assert pointers(decision) == [
+        "/spec/replicatedJobs/1/template/spec/template/spec/tolerations"]
+    runtime = judge(load("trainer-clustertrainingruntime.yaml"))
+    assert pointers(runtime) == [
+        "/spec/template/spec/replicatedJobs/0/template/spec/template/spec/tolerations"]
+
+
+def test_replication_controllers_are_judged_like_other_controllers():
+    decision = judge(load("replicationcontroller.yaml"))
+    assert findings(decision, "disallow-root-user") == [(
+        "spec.template.spec.containers[0].securityContext.runAsNonRoot",
+        "container 'master': may run as root; set securityContext.runAsNonRoot: true or a "
+        "non-zero securityContext.runAsUser")]
+
+
+@pytest.mark.parametrize("name", sorted(CONTAINERS))
+def test_patches_apply_keep_pod_templates_valid_and_are_not_made_again(name):
+    obj = load(name)
+    decision = judge(obj)
+    if not decision.patch:
+        return
+    fixed = jsonpatch.apply_patch(obj, list(decision.patch))
+    assert fixed == decision.patched
+    assert evaluate(fixed, load_policies()).patch == ()
+    # Every patched pod template is still one the API server accepts.
+    for operation in decision.patch:
+        tokens = operation["path"].split("/")[1:]
+        if "template" not in tokens:
+            continue
+        cut = len(tokens) - tokens[::-1].index("template")
+        template = fixed
+        for token in tokens[:cut]:
+            template = template[int(token)] if isinstance(template, list) else template[token]
+        kubernetes_validate.validate({"apiVersion": "v1", "kind": "PodTemplate",
+                                      "metadata": {"name": "t"}, "template": template},
+                                     VERSION, strict=True)
+
+
+# --- the API server's checks reach the pod templates -------------------------------------------
+
+def test_an_unknown_field_in_a_training_pod_template_is_refused():
+    obj = load("pytorchjob.yaml")
+    spec = obj["spec"]["pytorchReplicaSpecs"]["Worker"]["template"]["spec"]
+    spec["container"] = spec.pop("containers")
+    decision = judge(obj)
+    assert decision.outcome == "error"
+    assert [f.path for f in decision.results[0].findings] == [
+        "spec.pytorchReplicaSpecs.Worker.template.spec.container"]
+    assert "did you mean containers?" in decision.message
+
+
+def test_kserve_component_fields_are_not_unknown_but_container_fields_are_checked():
+    obj = load("kserve-inferenceservice.yaml")
+    obj["spec"]["predictor"]["canaryTrafficPercent"] = 10  # KServe's own field
+    assert judge(obj).outcome != "error"
+    obj["spec"]["predictor"]["model"]["resources"]["limits"]["cpu"] = "6"
+    obj["spec"]["transformer"]["containers"][0]["imagePullPolicy"] = 1
+    obj["spec"]["predictor"]["securityContext"]["runAsUser"] = "1000"
+    decision = judge(obj)
+    assert [f.path for f in decision.results[0].findings] == [
+        "spec.predictor.securityContext.runAsUser",
+        "spec.transformer.containers[0].imagePullPolicy"]
+
+
+# --- UPDATE: an update that leaves every pod template alone is not patched --------------------
+
+def test_an_update_that_only_scales_a_training_job_is_not_patched():
+    old = load("pytorchjob.yaml")
+    new = copy.deepcopy(old)
+    new["spec"]["pytorchReplicaSpecs"]["Worker"]["replicas"] = 8
+    decision = judge(new, operation="UPDATE", old_object=old)
+    assert decision.patch == ()
+    changed = copy.deepcopy(new)
+    changed["spec"]["pytorchReplicaSpecs"]["Worker"]["template"]["spec"]["containers"][0][
+        "image"] = "docker.io/kubeflowkatib/pytorch-mnist:v1beta1-0000000"
+    assert pointers(judge(changed, operation="UPDATE", old_object=old)) == [
+        "/spec/pytorchReplicaSpecs/Worker/template/spec/tolerations"]
+
+
+# --- custom kinds from the config --------------------------------------------------------------
+
+MODEL_SERVER = {
+    "apiVersion": "serving.example.com/v1", "kind": "ModelServer",
+    "metadata": {"name": "llm", "namespace": "ml", "labels": {"app": "llm"}},
+    "spec": {
+        "router": {"template": {"spec": {
+            "securityContext": {"runAsNonRoot": True},
+            "containers": [container("router", image="registry.example.com/router:latest")]}}},
+        "shards": [{"template": {"spec": {
+            "securityContext": {"runAsNonRoot": True},
+            "containers": [gpu_container("shard")]}}}],
+    },
+}
+CUSTOM = {"customKinds": [{"group": "serving.example.com", "kind": "ModelServer",
+                           "podTemplates": ["spec.router.template", "spec.shards[*].template"]}]}
+
+
+def test_a_custom_kind_is_judged_and_patched_where_its_config_entry_says():
+    policies = with_config(**CUSTOM)
+    decision = judge(MODEL_SERVER, policies)
+    assert paths(decision, "disallow-latest-tag") == [
+        "spec.router.template.spec.containers[0].image"]
+    assert pointers(decision) == ["/spec/shards/0/template/spec/tolerations"]
+    # Without the entry, the kind is not judged.
+    assert {r.status for r in judge(MODEL_SERVER).results} == {"skip"}
+
+
+def test_a_custom_kinds_pod_templates_get_the_api_servers_checks():
+    obj = copy.deepcopy(MODEL_SERVER)
+    obj["spec"]["shards"][0]["template"]["spec"]["containers"][0]["resources"]["request"] = {}
+    decision = judge(obj, with_config(**CUSTOM))
+    assert [f.path for f in decision.results[0].findings] == [
+        "spec.shards[0].template.spec.containers[0].resources.request"]
+
+
+def test_a_near_miss_of_a_custom_kind_is_named():
+    obj = dict(MODEL_SERVER, kind="ModelServr")
+    [reason] = {r.reason for r in judge(obj, with_config(**CUSTOM)).results}
+    assert reason.endswith("did you mean ModelServer?")
+
+
+@pytest.mark.parametrize(("entry", "problem"), [
+    ({"group": "apps", "kind": "Deployment", "podTemplates": ["spec.template"]},
+     "customKinds: Deployment of apps is judged already; customKinds is for kinds "
+     "quickq-guard does not know"),
+    ({"group": "example.com", "kind": "Thing", "podTemplates": ["spec..template"]},
+     "customKinds.0.podTemplates: 'spec..template' is not a path: write field names joined "
+     "by dots, with * (or [*]) for every item of a list or value of a map, e.g. "
+     "spec.workers[*].template"),
+    ({"group": "example.com", "kind": "Thing", "podTemplates": ["*.template"]},
+     "customKinds.0.podTemplates: '*.template' is not a path"),
+    ({"group": "example.com", "kind": "thing", "podTemplates": ["spec.template"]},
+     "customKinds.0.kind: 'thing' is not a kind"),
+    ({"group": "example.com", "kind": "Thing", "podTemplates": []},
+     "customKinds.0.podTemplates: "),
+    ({"group": "example.com", "kind": "Thing", "podTemplate": ["spec.template"]},
+     "customKinds.0.podTemplate: unknown field"),
+])
+def test_a_broken_custom_kind_entry_fails_the_load_naming_the_field(tmp_path, entry, problem):
+    config = tmp_path / "config.yaml"
+    config.write_text(json.dumps({"customKinds": [entry]}))
+    with pytest.raises(PolicyError) as raised:
+        load_config(config)
+    assert problem in str(raised.value)
+
+
+# --- the CLI gives the engine's verdicts --------------------------------------------------------
+
+def test_check_judges_the_ml_kinds_as_the_engine_does(capsys):
+    assert main(["check", "--output", "json", str(ML)]) == 1
+    report = json.loads(capsys.readouterr().out)
+    policies = load_policies()
+    for name in names():
+        rows = [row for row in report["results"] if row["resource"]["source"].startswith(
+            str(ML / name))]
+        decision = evaluate(load(name), policies)
+        assert [(row["policy"], row["result"], row["path"]) for row in rows] == [
+            (r.policy, r.status, r.findings[0].path if r.findings else "")
+            for r in decision.results], name
+        patch = [op for row in rows if row["result"] == "patch" for op in row["patch"]]
+        assert patch == list(decision.patch)
+
+
+def test_check_with_a_custom_kind_config(tmp_path, capsys):
+    manifest = tmp_path / "server.json"
+    manifest.write_text(json.dumps(MODEL_SERVER))
+    config = tmp_path / "config.yaml"
+    config.write_text(json.dumps(CUSTOM))
+    assert main(["check", str(manifest), "--config", str(config)]) == 1
+    out = capsys.readouterr().out
+    assert ("container 'router' in router: image 'registry.example.com/router:latest' uses "
+            "the 'latest' tag") in out

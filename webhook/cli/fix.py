@@ -1,0 +1,224 @@
+"""`quickq-guard check --fix [--in-place]`: apply the mutate policies' patches to manifests.
+
+Files are edited as round-trip YAML (ruamel.yaml), so comments, key order, quoting and
+indentation survive; only the patched fields are new. What a patch cannot fix (an enforced
+validate failure) is reported on stderr with where it is and what to change, and input that is
+not a Kubernetes object is refused rather than printed back.
+"""
+
+from __future__ import annotations
+
+import argparse
+import copy
+import io
+import os
+import sys
+import tempfile
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from itertools import pairwise
+from pathlib import Path
+from typing import Any
+
+from ruamel.yaml import YAML
+from ruamel.yaml.comments import CommentedMap, CommentedSeq
+from ruamel.yaml.error import YAMLError
+from ruamel.yaml.util import load_yaml_guess_indent
+
+from webhook.cli.exits import EXIT_ERROR, EXIT_FAILED, EXIT_OK, CliError, error, hint, note
+from webhook.cli.formats import label
+from webhook.cli.judge import is_object, judge
+from webhook.engine.patch import split_pointer
+from webhook.engine.policy import PolicySet
+from webhook.manifests import Source, manifest_sources, read_source
+
+
+@dataclass(slots=True)
+class Fixed:
+    """One file after --fix: its new text (None when it must not be written)."""
+
+    name: str
+    text: str | None
+    changed: bool = False
+    objects: int = 0
+    errors: list[str] = field(default_factory=list)
+    unfixed: list[str] = field(default_factory=list)
+
+
+def fix(args: argparse.Namespace, policies: PolicySet) -> int:
+    if args.in_place and "-" in args.paths:
+        raise CliError("--in-place cannot write back to stdin: drop --in-place to print the "
+                       "fixed manifests")
+    sources = manifest_sources(args.paths, args.exclude)
+    several = len(sources) > 1
+    code, objects = EXIT_OK, 0
+    for source in sources:
+        done = fix_source(source, policies)
+        objects += done.objects
+        for line in done.errors:
+            error(line)
+        for line in done.unfixed:
+            print(f"quickq-guard: cannot fix: {line}", file=sys.stderr)
+        if done.errors:
+            code = EXIT_ERROR
+            if source.walked and not done.objects and not args.quiet:
+                note(f"{done.name}: nothing written")
+            continue
+        if done.unfixed and code == EXIT_OK:
+            code = EXIT_FAILED
+        if done.text is None:
+            continue
+        if args.in_place:
+            if done.changed:
+                write_atomically(Path(done.name), done.text)
+                print(f"quickq-guard: fixed {done.name}", file=sys.stderr)
+            continue
+        if several:
+            sys.stdout.write(f"---\n# Source: {done.name}\n")
+        sys.stdout.write(done.text)
+    if not objects and code == EXIT_OK and not args.allow_empty:
+        error("no Kubernetes object found; pass --allow-empty if no object is expected")
+        return EXIT_ERROR
+    return code
+
+
+def fix_source(source: Source, policies: PolicySet) -> Fixed:
+    """The fixed text of one file (or stdin), and what could not be fixed."""
+    name = "<stdin>" if source.name == "-" else source.name
+    done = Fixed(name, None)
+    if not source.exists:
+        done.errors.append(f"{name}: no such file or directory; check the path")
+        return done
+    try:
+        data = sys.stdin.buffer.read() if source.name == "-" else Path(source.name).read_bytes()
+    except OSError as problem:
+        done.errors.append(f"{name}: cannot read: {problem.strerror}; check the file's "
+                           "permissions")
+        return done
+    documents = list(read_source(source, data))
+    template = b"{{" in data
+    for document in documents:
+        where = f"{name}:{document.line}:{document.column}"
+        if document.error:
+            done.errors.append(f"{where}: {document.error}; {hint(document.error, template)}")
+        elif not is_object(document.obj):
+            done.errors.append(f"{where}: not a Kubernetes object (no apiVersion and kind); "
+                               "--fix only rewrites manifests")
+    if done.errors:
+        if source.walked and not any(is_object(d.obj) for d in documents):
+            done.errors = []  # a directory's values.yaml or schema: skipped, not refused
+        return done
+    text = data.decode("utf-8")
+    try:
+        yaml, nodes = _round_trip(text)
+    except YAMLError as problem:
+        done.errors.append(f"{name}: cannot be edited as YAML: {problem}")
+        return done
+    by_line = _nodes_by_line(nodes)
+    for document in documents:
+        done.objects += 1
+        decision = judge(document, policies)
+        where = f"{name}:{document.line}:{document.column} {decision.resource}"
+        if decision.outcome == "error":
+            reason = next(r.reason for r in decision.results if r.status == "error")
+            done.errors.append(f"{where}: {reason}; {hint(reason)}")
+            continue
+        for result in decision.results:
+            for finding in result.findings:
+                if result.status == "fail" and label(decision, result, finding) == "deny":
+                    done.unfixed.append(f"{where}: [{result.policy}] {finding.message} "
+                                        f"(field: {finding.path})")
+        if not decision.patch:
+            continue
+        node = by_line.get(document.line)
+        if node is None:
+            done.errors.append(f"{where}: cannot find this object again to edit it")
+            continue
+        for operation in decision.patch:
+            _apply(node, operation)
+        done.changed = True
+    if done.errors:
+        return done
+    if not done.changed:
+        done.text = text
+        return done
+    out = io.StringIO()
+    yaml.dump_all(nodes, out)
+    done.text = out.getvalue()
+    return done
+
+
+def _round_trip(text: str) -> tuple[YAML, list[Any]]:
+    """The documents as ruamel.yaml's round-trip nodes, and a YAML that writes them back with
+    the file's own indentation."""
+    yaml = YAML()
+    yaml.preserve_quotes = True
+    yaml.width = 4096  # never re-wrap a long line
+    first = text.split("\n---", 1)[0]
+    try:
+        _, sequence, offset = load_yaml_guess_indent(first)
+    except YAMLError:
+        sequence, offset = None, None
+    mapping = _mapping_indent(first)
+    yaml.indent(mapping=mapping, sequence=sequence or mapping, offset=offset or 0)
+    return yaml, list(yaml.load_all(text))
+
+
+def _mapping_indent(text: str) -> int:
+    """How far a nested mapping is indented in this file (ruamel.yaml guesses sequences
+    only): the first `key:` line followed by a deeper key."""
+    lines = [line for line in text.splitlines() if line.strip() and not line.lstrip()
+             .startswith("#")]
+    for above, below in pairwise(lines):
+        if above.rstrip().endswith(":") and not below.lstrip().startswith("-"):
+            step = (len(below) - len(below.lstrip())) - (len(above) - len(above.lstrip()))
+            if step > 0:
+                return step
+    return 2
+
+
+def _nodes_by_line(nodes: Sequence[Any]) -> dict[int, Any]:
+    """Each object's round-trip node by the line it starts on (List items too)."""
+    found: dict[int, Any] = {}
+    for node in nodes:
+        if not isinstance(node, CommentedMap):
+            continue
+        found[node.lc.line + 1] = node
+        items = node.get("items")
+        if isinstance(items, CommentedSeq) and str(node.get("kind", "")).endswith("List"):
+            for item in items:
+                if isinstance(item, CommentedMap):
+                    found[item.lc.line + 1] = item
+    return found
+
+
+def _apply(node: Any, operation: dict[str, Any]) -> None:
+    """An RFC 6902 `add` (the only operation rules emit) on round-trip nodes."""
+    tokens = split_pointer(operation["path"])
+    parent = node
+    for token in tokens[:-1]:
+        parent = parent[int(token)] if isinstance(parent, list) else parent[token]
+    last = tokens[-1]
+    value = copy.deepcopy(operation["value"])  # never an alias of another value
+    if isinstance(parent, list):
+        if last == "-":
+            parent.append(value)
+        else:
+            parent.insert(int(last), value)
+    else:
+        parent[last] = value
+
+
+def write_atomically(path: Path, text: str) -> None:
+    """Write beside the file, then rename over it: the original survives any failure."""
+    mode = path.stat().st_mode & 0o7777
+    handle, temporary = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.",
+                                         suffix=".tmp")
+    try:
+        with os.fdopen(handle, "w", encoding="utf-8") as out:
+            out.write(text)
+        os.chmod(temporary, mode)
+        os.replace(temporary, path)
+    except BaseException:
+        os.unlink(temporary)
+        raise

@@ -1,0 +1,107 @@
+"""Output formats of `quickq-guard check` (and `test`): one module per format.
+
+A format writes a head, then each task's verdicts as they are judged, then a tail with the
+summary. `render` runs in whichever process judged the task and returns something picklable;
+`write` and `finish` run in the parent, in input order.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any, TextIO
+
+from webhook.cli.judge import Judged
+from webhook.engine.policy import PolicySet
+from webhook.engine.results import Decision, Finding, Result
+
+
+@dataclass(frozen=True, slots=True)
+class Options:
+    color: bool = False  # the table only, on a terminal, never with NO_COLOR
+    quiet: bool = False  # failures only: no pass or skip results, no notes
+    fail_on: str = "deny"
+
+
+class Format:
+    """The interface every format implements."""
+
+    def __init__(self, out: TextIO, options: Options) -> None:
+        self.out = out
+        self.options = options
+
+    def start(self, policies: PolicySet) -> None:
+        """Write what comes before the results."""
+
+    def render(self, judged: Sequence[Judged]) -> Any:
+        raise NotImplementedError
+
+    def write(self, rendered: Any) -> None:
+        self.out.write(rendered)
+
+    def finish(self, counts: Counter[str]) -> None:
+        """Write what comes after the results."""
+
+
+def label(decision: Decision, result: Result, finding: Finding | None = None) -> str:
+    """What one finding means for the object: deny, would-deny, warn, audit, patch,
+    would-patch or error, as the webhook's answer treats it (the decision's outcome says
+    whether this is a dry run)."""
+    if result.status == "error":
+        return "error"
+    dry_run = decision.outcome in ("would-deny", "would-patch")
+    if result.action in ("warn", "audit"):
+        return result.action
+    if result.status == "patch":
+        return "would-patch" if dry_run else "patch"
+    if finding is not None and finding.preexisting:
+        return "warn"  # an UPDATE keeps a violation the old object already had
+    return "would-deny" if dry_run else "deny"
+
+
+def fails(label_: str, fail_on: str) -> bool:
+    """Whether a finding with this label is a failure under --fail-on."""
+    if label_ == "deny":
+        return True
+    if fail_on == "warn":
+        return label_ in ("warn", "would-deny")
+    if fail_on == "audit":
+        return label_ in ("warn", "would-deny", "audit")
+    return False
+
+
+def location(judged: Judged) -> str:
+    """`file:line:column` of the object, as editors and CI annotators read it."""
+    document = judged.document
+    if not document.line:
+        return document.file or document.source
+    return f"{document.file}:{document.line}:{document.column}"
+
+
+def formats() -> dict[str, type[Format]]:
+    """The formats by name (imported here, after this module's helpers exist)."""
+    from webhook.cli.formats import json, table
+
+    return {"table": table.Table, "json": json.Json}
+
+
+NAMES = ("table", "json")
+
+
+def render_all(name: str, judged: Sequence[Judged], policies: PolicySet,
+               options: Options | None = None) -> str:
+    """A whole report of some verdicts in one format, as a string (for scripts and tests)."""
+    import io
+
+    from webhook.cli.judge import count
+
+    out = io.StringIO()
+    writer = formats()[name](out, options or Options())
+    counts: Counter[str] = Counter()
+    for item in judged:
+        count(item.decision, counts)
+    writer.start(policies)
+    writer.write(writer.render(judged))
+    writer.finish(counts)
+    return out.getvalue()

@@ -1,0 +1,52 @@
+"""The table for people: one line per finding, then the summary. Errors go to stderr."""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Sequence
+
+from webhook.cli.formats import Format, label, location
+from webhook.cli.judge import Judged
+from webhook.cli.summary import summary_line
+from webhook.engine.workload import UNKNOWN_KIND
+
+_COLORS = {"skip": "33", "deny": "31", "would-deny": "33", "warn": "33", "audit": "36",
+           "patch": "32", "would-patch": "32"}
+
+
+class Table(Format):
+    def render(self, judged: Sequence[Judged]) -> str:
+        lines: list[str] = []
+        quiet = self.options.quiet
+        for item in judged:
+            decision = item.decision
+            results = decision.results
+            if results and UNKNOWN_KIND in results[0].reason and not quiet:
+                # a typo in `kind` (Deploymnet): skipped, but say so
+                lines.append(self.line("skip", "-", item, results[0].reason))
+                continue
+            if decision.outcome == "allowed" and not decision.warnings \
+                    and not decision.audit_annotations:
+                continue  # most objects: nothing to show
+            for result in decision.results:
+                if result.status not in ("fail", "patch"):
+                    continue  # errors are reported on stderr, pass and skip are quiet
+                for finding in result.findings:
+                    verdict = label(decision, result, finding)
+                    if quiet and verdict not in ("deny", "would-deny"):
+                        continue
+                    message = finding.message + (" (existing)" if finding.preexisting else "")
+                    if result.reason:  # next to findings, a note on all of them
+                        message += f" ({result.reason})"
+                    lines.append(self.line(verdict, result.policy or "-", item, message))
+        return "".join(lines)
+
+    def line(self, verdict: str, policy: str, item: Judged, message: str) -> str:
+        text = f"{verdict.upper():<11}"
+        if self.options.color:
+            text = f"\033[{_COLORS[verdict]}m{text}\033[0m"
+        message = " ".join(message.splitlines())
+        return f"{text} {policy:<26} {item.decision.resource}  {message}  [{location(item)}]\n"
+
+    def finish(self, counts: Counter[str]) -> None:
+        self.out.write(summary_line(counts))

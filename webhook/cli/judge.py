@@ -1,0 +1,241 @@
+"""Reading and judging manifests in order, in pieces, so output streams and memory stays flat.
+
+The inputs become tasks of about TASK_BYTES (a large file is split at `---` lines). Each task is
+read, judged and rendered by the output format in one go, in this process or in a forked
+worker, and the parent writes the rendered tasks in input order as they come back, keeping only
+a few in flight. The output is byte for byte the one a single process writes.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import gc
+import multiprocessing as mp
+import os
+from collections import Counter, deque
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from webhook.cli.exits import hint
+from webhook.engine.evaluate import error_decision, evaluate
+from webhook.engine.policy import PolicySet
+from webhook.engine.results import Decision, Resource
+from webhook.manifests import Document, Source, manifest_sources, read_source, split
+
+TASK_BYTES = 512 * 1024  # input bytes per task: the unit of work and of output in flight
+TASK_FILES = 100
+PARALLEL_MIN_BYTES = 1024 * 1024  # below this, starting workers costs more than it saves
+
+
+@dataclass(frozen=True, slots=True)
+class Judged:
+    """One document and the verdict on it."""
+
+    document: Document
+    decision: Decision
+
+
+# What a format makes of a task's verdicts, in whichever process judged them.
+Render = Callable[[Sequence[Judged]], Any]
+
+
+@dataclass(slots=True)
+class Part:
+    """A task's output: what the format rendered, counts for the summary, stderr lines."""
+
+    rendered: Any
+    counts: Counter[str] = field(default_factory=Counter)
+    errors: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+
+
+def judge(document: Document, policies: PolicySet) -> Decision:
+    if document.error:
+        resource = Resource("", "", "", "", document.source)
+        return error_decision(resource, document.error,
+                              f"{document.source}: {document.error}", dry_run=False)
+    return evaluate(document.obj, policies, source=document.source)
+
+
+def count(decision: Decision, counts: Counter[str]) -> None:
+    """Add a decision to the summary counts (see webhook.cli.summary)."""
+    counts["resources"] += 1
+    counts["outcome:" + decision.outcome] += 1
+    if decision.warnings:
+        counts["level:warn"] += 1
+    if decision.audit_annotations:
+        counts["level:audit"] += 1
+    for result in decision.results:
+        status = result.status
+        counts["warn" if status == "fail" and result.action != "enforce" else status] += 1
+        if status in ("fail", "patch"):
+            counts["findings"] += len(result.findings)
+
+
+def error_line(document: Document, decision: Decision) -> str:
+    """An error for stderr: where, what, and what to do."""
+    problem = next((r.reason for r in decision.results if r.status == "error"), "")
+    if document.error:
+        where = document.file if not document.line else \
+            f"{document.file}:{document.line}:{document.column}"
+    else:
+        where = f"{document.file}:{document.line}:{document.column} {decision.resource}"
+    template = bool(document.error) and _looks_like_template(document.file)
+    return f"{where}: {problem}; {hint(problem, template)}"
+
+
+def is_object(obj: Any) -> bool:
+    return (isinstance(obj, dict) and isinstance(obj.get("apiVersion"), str)
+            and isinstance(obj.get("kind"), str))
+
+
+def run_task(task: Sequence[Source], policies: PolicySet, render: Render,
+             stdin: bytes | None) -> Part:
+    """Read, judge and render the sources of one task."""
+    with _without_cyclic_gc():
+        judged: list[Judged] = []
+        part = Part(None)
+        for source in task:
+            documents: Iterator[Document] = read_source(
+                source, stdin if source.name == "-" else None)
+            if source.walked:
+                documents = _skip_non_manifests(source, documents, part.notes)
+            for document in documents:
+                decision = judge(document, policies)
+                judged.append(Judged(document, decision))
+                count(decision, part.counts)
+                if decision.outcome == "error":
+                    part.errors.append(error_line(document, decision))
+        part.rendered = render(judged)
+        return part
+
+
+def _skip_non_manifests(source: Source, documents: Iterator[Document],
+                        notes: list[str]) -> Iterator[Document]:
+    """In a directory walk, a file (or piece of one) that holds no Kubernetes object (a Helm
+    values file, a JSON Schema, an unrendered template) is skipped with a note."""
+    held: list[Document] = []
+    for document in documents:
+        if not is_object(document.obj):
+            held.append(document)
+            continue
+        if held:
+            yield from held
+        held = []
+        yield document
+        yield from documents
+        return
+    if not held:
+        return
+    if any(d.error for d in held) and not _looks_like_template(source.name):
+        yield from held  # broken YAML that is not a template stays an error
+        return
+    what = ("an unrendered Helm template (render it with helm template to check it)"
+            if _looks_like_template(source.name)
+            else "no Kubernetes object (no apiVersion and kind)")
+    notes.append(f"skipped {source.name}: {what}")
+
+
+def _looks_like_template(name: str) -> bool:
+    try:
+        with open(name, "rb") as file:
+            return b"{{" in file.read()
+    except OSError:
+        return False
+
+
+def tasks(paths: Sequence[str], exclude: Sequence[str],
+          stdin: bytes | None) -> list[list[Source]]:
+    """The sources to read, split into large-file pieces and grouped into tasks, in order."""
+    pieces: list[tuple[Source, int]] = []
+    for source in manifest_sources(paths, exclude):
+        size = _size(source, stdin)
+        if size <= TASK_BYTES:
+            pieces.append((source, size))
+            continue
+        data = stdin if source.name == "-" and stdin is not None else Path(
+            source.name).read_bytes()
+        for start, end, line in split(data, TASK_BYTES):
+            piece = Source(source.name, walked=source.walked, start=start, end=end, line=line)
+            pieces.append((piece, (len(data) if end == -1 else end) - start))
+    grouped: list[list[Source]] = []
+    current: list[Source] = []
+    current_bytes = 0
+    for source, size in pieces:
+        if current and (current_bytes + size > TASK_BYTES or len(current) >= TASK_FILES):
+            grouped.append(current)
+            current, current_bytes = [], 0
+        current.append(source)
+        current_bytes += size
+    if current:
+        grouped.append(current)
+    return grouped
+
+
+def _size(source: Source, stdin: bytes | None) -> int:
+    if source.name == "-":
+        return len(stdin or b"")
+    try:
+        return os.stat(source.name).st_size if source.exists else 0
+    except OSError:
+        return 0
+
+
+def judge_all(work: list[list[Source]], policies: PolicySet, render: Render, jobs: int,
+              stdin: bytes | None) -> Iterator[Part]:
+    """Each task's Part, in order. jobs: 0 = one process per CPU when the input is large
+    enough to gain from it, 1 = this process only."""
+    workers = min(jobs if jobs > 0 else _cpus(), len(work))
+    total = sum(_size(source, stdin) for task in work for source in task)
+    if (workers <= 1 or "fork" not in mp.get_all_start_methods()
+            or (jobs <= 0 and total < PARALLEL_MIN_BYTES)):
+        for task in work:
+            yield run_task(task, policies, render, stdin)
+        return
+    global _worker_job
+    _worker_job = (policies, render, stdin)
+    try:
+        with mp.get_context("fork").Pool(workers) as pool:
+            _worker_job = None  # the workers have their copy; the parent needs none
+            pending: deque[Any] = deque()
+            for task in work:
+                pending.append(pool.apply_async(_run_in_worker, (task,)))
+                if len(pending) > 2 * workers:  # back-pressure: a bounded number in flight
+                    yield pending.popleft().get()
+            while pending:
+                yield pending.popleft().get()
+    finally:
+        _worker_job = None
+
+
+# Set in the parent just before the fork, so the workers inherit the policies, the renderer
+# and stdin's bytes instead of having them pickled for every task.
+_worker_job: tuple[PolicySet, Render, bytes | None] | None = None
+
+
+def _run_in_worker(task: list[Source]) -> Part:
+    assert _worker_job is not None
+    return run_task(task, *_worker_job)
+
+
+@contextlib.contextmanager
+def _without_cyclic_gc() -> Iterator[None]:
+    """Reading and judging allocate millions of dicts and lists that reference counting
+    frees, and none that form cycles; the cyclic collector would still rescan the growing
+    heap over and over. Off while judging a task."""
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if enabled:
+            gc.enable()
+
+
+def _cpus() -> int:
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # pragma: no cover - not Linux
+        return os.cpu_count() or 1

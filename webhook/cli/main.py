@@ -1,0 +1,42 @@
+"""The `quickq-guard` command: parsing, dispatch, and the exit codes of webhook.cli.exits."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from collections.abc import Sequence
+
+from webhook.cli import certs, check, lint, policies, serve
+from webhook.cli.exits import EXIT_ERROR, EXIT_OK, CliError, error
+from webhook.engine.policy import PolicyError
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = parser().parse_args(argv)
+    try:
+        return int(args.command(args))
+    except (PolicyError, CliError) as problem:
+        error(str(problem))
+        return EXIT_ERROR
+    except KeyboardInterrupt:
+        return 130
+    except BrokenPipeError:  # `quickq-guard check ... | head`
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return EXIT_OK
+
+
+def parser() -> argparse.ArgumentParser:
+    top = argparse.ArgumentParser(
+        prog="quickq-guard",
+        description="Kubernetes admission guardrails for GPU inference and training workloads.",
+        epilog="Exit codes: 0 nothing fails, 1 something fails (see check --fail-on), "
+               "2 input, policy or usage error, 3 serve cannot start.")
+    top.add_argument("--version", action="version", version="quickq-guard 0.1.0")
+    commands = top.add_subparsers(title="commands", required=True, metavar="COMMAND")
+    check.add_parser(commands)
+    policies.add_parser(commands)
+    lint.add_parser(commands)
+    serve.add_parser(commands)
+    certs.add_parser(commands)
+    return top

@@ -1,0 +1,63 @@
+"""`quickq-guard serve`: the admission webhook over TLS."""
+
+from __future__ import annotations
+
+import argparse
+import errno
+import socket
+from typing import Any
+
+from webhook.cli.check import policy_options
+from webhook.cli.exits import EXIT_CANNOT_START, error
+
+
+def add_parser(commands: Any) -> None:
+    parser = commands.add_parser(
+        "serve", help="run the admission webhook over TLS",
+        description="Serve POST /validate and /mutate (AdmissionReview), /healthz, /readyz "
+                    "and /metrics over TLS. Policies, config and certificates reload on "
+                    "change. Exit 2 when they do not load, 3 when the server cannot start.")
+    policy_options(parser)
+    parser.add_argument("--cert", default="certs/tls.crt",
+                        help="serving certificate, PEM (default: %(default)s)")
+    parser.add_argument("--key", default="certs/tls.key",
+                        help="serving key, PEM (default: %(default)s)")
+    parser.add_argument("--host", default="0.0.0.0",
+                        help="address to listen on (default: %(default)s)")
+    parser.add_argument("--port", type=int, default=8443,
+                        help="port to listen on (default: %(default)s)")
+    parser.add_argument("--workers", type=int, default=1,
+                        help="server processes (default: %(default)s)")
+    parser.add_argument("--mode", choices=("enforce", "dry-run"),
+                        help="override the config's mode (default: the config's, enforce)")
+    parser.add_argument("--self-signed", action="store_true",
+                        help="create a CA and serving certificate under certs/ first "
+                             "(the default when the certificate does not exist)")
+    parser.add_argument("--client-ca", metavar="FILE",
+                        help="require client certificates signed by this CA (default: none)")
+    parser.set_defaults(command=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    problem = port_problem(args.host, args.port)
+    if problem:
+        error(f"cannot listen on {args.host}:{args.port}: {problem}; stop what uses it or "
+              "pass --port")
+        return EXIT_CANNOT_START
+    from webhook.server import serve as server
+
+    return int(server.run(args))
+
+
+def port_problem(host: str, port: int) -> str:
+    """Why the server could not listen on host:port, found before anything starts."""
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    with socket.socket(family, socket.SOCK_STREAM) as probe:
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            probe.bind((host, port))
+        except OSError as problem:
+            if problem.errno == errno.EADDRINUSE:
+                return "the port is already in use"
+            return problem.strerror or str(problem)
+    return ""
