@@ -287,6 +287,8 @@ KUBERNETES_FUNCTIONS = [
     _declare("sum", ("list_sum", DYN, [LIST], True, _sum)),
     _declare("min", ("list_min", DYN, [LIST], True, _min)),
     _declare("max", ("list_max", DYN, [LIST], True, _max)),
+    _declare("jsonpatch.escapeKey", ("jsonpatch_escape_key", STRING, [STRING], False,
+                                     lambda key: key.replace("~", "~0").replace("/", "~1"))),
     _declare("find", ("string_find", STRING, [STRING, STRING], True, _find)),
     _declare("findAll",
              ("string_find_all", _cel.Type.List(STRING), [STRING, STRING], True, _find_all),
