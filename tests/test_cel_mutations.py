@@ -155,3 +155,16 @@ def test_a_patch_the_api_server_would_refuse_is_an_error(tmp_path):
     [result] = decision.results
     assert result.status == "error" and decision.patch == ()
     assert "patch failed" in result.reason and "runAsNonRot" in result.reason
+
+
+def test_an_ml_workload_kind_is_patched_per_container(tmp_path):
+    job = {"apiVersion": "kubeflow.org/v1", "kind": "PyTorchJob",
+           "metadata": {"name": "train", "namespace": "ml", "labels": {"app": "train"}},
+           "spec": {"pytorchReplicaSpecs": {
+               "Master": {"replicas": 1, "template": {"spec": {"containers": [SET]}}},
+               "Worker": {"replicas": 2, "template": {"spec": {"containers": [BARE]}}}}}}
+    decision = evaluate(job, policies(tmp_path, NON_ROOT))
+    assert decision.patch == ({
+        "op": "add",
+        "path": "/spec/pytorchReplicaSpecs/Worker/template/spec/containers/0/securityContext",
+        "value": {"runAsNonRoot": True}},)
