@@ -110,3 +110,9 @@ def test_find_runs_in_linear_time_on_a_pattern_that_backtracks_elsewhere(tmp_pat
     status, _ = judge(tmp_path, "container.env[0].value.find('(a+)+$') == ''",
                       env=[{"name": "X", "value": "a" * 50_000 + "b"}])
     assert status == "pass" and time.perf_counter() - started < 2
+
+
+def test_a_value_cel_cannot_hold_is_an_error_that_does_not_echo_it(tmp_path):
+    status, reason = judge(tmp_path, "container.name != ''", ports=[{"containerPort": 2**70}])
+    assert status == "error" and "a number beyond 64 bits" in reason
+    assert str(2**70) not in reason

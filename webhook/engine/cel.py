@@ -112,9 +112,9 @@ def activation(scope: Scope, data: Mapping[str, Any]) -> Any:
     """The variables of one evaluation, converted once and shared by its expressions."""
     try:
         return _ENVIRONMENTS[scope].Activation(data)
-    except (RuntimeError, TypeError, ValueError, OverflowError) as error:
-        raise EvaluationError(f"the object cannot be read as CEL values ({_clean(error)})"
-                              ) from None
+    except (RuntimeError, TypeError, ValueError, OverflowError):
+        # The runtime's message quotes the value, which may be anything in the object.
+        raise EvaluationError(UNREPRESENTABLE) from None
 
 
 def evaluate(expression: Expression, bound: Any) -> Any:
@@ -128,6 +128,9 @@ def evaluate(expression: Expression, bound: Any) -> Any:
     return value.plain_value()
 
 
+UNREPRESENTABLE = ("the object holds a value CEL cannot represent (a number beyond 64 bits, "
+                   "or a map key that is not a string, an int or a bool)")
+_UNREPRESENTABLE = re.compile(r"out of range for '|^Non-CEL value type|^Invalid map key type")
 _MISSING_KEY = re.compile(r'^Key not found in map ?: ?"(.*)"$', re.S)
 _BAD_PATTERN = re.compile(r"^(invalid regular expression: [^:]*): (.*)$", re.S)
 
@@ -139,6 +142,8 @@ def _clean(error: object, source: str) -> str:
     text = _STATUS.sub("", str(error).strip())
     if text == "Iteration budget exceeded":
         return "more than 10,000 comprehension iterations (the evaluation limit)"
+    if _UNREPRESENTABLE.search(text):  # converting the object: the message quotes a value
+        return UNREPRESENTABLE
     missing = _MISSING_KEY.match(text)
     if missing:
         key = missing.group(1)
