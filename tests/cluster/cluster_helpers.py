@@ -22,7 +22,7 @@ import time
 import urllib.request
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -248,6 +248,10 @@ class ControlPlane:
             f"--audit-policy-file={pki / 'audit-policy.yaml'}",
             f"--audit-log-path={self.audit_log}", "--audit-log-format=json",
             "--audit-log-mode=blocking",
+            # ValidatingAdmissionPolicy is beta (v1beta1) in 1.28 and off unless asked for:
+            # `quickq-guard export --format vap` is tested against it.
+            "--feature-gates=ValidatingAdmissionPolicy=true",
+            "--runtime-config=admissionregistration.k8s.io/v1beta1=true",
             "--v=0"])
         self.wait_ready()
 
@@ -542,7 +546,6 @@ class Guard:
     workdir: Path
     policies: Path
     config: Path
-    flags: list[str] = field(default_factory=list)
 
     @property
     def ca_bundle(self) -> str:
@@ -571,8 +574,6 @@ class Guard:
         with self.pointed_at(self.webhook.url, lambda: not denies_bad_pod(self.plane),
                              **{"webhook.validating": "false", "webhook.mutating": "false"}):
             yield
-
-
 
 
 # --- manifests ----------------------------------------------------------------------------

@@ -23,7 +23,7 @@ from webhook.engine.cel import (
 from webhook.engine.patch import PatchError, Path, apply_patch, pointer, split_pointer
 from webhook.engine.results import Finding
 from webhook.engine.rules._base import finding
-from webhook.engine.workload import Container, Workload, api_group, dotted
+from webhook.engine.workload import Container, Workload, api_group, dotted, read_workload
 
 _EMPTY: Mapping[str, Any] = {}
 
@@ -131,7 +131,8 @@ class CelPolicy:
                 if reads_pod:
                     data["podSpec"] = pod
                 findings += self._judge(data, workload, pod_spec.path, container)
-        return findings
+        # A finding about the pod (see _about) comes from every container alike: say it once.
+        return list(dict.fromkeys(findings))
 
     def _judge(self, data: dict[str, Any], workload: Workload, pod_spec_path: Path,
                container: Container | None) -> list[Finding]:
@@ -220,7 +221,7 @@ class CelPolicy:
                 raise EvaluationError(f"{where}: yields {_type(value)}, not a bool")
             message = self._message(validation, bound, failed)
             path = _field(validation.field_path, pod_spec_path, container)
-            findings.append(finding(container, message, path))
+            findings.append(finding(_about(validation.field_path, container), message, path))
         return findings
 
     def _variables(self, data: dict[str, Any]) -> tuple[dict[str, Any], dict[str, str]]:
@@ -256,6 +257,37 @@ class CelPolicy:
 
 
 _OPERATIONS = frozenset({"add", "replace", "remove"})
+# Built for the load-time idempotence check: a Pod with one bare container.
+PROBE_POD: Mapping[str, Any] = {
+    "apiVersion": "v1", "kind": "Pod",
+    "metadata": {"name": "probe", "namespace": "default"},
+    "spec": {"containers": [{"name": "probe", "image": "registry.example.com/probe:1.0"}]},
+}
+
+
+def idempotence_problem(program: CelPolicy) -> str:
+    """What a second pass of the mutations patches again on a probe Pod, or '' when nothing
+    (or when it cannot be told: a condition is false or an expression fails on the probe).
+    The engine checks every patch it applies as well; this catches at load what it can."""
+    if not program.mutations:
+        return ""
+    current: Any = PROBE_POD
+    for second in (False, True):
+        workload = read_workload(current, (), check=False)
+        if workload is None:
+            return ""
+        try:
+            if program.unmatched(workload, Request()):
+                return ""
+            findings = program.check(workload, Request())
+            if not findings:
+                return ""
+            if second:
+                return "; ".join(found.message for found in findings)
+            current = apply_patch(current, [op for found in findings for op in found.patch])
+        except (EvaluationError, PatchError):
+            return ""
+    return ""
 
 
 def _operations(value: Any, base: Path, where: str) -> list[tuple[dict[str, Any], Path]]:
@@ -305,6 +337,13 @@ def _field(path: Path, pod_spec_path: Path, container: Container | None) -> Path
     if path[:1] == ("object",):
         return path[1:]
     return (*container.path, *path) if container is not None else path
+
+
+def _about(path: Path, container: Container | None) -> Container | None:
+    """The container a finding names: none when its fieldPath points at the pod spec or the
+    object (a pod-level setting such as spec.securityContext.runAsUser), even in container
+    scope, so that a pod-level violation is reported once and not once per container."""
+    return None if path[:1] in (("podSpec",), ("object",)) else container
 
 
 def _run(expression: Expression, bound: Any, where: str) -> Any:
