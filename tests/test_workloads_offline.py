@@ -106,3 +106,36 @@ def test_a_token_read_from_a_config_map_is_denied_naming_the_field():
     assert "(field: spec.template.spec.containers[0].env[1].valueFrom.configMapKeyRef)" \
         in decision.message
     assert "hf-token" not in decision.message and "qwen-settings" not in decision.message
+
+
+# --- accelerators: time-sliced NVIDIA, Intel i915/xe, AMD partitions ------------------------
+
+
+@pytest.mark.parametrize(("name", "prefix", "key"), [
+    ("nvidia-time-slicing.yaml", "/spec/template/spec", "nvidia.com/gpu"),
+    ("intel-gpu-demo-job.yaml", "/spec/template/spec", "gpu.intel.com/i915"),
+    ("openvino-xe-deployment.yaml", "/spec/template/spec", "gpu.intel.com/xe"),
+    ("amd-mi300x-partition.yaml", "/spec", "amd.com/gpu"),
+])
+def test_accelerator_workloads_get_their_vendors_toleration(name, prefix, key):
+    decision = decide(name)
+    assert [op for op in decision.patch if "tolerations" in op["path"]] == [
+        {"op": "add", "path": f"{prefix}/tolerations",
+         "value": [{"key": key, "operator": "Exists", "effect": "NoSchedule"}]}]
+
+
+@pytest.mark.parametrize(("name", "priority"), [
+    ("nvidia-time-slicing.yaml", "fail"), ("openvino-xe-deployment.yaml", "fail"),
+    ("intel-gpu-demo-job.yaml", "pass"), ("amd-mi300x-partition.yaml", "pass"),
+])
+def test_accelerator_workloads_get_the_gpu_checks(name, priority):
+    statuses = {r.policy: r.status for r in decide(name).results}
+    assert statuses["gpu-priority-class"] == priority
+    assert statuses["require-gpu-limits"] == "pass"
+    obj = load(name)
+    spec = obj["spec"] if obj["kind"] == "Pod" else obj["spec"]["template"]["spec"]
+    resources = spec["containers"][0]["resources"]
+    gpu = next(n for n in resources["limits"] if "/" in n)
+    resources["requests"][gpu] = "2"  # request more than the limit
+    failed = evaluate(obj, load_policies())
+    assert {r.policy: r.status for r in failed.results}["require-gpu-limits"] == "fail"

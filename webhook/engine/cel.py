@@ -9,6 +9,7 @@ which is what bounds the time a policy can take on a hostile object.
 
 from __future__ import annotations
 
+import itertools
 import re
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
@@ -60,11 +61,13 @@ _WANTED = {"bool": ("bool",), "string": ("string",), "any": ()}
 
 @dataclass(frozen=True, slots=True)
 class Expression:
-    """A compiled expression and the `variables.<name>` it reads."""
+    """A compiled expression, the `variables.<name>` it reads and the top-level names it
+    uses (so that an evaluation converts only the variables it reads)."""
 
     text: str
     program: Any
     references: frozenset[str]
+    names: frozenset[str]
 
 
 def compile_expression(text: str, scope: Scope, kind: Kind = "any") -> Expression:
@@ -83,7 +86,8 @@ def compile_expression(text: str, scope: Scope, kind: Kind = "any") -> Expressio
     wanted = _WANTED[kind]
     if wanted and result not in (*wanted, "dyn"):
         raise CelError(f"the expression must yield a {kind}, but it yields {result}")
-    return Expression(text, program, frozenset(_variable_references(text)))
+    return Expression(text, program, frozenset(_variable_references(text)),
+                      frozenset(_top_level_names(text)))
 
 
 _STATUS = re.compile(r"^[A-Z_]+: |\s*\[[A-Z_]+\]$")
@@ -108,9 +112,9 @@ def activation(scope: Scope, data: Mapping[str, Any]) -> Any:
     """The variables of one evaluation, converted once and shared by its expressions."""
     try:
         return _ENVIRONMENTS[scope].Activation(data)
-    except (RuntimeError, TypeError, ValueError, OverflowError) as error:
-        raise EvaluationError(f"the object cannot be read as CEL values ({_clean(error)})"
-                              ) from None
+    except (RuntimeError, TypeError, ValueError, OverflowError):
+        # The runtime's message quotes the value, which may be anything in the object.
+        raise EvaluationError(UNREPRESENTABLE) from None
 
 
 def evaluate(expression: Expression, bound: Any) -> Any:
@@ -118,17 +122,43 @@ def evaluate(expression: Expression, bound: Any) -> Any:
     try:
         value = expression.program.eval(bound)
     except RuntimeError as error:  # the iteration budget, a failed function
-        raise EvaluationError(_clean(error)) from None
+        raise EvaluationError(_clean(error, expression.text)) from None
     if value.type().name() == "ERROR":
-        raise EvaluationError(_clean(value.value()))
+        raise EvaluationError(_clean(value.value(), expression.text))
     return value.plain_value()
 
 
-def _clean(error: object) -> str:
+UNREPRESENTABLE = ("the object holds a value CEL cannot represent (a number beyond 64 bits, "
+                   "or a map key that is not a string, an int or a bool)")
+_UNREPRESENTABLE = re.compile(r"out of range for '|^Non-CEL value type|^Invalid map key type")
+_MISSING_KEY = re.compile(r'^Key not found in map ?: ?"(.*)"$', re.S)
+_BAD_PATTERN = re.compile(r"^(invalid regular expression: [^:]*): (.*)$", re.S)
+
+
+def _clean(error: object, source: str) -> str:
+    """The runtime's message, without what it quotes from the object: a missing key or a
+    pattern stays only when the expression itself spells it, since a value read from the
+    object may be a secret."""
     text = _STATUS.sub("", str(error).strip())
     if text == "Iteration budget exceeded":
         return "more than 10,000 comprehension iterations (the evaluation limit)"
+    if _UNREPRESENTABLE.search(text):  # converting the object: the message quotes a value
+        return UNREPRESENTABLE
+    missing = _MISSING_KEY.match(text)
+    if missing:
+        key = missing.group(1)
+        return f"no such key: {key}" if key in _spelled(source) else \
+            "no such key (a key taken from the object)"
+    pattern = _BAD_PATTERN.match(text)
+    if pattern:
+        return text if pattern.group(2) in _spelled(source) else pattern.group(1)
     return text
+
+
+def _spelled(source: str) -> set[str]:
+    """The names and string literals an expression spells out."""
+    return {value if kind == "name" else value.lstrip("rRbB").strip("'\"")
+            for kind, value in tokens(source) if kind in ("name", "string")}
 
 
 # --- a small scanner: CEL's lexical grammar is enough to find `variables.<name>` ---------
@@ -148,6 +178,48 @@ def tokens(text: str) -> Iterator[tuple[str, str]]:
         kind = match.lastgroup or "other"
         if kind != "space":
             yield kind, match.group()
+
+
+def jsonpatch_literals(text: str) -> str:
+    """MutatingAdmissionPolicy writes `JSONPatch{op: "add", path: ..., value: ...}`; the
+    runtime has no such type, so each becomes the map `{"op": "add", ...}` it stands for."""
+    pieces = [(match.lastgroup or "other", match.group()) for match in _TOKEN.finditer(text)]
+    significant = [i for i, (kind, _) in enumerate(pieces) if kind != "space"]
+    following = dict(itertools.pairwise(significant))
+    depth = 0  # braces open inside the current JSONPatch literal
+    expect_key = False
+    for index, (kind, value) in enumerate(pieces):
+        if kind == "space":
+            continue
+        if depth == 0:
+            after = following.get(index)
+            if kind == "name" and value == "JSONPatch" and after is not None \
+                    and pieces[after][1] == "{":
+                pieces[index] = ("space", "")
+                depth, expect_key = -1, True  # the literal's `{` comes next
+            continue
+        if value in "{[(":
+            depth = 1 if depth == -1 else depth + 1
+        elif value in "}])":
+            depth -= 1
+        elif value == "," and depth == 1:
+            expect_key = True
+        elif kind == "name" and expect_key and depth == 1:
+            pieces[index] = (kind, f'"{value}"')
+            expect_key = False
+    return "".join(value for _, value in pieces)
+
+
+def _top_level_names(text: str) -> set[str]:
+    """Names not after a `.`: the variables an expression may read (and macro variables,
+    which only make the set larger than needed)."""
+    found = set()
+    previous = ""
+    for kind, value in tokens(text):
+        if kind == "name" and previous != ".":
+            found.add(value)
+        previous = value if kind != "string" else ""
+    return found
 
 
 def _variable_references(text: str) -> set[str]:

@@ -1,6 +1,15 @@
 """GPUs: whole devices, limits equal to requests, a priority class and a toleration.
 
-GPU resources are named by glob patterns in each policy's `gpuResources` parameter.
+GPU resources are named by glob patterns in each policy's `gpuResources` parameter. The
+defaults are the names the vendors' device plugins publish:
+
+- NVIDIA: `nvidia.com/gpu`; `nvidia.com/gpu.shared` (time-slicing or MPS replicas with
+  renameByDefault); `nvidia.com/mig-<profile>` (MIG, `mixed` strategy), also `.shared`.
+- AMD: `amd.com/gpu`; `amd.com/<compute>_<memory>` partitions such as `amd.com/cpx_nps4`
+  (`resource_naming_strategy: mixed`); `amd.com/gpu_vf` and `amd.com/gpu_pf` (passthrough).
+- Intel: `gpu.intel.com/i915` and `gpu.intel.com/xe`. Not `*_monitoring` (access to every
+  GPU of a node for a monitoring agent) nor the fractional `millicores`/`memory.max`/`tiles`
+  of Intel's GPU Aware Scheduling, which are not device counts.
 """
 
 from __future__ import annotations
@@ -16,7 +25,11 @@ from webhook.engine.results import Finding
 from webhook.engine.rules._base import Params, finding, matches_any, resource_field
 from webhook.engine.workload import CORE_RESOURCES, Container, PodSpec, Workload, dotted
 
-DEFAULT_GPU_RESOURCES = ("nvidia.com/gpu", "amd.com/gpu", "nvidia.com/mig-*")
+DEFAULT_GPU_RESOURCES = (
+    "nvidia.com/gpu", "nvidia.com/gpu.shared", "nvidia.com/mig-*",
+    "amd.com/gpu", "amd.com/gpu_vf", "amd.com/gpu_pf", "amd.com/*px_nps*",
+    "gpu.intel.com/i915", "gpu.intel.com/xe",
+)
 
 
 class GpuParams(Params):
@@ -103,12 +116,24 @@ def gpu_priority_class(workload: Workload, params: GpuParams) -> list[Finding]:
 
 
 class GpuTolerationParams(GpuParams):
-    # GPU resource pattern -> the taint key GPU nodes of that vendor carry.
+    # GPU resource pattern -> the taint key GPU nodes of that vendor carry; the first pattern
+    # that matches wins. A GPU resource no pattern names is tolerated under its own name, the
+    # key Kubernetes' ExtendedResourceToleration admission plugin uses.
     taintKeys: Mapping[str, str] = {
         "nvidia.com/*": "nvidia.com/gpu",
         "amd.com/*": "amd.com/gpu",
+        "gpu.intel.com/i915": "gpu.intel.com/i915",
+        "gpu.intel.com/xe": "gpu.intel.com/xe",
     }
     effect: str = "NoSchedule"
+
+
+def taint_key(resource: str, taint_keys: Mapping[str, str]) -> str:
+    """The taint key the nodes that offer `resource` carry."""
+    for pattern, key in taint_keys.items():
+        if matches_any(resource, (pattern,)):
+            return key
+    return resource
 
 
 def tolerates(toleration: Mapping[str, Any], key: str, effect: str) -> bool:
@@ -136,12 +161,7 @@ def inject_gpu_toleration(workload: Workload, params: GpuTolerationParams) -> li
 
 def _gpu_toleration(pod_spec: PodSpec, used: set[str],
                     params: GpuTolerationParams) -> list[Finding]:
-    keys: list[str] = []
-    for name in sorted(used):
-        for pattern, key in params.taintKeys.items():
-            if matches_any(name, (pattern,)) and key not in keys:
-                keys.append(key)
-                break
+    keys = list(dict.fromkeys(taint_key(name, params.taintKeys) for name in sorted(used)))
     tolerations_path = (*pod_spec.path, "tolerations")
     existing = pod_spec.data.get("tolerations")
     current = existing if isinstance(existing, list) else []
