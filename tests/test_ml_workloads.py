@@ -380,7 +380,7 @@ validations:
 def test_a_cel_container_policy_reads_the_pod_spec_of_each_replica(tmp_path):
     (tmp_path / "policy.yaml").write_text(CEL_POLICY)
     decision = judge(load("pytorchjob.yaml"), load_policies(tmp_path))
+    # A finding about the pod spec points at the Worker's, not at the Master's.
     assert findings(decision, "gpu-pods-have-a-priority-class") == [(
         "spec.pytorchReplicaSpecs.Worker.template.spec.priorityClassName",
-        "container 'pytorch' in pytorchReplicaSpecs.Worker: set a priorityClassName for this "
-        "GPU pod spec")]
+        "set a priorityClassName for this GPU pod spec")]
