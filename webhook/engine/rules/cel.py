@@ -143,8 +143,7 @@ class CelPolicy:
                 container: Container | None) -> list[Finding]:
         """One finding holding the operations that change something: an `add` of the value a
         field already has is dropped, so that a patch stays minimal."""
-        values, failed = self._variables(data)
-        bound = activation(self.scope, {**data, "variables": values})
+        bound, failed = self._bind(data)
         base = container.path if container is not None else ()
         document: Any = workload.obj
         kept: list[dict[str, Any]] = []
@@ -207,8 +206,7 @@ class CelPolicy:
 
     def _validate(self, data: dict[str, Any], pod_spec_path: Path,
                   container: Container | None) -> list[Finding]:
-        values, failed = self._variables(data)
-        bound = activation(self.scope, {**data, "variables": values})
+        bound, failed = self._bind(data)
         findings = []
         for index, validation in enumerate(self.validations):
             where = f"validations[{index}].expression"
@@ -223,21 +221,31 @@ class CelPolicy:
             findings.append(finding(container, message, path))
         return findings
 
-    def _variables(self, data: dict[str, Any]) -> tuple[dict[str, Any], dict[str, str]]:
-        """Each variable's value, in order (a variable may read the ones before it); a
-        variable that fails is an error only for the expressions that read it, as its lazy
-        evaluation in Kubernetes is."""
+    def _bind(self, data: dict[str, Any]) -> tuple[Any, dict[str, str]]:
+        """The activation with every variable's value, and the variables that failed.
+
+        Variables are evaluated in order (a variable may read the ones before it); one that
+        fails is an error only for the expressions that read it, as its lazy evaluation in
+        Kubernetes is. An activation converts the object again when it is first read, so a
+        new one is built only when a variable reads one computed since the last was built.
+        """
         values: dict[str, Any] = {}
         failed: dict[str, str] = {}
+        bound: Any = None
+        seen: frozenset[str] = frozenset()
         for variable in self.variables:
             where = f"variables.{variable.name}"
             try:
                 _check_variables(variable.expression, failed, where)
-                bound = activation(self.scope, {**data, "variables": values})
+                if bound is None or not variable.expression.references <= seen:
+                    seen = frozenset(values)
+                    bound = activation(self.scope, {**data, "variables": dict(values)})
                 values[variable.name] = _run(variable.expression, bound, where)
             except EvaluationError as error:
                 failed[variable.name] = str(error)
-        return values, failed
+        if bound is None or seen != values.keys():
+            bound = activation(self.scope, {**data, "variables": values})
+        return bound, failed
 
     def _message(self, validation: Validation, bound: Any, failed: dict[str, str]) -> str:
         """messageExpression's string when it yields one, else `message`, else the
