@@ -278,6 +278,25 @@ def test_the_readme_policy_loads_lists_and_judges_as_the_readme_says(tmp_path, c
             in capsys.readouterr().out)
 
 
+def test_a_pod_level_finding_in_container_scope_is_reported_once(tmp_path):
+    loaded = policies(tmp_path, {
+        "id": "no-root-uid", "description": "d", "type": "validate", "action": "enforce",
+        "scope": "container",
+        "validations": [
+            {"expression": "podSpec.?securityContext.?runAsUser.orValue(1) != 0",
+             "message": "the pod runs as root", "fieldPath": "podSpec.securityContext.runAsUser"},
+            {"expression": "container.?securityContext.?runAsUser.orValue(1) != 0",
+             "message": "runs as root", "fieldPath": "securityContext.runAsUser"}]})
+    both = {"runAsUser": 0}
+    decision = evaluate(workload("Deployment", {"name": "a", "image": "x:1"},
+                                 {"name": "b", "image": "x:1", "securityContext": both},
+                                 securityContext=both), loaded)
+    assert [(f.container, f.path, f.message) for f in decision.results[0].findings] == [
+        (None, "spec.template.spec.securityContext.runAsUser", "the pod runs as root"),
+        ("b", "spec.template.spec.containers[1].securityContext.runAsUser",
+         "container 'b': runs as root")]
+
+
 def _pytorch_job(master_spec: dict[str, Any], worker_spec: dict[str, Any]) -> dict[str, Any]:
     return {"apiVersion": "kubeflow.org/v1", "kind": "PyTorchJob",
             "metadata": {"name": "train", "namespace": "ml", "labels": {"app": "train"}},
@@ -299,5 +318,5 @@ def test_an_ml_workload_kind_is_judged_per_container_with_its_own_pod_spec(tmp_p
     name = "bad in pytorchReplicaSpecs.Worker"  # a container's name within its replica spec
     assert [(f.container, f.path) for f in decision.results[0].findings] == [
         (name, f"{worker}.containers[0].securityContext.privileged"),
-        (name, f"{worker}.hostIPC")]
+        (None, f"{worker}.hostIPC")]  # about the pod spec, not the container
     assert decision.outcome == "denied"

@@ -131,7 +131,8 @@ class CelPolicy:
                 if reads_pod:
                     data["podSpec"] = pod
                 findings += self._judge(data, workload, pod_spec.path, container)
-        return findings
+        # A finding about the pod (see _about) comes from every container alike: say it once.
+        return list(dict.fromkeys(findings))
 
     def _judge(self, data: dict[str, Any], workload: Workload, pod_spec_path: Path,
                container: Container | None) -> list[Finding]:
@@ -220,7 +221,7 @@ class CelPolicy:
                 raise EvaluationError(f"{where}: yields {_type(value)}, not a bool")
             message = self._message(validation, bound, failed)
             path = _field(validation.field_path, pod_spec_path, container)
-            findings.append(finding(container, message, path))
+            findings.append(finding(_about(validation.field_path, container), message, path))
         return findings
 
     def _variables(self, data: dict[str, Any]) -> tuple[dict[str, Any], dict[str, str]]:
@@ -336,6 +337,13 @@ def _field(path: Path, pod_spec_path: Path, container: Container | None) -> Path
     if path[:1] == ("object",):
         return path[1:]
     return (*container.path, *path) if container is not None else path
+
+
+def _about(path: Path, container: Container | None) -> Container | None:
+    """The container a finding names: none when its fieldPath points at the pod spec or the
+    object (a pod-level setting such as spec.securityContext.runAsUser), even in container
+    scope, so that a pod-level violation is reported once and not once per container."""
+    return None if path[:1] in (("podSpec",), ("object",)) else container
 
 
 def _run(expression: Expression, bound: Any, where: str) -> Any:
