@@ -521,6 +521,22 @@ def _build_cel(spec: PolicyFile, where: str, config: Config) -> Policy:
         if validation.message_expression is not None:
             _known_variables(validation.message_expression, seen, where,
                              f"validations[{index}].messageExpression")
+    named = [(variable.name, variable.expression) for variable in variables]
+
+    def bound(field: str, expression: cel.Expression, kind: cel.Kind = "any") -> cel.Expression:
+        try:
+            return cel.with_variables(expression, named, scope, kind)
+        except cel.CelError as error:
+            raise PolicyError(f"{where}: {field}: {error}") from None
+
+    validations = [replace(
+        validation,
+        expression=bound(f"validations[{index}].expression", validation.expression, "bool"),
+        message_expression=None if validation.message_expression is None else bound(
+            f"validations[{index}].messageExpression", validation.message_expression, "string"))
+        for index, validation in enumerate(validations)]
+    mutations = [Mutation(bound(f"mutations[{index}].jsonPatch.expression", item.expression))
+                 for index, item in enumerate(mutations)]
     program = CelPolicy(scope=scope, params=params, variables=tuple(variables),
                         match_conditions=conditions, validations=tuple(validations),
                         mutations=tuple(mutations))
