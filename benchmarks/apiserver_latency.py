@@ -93,12 +93,20 @@ def creates(plane: ControlPlane, namespace: str, prefix: str, count: int,
         client.close()
 
 
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU time of a process so far (Linux /proc)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 def measure(plane: ControlPlane, namespace: str, clients: int, per_client: int,
-            warmup: int, rate: float) -> dict[str, Any]:
+            warmup: int, rate: float, processes: dict[str, int]) -> dict[str, Any]:
     """Latencies of `clients` clients doing `per_client` creates each; `rate` > 0 paces them
-    to that many creates per second in all (0: each as fast as it can)."""
+    to that many creates per second in all (0: each as fast as it can). Also the CPU time
+    each server process spent per create: what the machine pays, whatever else runs on it."""
     plane.namespace(namespace)
     creates(plane, namespace, "warmup", warmup, [], [])
+    cpu_before = {name: cpu_seconds(pid) for name, pid in processes.items()}
     latencies: list[float] = []
     failures: list[str] = []
     interval = clients / rate if rate > 0 else 0
@@ -112,10 +120,13 @@ def measure(plane: ControlPlane, namespace: str, clients: int, per_client: int,
     for thread in threads:
         thread.join()
     wall = time.perf_counter() - started
+    cpu = {name: round(1000 * (cpu_seconds(pid) - cpu_before[name]) / len(latencies), 2)
+           for name, pid in processes.items()}
     return {"clients": clients, "creates": len(latencies), "failed": len(failures),
             "p50_ms": round(statistics.median(latencies), 2),
             "p99_ms": round(percentile(latencies, 0.99), 2),
-            "creates_per_s": round(len(latencies) / wall, 1), "paced_per_s": rate}
+            "creates_per_s": round(len(latencies) / wall, 1), "paced_per_s": rate,
+            "cpu_ms_per_create": cpu}
 
 
 def webhook_call_means(plane: ControlPlane) -> dict[str, float]:
@@ -181,13 +192,16 @@ def main(argv: list[str] | None = None) -> int:
             shapes = [(1, args.sequential, 20, 0.0),
                       (args.clients, args.per_client, 20, args.rate)]
             for label, shape in (("without webhook", "a"), ("with webhook", "b")):
+                processes = {"etcd": plane.processes[0].pid,
+                             "kube-apiserver": plane.processes[1].pid}
                 if shape == "b":
                     certs = webhook_certs(workdir / "webhook-certs")
                     webhook = Webhook(workdir, certs)
                     register(plane, webhook, certs)
+                    processes["webhook"] = webhook.process.pid
                 for clients, per_client, warmup, rate in shapes:
                     row = measure(plane, f"bench-{shape}-{clients}", clients, per_client,
-                                  warmup, rate)
+                                  warmup, rate, processes)
                     rows.append({"webhook": label, **row})
             calls = webhook_call_means(plane)
         finally:
@@ -198,10 +212,11 @@ def main(argv: list[str] | None = None) -> int:
         print(json.dumps({"rows": rows, "webhook_call_mean_ms": calls}, indent=2))
         return 0
     print(f"{'':16} {'clients':>7} {'creates':>7} {'failed':>6} {'p50 ms':>7} {'p99 ms':>7} "
-          f"{'creates/s':>9}")
+          f"{'creates/s':>9}  CPU ms per create")
     for row in rows:
+        cpu = ", ".join(f"{name} {ms}" for name, ms in row["cpu_ms_per_create"].items())
         print(f"{row['webhook']:16} {row['clients']:>7} {row['creates']:>7} {row['failed']:>6} "
-              f"{row['p50_ms']:>7} {row['p99_ms']:>7} {row['creates_per_s']:>9}")
+              f"{row['p50_ms']:>7} {row['p99_ms']:>7} {row['creates_per_s']:>9}  {cpu}")
     by = {(row["webhook"], row["clients"]): row for row in rows}
     for clients in (1, args.clients):
         without, with_ = by["without webhook", clients], by["with webhook", clients]

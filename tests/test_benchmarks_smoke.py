@@ -41,3 +41,36 @@ def test_cli_bench_times_the_cli(tmp_path, capsys):
     assert figures["quickq_guard"]["wall_s"] > 0
     assert "checkov" not in figures
     assert "quickq-guard check -o json" in capsys.readouterr().out
+
+
+def test_cel_bench_reports_both_targets(capsys):
+    import cel_bench
+
+    assert cel_bench.main(["--seconds", "0.01", "--repeat", "1", "--policies", "5",
+                           "--json"]) == 0
+    figures = json.loads(capsys.readouterr().out)
+    assert figures["policies_loaded"] == 5 and figures["load_s"] > 0
+    assert figures["cel_policy_evals_per_s"] > 0 and figures["containers"] == 2
+
+
+def test_cel_runtimes_compares_the_installed_runtime(capsys):
+    import cel_runtimes
+
+    assert cel_runtimes.main(["--seconds", "0.01", "--repeat", "1"]) == 0
+    out = capsys.readouterr().out
+    assert f"conformance: {len(cel_runtimes.CONFORMANCE)}/{len(cel_runtimes.CONFORMANCE)}" in out
+    assert "error for 'container.image.startsWith(1)': compile: " in out
+
+
+def test_engine_ab_times_two_checkouts(tmp_path, capsys):
+    import shutil
+
+    import engine_ab
+
+    root = BENCHMARKS.parent
+    shutil.copytree(root / "webhook", tmp_path / "webhook")
+    shutil.copytree(root / "policies", tmp_path / "policies")
+    assert engine_ab.main([str(tmp_path), "--rounds", "1", "--seconds", "0.01"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0].startswith("default policies: before 11, after 11")
+    assert all("after/before" in line for line in lines[1:]) and len(lines) == 3

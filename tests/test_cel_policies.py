@@ -231,7 +231,8 @@ def test_the_evaluation_limit_stops_a_costly_expression_quickly(tmp_path):
      "variables[1].name: 'a' is defined twice"),
     ({"matchConditions": [{"name": "m", "expression": "container.name == ''"}]},
      "matchConditions[0] (m).expression: line 1, column 10: undeclared reference"),
-    ({"rule": "disallow-root-user"}, "rule: a CEL policy (one with `validations`) names no rule"),
+    ({"rule": "disallow-root-user"},
+     "rule: a CEL policy (one with `validations` or `mutations`) names no rule"),
     ({"type": "mutate"}, "type: a policy with `validations` is a validate policy"),
     ({"scope": "pod"}, "scope: Input should be 'object' or 'container'"),
     ({"validations": [{"expression": "true", "fieldPath": "a b"}]},
@@ -275,3 +276,28 @@ def test_the_readme_policy_loads_lists_and_judges_as_the_readme_says(tmp_path, c
     assert main(["check", "--policies", str(folder), str(examples / "bad" / "pod.yaml")]) == 1
     assert ("container 'app': image python:latest is not from registry.example.com/"
             in capsys.readouterr().out)
+
+
+def _pytorch_job(master_spec: dict[str, Any], worker_spec: dict[str, Any]) -> dict[str, Any]:
+    return {"apiVersion": "kubeflow.org/v1", "kind": "PyTorchJob",
+            "metadata": {"name": "train", "namespace": "ml", "labels": {"app": "train"}},
+            "spec": {"pytorchReplicaSpecs": {
+                "Master": {"replicas": 1, "template": {"spec": master_spec}},
+                "Worker": {"replicas": 2, "template": {"spec": worker_spec}}}}}
+
+
+def test_an_ml_workload_kind_is_judged_per_container_with_its_own_pod_spec(tmp_path):
+    loaded = policies(tmp_path, {
+        **NO_PRIVILEGED,
+        "validations": [NO_PRIVILEGED["validations"][0],
+                        {"expression": "!podSpec.?hostIPC.orValue(false)",
+                         "message": "remove hostIPC", "fieldPath": "podSpec.hostIPC"}]})
+    job = _pytorch_job({"containers": [PLAIN]},
+                       {"hostIPC": True, "containers": [PRIVILEGED]})
+    decision = evaluate(job, loaded)
+    worker = "spec.pytorchReplicaSpecs.Worker.template.spec"
+    name = "bad in pytorchReplicaSpecs.Worker"  # a container's name within its replica spec
+    assert [(f.container, f.path) for f in decision.results[0].findings] == [
+        (name, f"{worker}.containers[0].securityContext.privileged"),
+        (name, f"{worker}.hostIPC")]
+    assert decision.outcome == "denied"

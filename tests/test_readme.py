@@ -27,3 +27,30 @@ def test_readme_names_the_test_command_that_ci_runs() -> None:
     ci = (README.parent / ".ci" / "run").read_text()
     assert "scripts/test" in README.read_text()
     assert "scripts/test" in ci and "scripts/setup" in ci
+
+
+def test_every_check_command_in_the_readme_parses() -> None:
+    """The commands the README shows (CI snippets, examples) use options that exist."""
+    import shlex
+
+    import yaml
+
+    from webhook.cli.main import parser
+
+    text = README.read_text()
+    ci = text[text.index("### In CI"):text.index("## Library API")]
+    for block in re.findall(r"```yaml\n(.*?)```", ci, re.S):
+        assert yaml.safe_load(block)
+    commands = re.findall(r"quickq-guard (check [^`|>\n#]*)", text)
+    checked: list[str] = []
+    for command in commands:
+        words = [w for w in shlex.split(command.replace("\\", "").rstrip(") "))
+                 if w not in ("...", "|")]
+        if len(words) < 2 or words[-1].startswith("[") or "PATH..." in words \
+                or re.fullmatch(r"check (-o|--output) \w+\s*", command):
+            continue  # prose ("`quickq-guard check --output json` prints") or the synopsis
+        args = parser().parse_args(words)
+        checked.append(command)
+        assert args.output in ("table", "json", "sarif", "junit", "github", "policyreport")
+    assert any("-o sarif" in c for c in checked) and any("-o junit" in c for c in checked)
+    assert len(checked) >= 8

@@ -22,7 +22,7 @@ import time
 import urllib.request
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -542,7 +542,6 @@ class Guard:
     workdir: Path
     policies: Path
     config: Path
-    flags: list[str] = field(default_factory=list)
 
     @property
     def ca_bundle(self) -> str:
@@ -571,8 +570,6 @@ class Guard:
         with self.pointed_at(self.webhook.url, lambda: not denies_bad_pod(self.plane),
                              **{"webhook.validating": "false", "webhook.mutating": "false"}):
             yield
-
-
 
 
 # --- manifests ----------------------------------------------------------------------------

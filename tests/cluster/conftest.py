@@ -82,7 +82,7 @@ def guard(plane: ControlPlane, certs: Path,
                    "--create-namespace", *flags)
         plane.service_account(RELEASE_NAMESPACE)
         wait_until(lambda: denies_bad_pod(plane), what="quickq-guard to judge Pods")
-        yield Guard(plane, webhook, certs, workdir, policies, config, flags)
+        yield Guard(plane, webhook, certs, workdir, policies, config)
         plane.helm("uninstall", RELEASE, "-n", RELEASE_NAMESPACE, "--wait", check=False)
     finally:
         webhook.stop()

@@ -29,3 +29,4 @@ def test_the_apiserver_latency_benchmark_prints_both_shapes_with_and_without(
         ("without webhook", 1, 5), ("without webhook", 3, 6),
         ("with webhook", 1, 5), ("with webhook", 3, 6)]
     assert all(row["failed"] == 0 and row["p99_ms"] >= row["p50_ms"] > 0 for row in rows)
+    assert set(rows[-1]["cpu_ms_per_create"]) == {"etcd", "kube-apiserver", "webhook"}

@@ -31,8 +31,8 @@ def add_parser(commands: Any) -> None:
                              "annotate a pull request), policyreport (wgpolicyk8s.io "
                              "PolicyReports)")
     parser.add_argument("--quiet", "-q", action="store_true",
-                        help="failures only: leave out pass, skip, warn and audit lines "
-                             "and the notes on skipped files")
+                        help="failures only: show only what fails the run (see --fail-on) "
+                             "and errors, and no notes on skipped files")
     parser.add_argument("--fail-on", choices=FAIL_ON, default="deny",
                         help="what makes the exit code 1: deny (default: an enforced policy "
                              "denies), warn (also warnings and dry-run denials), audit (also "

@@ -9,6 +9,7 @@ which is what bounds the time a policy can take on a hostile object.
 
 from __future__ import annotations
 
+import itertools
 import re
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
@@ -60,11 +61,13 @@ _WANTED = {"bool": ("bool",), "string": ("string",), "any": ()}
 
 @dataclass(frozen=True, slots=True)
 class Expression:
-    """A compiled expression and the `variables.<name>` it reads."""
+    """A compiled expression, the `variables.<name>` it reads and the top-level names it
+    uses (so that an evaluation converts only the variables it reads)."""
 
     text: str
     program: Any
     references: frozenset[str]
+    names: frozenset[str]
 
 
 def compile_expression(text: str, scope: Scope, kind: Kind = "any") -> Expression:
@@ -83,7 +86,8 @@ def compile_expression(text: str, scope: Scope, kind: Kind = "any") -> Expressio
     wanted = _WANTED[kind]
     if wanted and result not in (*wanted, "dyn"):
         raise CelError(f"the expression must yield a {kind}, but it yields {result}")
-    return Expression(text, program, frozenset(_variable_references(text)))
+    return Expression(text, program, frozenset(_variable_references(text)),
+                      frozenset(_top_level_names(text)))
 
 
 _STATUS = re.compile(r"^[A-Z_]+: |\s*\[[A-Z_]+\]$")
@@ -148,6 +152,48 @@ def tokens(text: str) -> Iterator[tuple[str, str]]:
         kind = match.lastgroup or "other"
         if kind != "space":
             yield kind, match.group()
+
+
+def jsonpatch_literals(text: str) -> str:
+    """MutatingAdmissionPolicy writes `JSONPatch{op: "add", path: ..., value: ...}`; the
+    runtime has no such type, so each becomes the map `{"op": "add", ...}` it stands for."""
+    pieces = [(match.lastgroup or "other", match.group()) for match in _TOKEN.finditer(text)]
+    significant = [i for i, (kind, _) in enumerate(pieces) if kind != "space"]
+    following = dict(itertools.pairwise(significant))
+    depth = 0  # braces open inside the current JSONPatch literal
+    expect_key = False
+    for index, (kind, value) in enumerate(pieces):
+        if kind == "space":
+            continue
+        if depth == 0:
+            after = following.get(index)
+            if kind == "name" and value == "JSONPatch" and after is not None \
+                    and pieces[after][1] == "{":
+                pieces[index] = ("space", "")
+                depth, expect_key = -1, True  # the literal's `{` comes next
+            continue
+        if value in "{[(":
+            depth = 1 if depth == -1 else depth + 1
+        elif value in "}])":
+            depth -= 1
+        elif value == "," and depth == 1:
+            expect_key = True
+        elif kind == "name" and expect_key and depth == 1:
+            pieces[index] = (kind, f'"{value}"')
+            expect_key = False
+    return "".join(value for _, value in pieces)
+
+
+def _top_level_names(text: str) -> set[str]:
+    """Names not after a `.`: the variables an expression may read (and macro variables,
+    which only make the set larger than needed)."""
+    found = set()
+    previous = ""
+    for kind, value in tokens(text):
+        if kind == "name" and previous != ".":
+            found.add(value)
+        previous = value if kind != "string" else ""
+    return found
 
 
 def _variable_references(text: str) -> set[str]:

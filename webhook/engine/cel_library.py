@@ -10,12 +10,13 @@ from __future__ import annotations
 
 import ipaddress
 import itertools
-import re
 from collections.abc import Callable
 from decimal import Decimal
+from functools import lru_cache
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
+import re2
 from cel_expr_python import cel as _cel
 
 from webhook.engine.quantity import parse_quantity
@@ -200,14 +201,28 @@ def _max(items: list[Any]) -> Any:
 
 
 # --- regular expressions: .find(), .findAll() ---------------------------------------------
+# RE2, as `matches` and Kubernetes use: the same syntax, and time linear in the text, so a
+# pattern like (a+)+$ cannot be made to backtrack for minutes by the object under review.
+
+@lru_cache(maxsize=256)
+def _regex(pattern: str) -> Any:
+    options = re2.Options()
+    options.log_errors = False  # a bad pattern is the policy's error, not a log line
+    try:
+        return re2.compile(pattern, options)
+    except re2.error as error:
+        message = error.args[0].decode() if error.args and isinstance(error.args[0], bytes) \
+            else str(error)
+        raise ValueError(f"invalid regular expression: {message}") from None
+
 
 def _find(text: str, pattern: str) -> str:
-    found = re.search(pattern, text)
-    return found.group() if found else ""
+    found = _regex(pattern).search(text)
+    return str(found.group()) if found else ""
 
 
 def _find_all(text: str, pattern: str, limit: int = -1) -> list[str]:
-    matches = [m.group() for m in re.finditer(pattern, text)]
+    matches = [str(m.group()) for m in _regex(pattern).finditer(text)]
     return matches if limit < 0 else matches[:limit]
 
 
@@ -287,6 +302,8 @@ KUBERNETES_FUNCTIONS = [
     _declare("sum", ("list_sum", DYN, [LIST], True, _sum)),
     _declare("min", ("list_min", DYN, [LIST], True, _min)),
     _declare("max", ("list_max", DYN, [LIST], True, _max)),
+    _declare("jsonpatch.escapeKey", ("jsonpatch_escape_key", STRING, [STRING], False,
+                                     lambda key: key.replace("~", "~0").replace("/", "~1"))),
     _declare("find", ("string_find", STRING, [STRING, STRING], True, _find)),
     _declare("findAll",
              ("string_find_all", _cel.Type.List(STRING), [STRING, STRING], True, _find_all),

@@ -92,13 +92,25 @@ def evaluate(
                 continue
             ops = result.patch
             try:
-                current = apply_patch(current, ops)
-                # The policies still to run judge the patched object.
-                workload = (read_workload(current, config.nodeTemplateGroups, check=False,
-                                          custom_kinds=config.workload_kinds) or workload)
+                patched = apply_patch(current, ops)
+                # A CEL policy's patch is the user's: the API server must accept its result.
+                patched_workload = (read_workload(patched, config.nodeTemplateGroups,
+                                                  check=policy.cel is not None,
+                                                  custom_kinds=config.workload_kinds)
+                                    or workload)
             except (PatchError, InvalidObject) as error:
                 results[-1] = _result(policy, "error", reason=f"patch failed: {error}")
                 continue
+            if policy.cel is not None:
+                # A CEL mutation is the user's: its patch must leave nothing to patch.
+                again = _run(policy, patched_workload, request)
+                if again.status != "pass":
+                    results[-1] = _result(policy, "error", reason=(
+                        "CEL mutations are not idempotent: after the patch, a second pass "
+                        f"would {again.status} again ({again.message})"))
+                    continue
+            # The policies still to run judge the patched object.
+            current, workload = patched, patched_workload
             patch.extend(ops)
 
     validated = [_run(policy, workload, request) for policy in policies.validating]
@@ -137,19 +149,24 @@ def _text(value: Any) -> str:
 
 
 def _run(policy: Policy, workload: Workload, request: Request) -> Result:
+    reason = _skip_reason(policy, workload, request.namespace, request.operation)
+    if reason:
+        return _result(policy, "skip", reason=reason)
+    rule = policy.rule
     try:
-        reason = _skip_reason(policy, workload, request)
-        if reason:
-            return _result(policy, "skip", reason=reason)
-        if policy.cel is not None:
+        if rule is not None:
+            findings = rule.check(workload, policy.params)
+        elif policy.cel is not None:
+            reason = policy.cel.unmatched(workload, request)
+            if reason:
+                return _result(policy, "skip", reason=reason)
             findings = policy.cel.check(workload, request)
         else:
-            assert policy.rule is not None
-            findings = policy.rule.check(workload, policy.params)
+            findings = []
     except EvaluationError as error:  # a CEL expression that fails on this object
         return _result(policy, "error", reason=f"CEL {error}")
     except Exception as error:  # a rule bug must not take the webhook down with it
-        name = policy.rule.name if policy.rule is not None else "cel"
+        name = rule.name if rule is not None else "cel"
         return _result(policy, "error", reason=f"rule {name} failed ({type(error).__name__})")
     if not findings:
         return _result(policy, "pass")
@@ -159,16 +176,15 @@ def _run(policy: Policy, workload: Workload, request: Request) -> Result:
     return _result(policy, status, tuple(findings))
 
 
-def _skip_reason(policy: Policy, workload: Workload, request: Request) -> str:
-    """Why the policy does not judge this object, or '' when it does."""
+def _skip_reason(policy: Policy, workload: Workload, namespace: str, operation: str) -> str:
+    """Why the policy does not judge this object, or '' when it does (a CEL policy's
+    matchConditions are asked after this)."""
     if policy.action == "off":
         return "the policy is off"
     if not policy.node_templates and workload.is_node_template:
         return "not applicable to NodeTemplate"
-    if not policy.applies(workload.kind, request.namespace, request.operation, workload.labels):
+    if not policy.applies(workload.kind, namespace, operation, workload.labels):
         return "the policy does not match this object"
-    if policy.cel is not None:
-        return policy.cel.unmatched(workload, request)
     return ""
 
 
@@ -238,7 +254,7 @@ def _violation_keys(old_object: Any, policies: PolicySet,
         return frozenset()
     if workload is None:
         return frozenset()
-    old_request = replace(request, old_object=None)
+    old_request = request._replace(old_object=None)
     keys = set()
     for policy in policies.validating:
         for found in _run(policy, workload, old_request).findings:

@@ -23,6 +23,7 @@ from webhook.engine.rules._base import Params
 from webhook.engine.rules.cel import (
     CelPolicy,
     MatchCondition,
+    Mutation,
     Validation,
     Variable,
     parse_field_path,
@@ -109,6 +110,18 @@ class ValidationSpec(Model):
     fieldPath: str | None = None
 
 
+class JSONPatchSpec(Model):
+    expression: str
+
+
+class MutationSpec(Model):
+    """One mutation in MutatingAdmissionPolicy's JSONPatch form: an expression yielding JSON
+    Patch operations (`JSONPatch{op: "add", path: "/x", value: 1}` or plain maps)."""
+
+    patchType: Literal["JSONPatch"]
+    jsonPatch: JSONPatchSpec
+
+
 class PolicyFile(Model):
     """One policy document, as written in policies/<id>.yaml: a built-in `rule` with params,
     or CEL `validations` (with `variables`, `matchConditions` and a `scope`)."""
@@ -125,10 +138,11 @@ class PolicyFile(Model):
     variables: tuple[VariableSpec, ...] = ()
     matchConditions: tuple[MatchConditionSpec, ...] = ()
     validations: tuple[ValidationSpec, ...] = ()
+    mutations: tuple[MutationSpec, ...] = ()
 
     @property
     def is_cel(self) -> bool:
-        return bool(self.validations)
+        return bool(self.validations or self.mutations)
 
 
 class CelParams(Params):
@@ -240,11 +254,8 @@ class Policy:
     message: str | None
     source: str
     cel: CelPolicy | None = None  # the compiled expressions of a CEL policy
-
-    @property
-    def node_templates(self) -> bool:
-        """Whether the policy judges NodeTemplates (a CEL policy's `match.kinds` decides)."""
-        return self.rule is None or self.rule.node_templates
+    # Whether the policy judges NodeTemplates (a CEL policy's `match.kinds` decides).
+    node_templates: bool = True
 
     def applies(self, kind: str, namespace: str, operation: str,
                 labels: Mapping[str, Any]) -> bool:
@@ -368,8 +379,8 @@ def _build(document: Any, where: str, config: Config) -> Policy:
         return _build_cel(spec, where, config)
     for name in ("scope", "variables", "matchConditions"):
         if name in document:
-            raise PolicyError(f"{where}: {name}: only a CEL policy (one with `validations`) "
-                              "has it")
+            raise PolicyError(f"{where}: {name}: only a CEL policy (one with `validations` "
+                              "or `mutations`) has it")
     rule_name = spec.rule or spec.id
     rule = RULES.get(rule_name)
     if rule is None:
@@ -387,16 +398,22 @@ def _build(document: Any, where: str, config: Config) -> Policy:
                           f"{_explain(error)}") from None
     return Policy(id=spec.id, description=spec.description.strip(), type=spec.type,
                   action=override.action or spec.action, rule=rule, params=validated,
-                  match=spec.match, message=spec.message, source=where)
+                  match=spec.match, message=spec.message, source=where,
+                  node_templates=rule.node_templates)
 
 
 def _build_cel(spec: PolicyFile, where: str, config: Config) -> Policy:
     """A policy of CEL expressions, each compiled now so that a mistake fails the load with
     the file, the expression and the line and column in it."""
     if spec.rule is not None:
-        raise PolicyError(f"{where}: rule: a CEL policy (one with `validations`) names no rule")
-    if spec.type != "validate":
-        raise PolicyError(f"{where}: type: a policy with `validations` is a validate policy")
+        raise PolicyError(f"{where}: rule: a CEL policy (one with `validations` or "
+                          "`mutations`) names no rule")
+    if spec.validations and spec.mutations:
+        raise PolicyError(f"{where}: mutations: a policy has `validations` or `mutations`, "
+                          "not both (write a validate and a mutate policy)")
+    wanted, field = ("validate", "validations") if spec.validations else ("mutate", "mutations")
+    if spec.type != wanted:
+        raise PolicyError(f"{where}: type: a policy with `{field}` is a {wanted} policy")
     if spec.message is not None:
         raise PolicyError(f"{where}: message: a CEL policy gives a message per validation")
     scope = spec.scope or "object"
@@ -441,13 +458,20 @@ def _build_cel(spec: PolicyFile, where: str, config: Config) -> Policy:
                                 if item.messageExpression else None),
             reason=item.reason,
             field_path=path))
+    mutations = []
+    for index, mutation in enumerate(spec.mutations):
+        field = f"mutations[{index}].jsonPatch.expression"
+        expression = compiled(field, cel.jsonpatch_literals(mutation.jsonPatch.expression))
+        _known_variables(expression, seen, where, field)
+        mutations.append(Mutation(expression))
     for index, validation in enumerate(validations):
         _known_variables(validation.expression, seen, where, f"validations[{index}].expression")
         if validation.message_expression is not None:
             _known_variables(validation.message_expression, seen, where,
                              f"validations[{index}].messageExpression")
     program = CelPolicy(scope=scope, params=params, variables=tuple(variables),
-                        match_conditions=conditions, validations=tuple(validations))
+                        match_conditions=conditions, validations=tuple(validations),
+                        mutations=tuple(mutations))
     return Policy(id=spec.id, description=spec.description.strip(), type=spec.type,
                   action=override.action or spec.action, rule=None,
                   params=CelParams.model_validate(params), match=spec.match, message=None,

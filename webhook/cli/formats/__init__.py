@@ -20,7 +20,7 @@ from webhook.engine.results import Decision, Finding, Result
 @dataclass(frozen=True, slots=True)
 class Options:
     color: bool = False  # the table only, on a terminal, never with NO_COLOR
-    quiet: bool = False  # failures only: no pass or skip results, no notes
+    quiet: bool = False  # only what fails the run (see `failing`) and errors; no notes
     fail_on: str = "deny"
 
 
@@ -71,6 +71,15 @@ def fails(label_: str, fail_on: str) -> bool:
     return False
 
 
+def failing(decision: Decision, result: Result, fail_on: str) -> bool:
+    """Whether a policy's result fails the run under --fail-on (or is an error): what
+    --quiet keeps."""
+    if result.status == "error":
+        return True
+    return result.status == "fail" and any(
+        fails(label(decision, result, finding), fail_on) for finding in result.findings)
+
+
 def location(judged: Judged) -> str:
     """`file:line:column` of the object, as editors and CI annotators read it."""
     document = judged.document
@@ -81,12 +90,13 @@ def location(judged: Judged) -> str:
 
 def formats() -> dict[str, type[Format]]:
     """The formats by name (imported here, after this module's helpers exist)."""
-    from webhook.cli.formats import json, table
+    from webhook.cli.formats import github, json, junit, policyreport, sarif, table
 
-    return {"table": table.Table, "json": json.Json}
+    return {"table": table.Table, "json": json.Json, "sarif": sarif.Sarif, "junit": junit.JUnit,
+            "github": github.GitHub, "policyreport": policyreport.PolicyReport}
 
 
-NAMES = ("table", "json")
+NAMES = ("table", "json", "sarif", "junit", "github", "policyreport")
 
 
 def render_all(name: str, judged: Sequence[Judged], policies: PolicySet,

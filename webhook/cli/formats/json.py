@@ -15,7 +15,7 @@ from typing import Any
 
 import orjson  # writes the report ~20x faster than json (see dumps_json)
 
-from webhook.cli.formats import Format
+from webhook.cli.formats import Format, failing
 from webhook.cli.judge import Judged
 from webhook.cli.summary import summary
 
@@ -26,7 +26,8 @@ class Json(Format):
         self.first = True
 
     def render(self, judged: Sequence[Judged]) -> str:
-        return rows_text(rows(judged, quiet=self.options.quiet))
+        options = self.options
+        return rows_text(rows(judged, options.fail_on if options.quiet else None))
 
     def write(self, rendered: str) -> None:
         if not rendered:
@@ -39,8 +40,9 @@ class Json(Format):
         self.out.write(("]" if self.first else "\n  ]") + ",\n" + text[2:] + "\n")
 
 
-def rows(judged: Sequence[Judged], quiet: bool = False) -> list[dict[str, Any]]:
-    """One result object per resource and policy (with --quiet, not the pass and skip ones)."""
+def rows(judged: Sequence[Judged], failing_only: str | None = None) -> list[dict[str, Any]]:
+    """One result object per resource and policy; with `failing_only` (--quiet's --fail-on),
+    only the results that fail the run and errors."""
     results: list[dict[str, Any]] = []
     for item in judged:
         decision, document = item.decision, item.document
@@ -50,10 +52,10 @@ def rows(judged: Sequence[Judged], quiet: bool = False) -> list[dict[str, Any]]:
                      "source": resource.source, "file": document.file,
                      "line": document.line, "column": document.column}
         for result in decision.results:
+            if failing_only and not failing(decision, result, failing_only):
+                continue
             findings = result.findings
             if not findings:  # most results: pass and skip (as Result.message/patch say)
-                if quiet and result.status in ("pass", "skip"):
-                    continue
                 results.append({
                     "resource": dict(described), "policy": result.policy,
                     "action": result.action, "result": result.status,

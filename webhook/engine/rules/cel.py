@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
 from webhook.engine.cel import (
     EvaluationError,
@@ -20,18 +20,18 @@ from webhook.engine.cel import (
     activation,
     evaluate,
 )
-from webhook.engine.patch import Path
+from webhook.engine.patch import PatchError, Path, apply_patch, pointer, split_pointer
 from webhook.engine.results import Finding
 from webhook.engine.rules._base import finding
-from webhook.engine.workload import Container, Workload, api_group
+from webhook.engine.workload import Container, Workload, api_group, dotted
 
 _EMPTY: Mapping[str, Any] = {}
 
 
-@dataclass(frozen=True, slots=True)
-class Request:
+class Request(NamedTuple):
     """What the API server says about the request, beyond the object: the `request`,
-    `oldObject` and `namespaceObject` of an expression."""
+    `oldObject` and `namespaceObject` of an expression. (A tuple: one is built per
+    evaluation, and a frozen dataclass costs several times as much to build.)"""
 
     operation: str = "CREATE"
     namespace: str = ""
@@ -83,6 +83,14 @@ class Validation:
 
 
 @dataclass(frozen=True, slots=True)
+class Mutation:
+    """A JSONPatch mutation: an expression yielding a list of JSON Patch operations, whose
+    paths are relative to the container in container scope."""
+
+    expression: Expression
+
+
+@dataclass(frozen=True, slots=True)
 class CelPolicy:
     """A CEL policy compiled at load: what evaluate() runs in place of a built-in rule."""
 
@@ -91,6 +99,7 @@ class CelPolicy:
     variables: tuple[Variable, ...] = ()
     match_conditions: tuple[MatchCondition, ...] = ()
     validations: tuple[Validation, ...] = ()
+    mutations: tuple[Mutation, ...] = ()
 
     def unmatched(self, workload: Workload, request: Request) -> str:
         """Why a matchCondition leaves the object alone, or '' when all of them hold.
@@ -108,32 +117,93 @@ class CelPolicy:
         return ""
 
     def check(self, workload: Workload, request: Request) -> list[Finding]:
-        """The findings of the validations. Raises EvaluationError, naming the expression."""
+        """The findings of the validations, or of the mutations with their patches. Raises
+        EvaluationError, naming the expression."""
         base = self._base(workload, request)
         if self.scope == "object":
-            return self._validate(base, _first_pod_path(workload), None)
+            return self._judge(base, workload, _first_pod_path(workload), None)
         findings = []
+        reads_pod = "podSpec" in self.reads
         for pod_spec in workload.pod_specs:  # a container sees the pod spec it belongs to
             pod = _EMPTY if workload.is_node_template else pod_spec.data
             for container in pod_spec.containers:
-                data = {**base, "podSpec": pod, "container": container.data,
-                        "containerGroup": container.group}
-                findings += self._validate(data, pod_spec.path, container)
+                data = {**base, "container": container.data, "containerGroup": container.group}
+                if reads_pod:
+                    data["podSpec"] = pod
+                findings += self._judge(data, workload, pod_spec.path, container)
         return findings
 
+    def _judge(self, data: dict[str, Any], workload: Workload, pod_spec_path: Path,
+               container: Container | None) -> list[Finding]:
+        if self.mutations:
+            return self._mutate(data, workload, container)
+        return self._validate(data, pod_spec_path, container)
+
+    def _mutate(self, data: dict[str, Any], workload: Workload,
+                container: Container | None) -> list[Finding]:
+        """One finding holding the operations that change something: an `add` of the value a
+        field already has is dropped, so that a patch stays minimal."""
+        values, failed = self._variables(data)
+        bound = activation(self.scope, {**data, "variables": values})
+        base = container.path if container is not None else ()
+        document: Any = workload.obj
+        kept: list[dict[str, Any]] = []
+        described: list[str] = []
+        for index, mutation in enumerate(self.mutations):
+            where = f"mutations[{index}].jsonPatch.expression"
+            _check_variables(mutation.expression, failed, where)
+            for number, (operation, relative) in enumerate(
+                    _operations(_run(mutation.expression, bound, where), base, where)):
+                try:
+                    changed = apply_patch(document, [operation])
+                except PatchError as error:
+                    raise EvaluationError(f"{where}: operation {number} ({operation['op']} "
+                                          f"{operation['path']}) does not apply: {error}"
+                                          ) from None
+                if changed == document:
+                    continue
+                document = changed
+                kept.append(operation)
+                described.append(f"{operation['op']} {dotted(relative) or 'the object'}")
+        if not kept:
+            return []
+        first = split_pointer(kept[0]["path"])
+        return [finding(container, "; ".join(described), first, tuple(kept))]
+
+    # The top-level names the expressions use, worked out once.
+    reads: frozenset[str] = field(init=False, default=frozenset())
+
+    def __post_init__(self) -> None:
+        expressions = [*(v.expression for v in self.variables),
+                       *(c.expression for c in self.match_conditions),
+                       *(v.expression for v in self.validations),
+                       *(v.message_expression for v in self.validations
+                         if v.message_expression is not None),
+                       *(m.expression for m in self.mutations)]
+        object.__setattr__(self, "reads", frozenset().union(*(e.names for e in expressions)))
+
     def _base(self, workload: Workload, request: Request) -> dict[str, Any]:
+        """The variables the expressions read: converting an object the policy never reads
+        would be most of the cost of evaluating it."""
         obj = workload.obj
-        return {
-            "object": obj,
-            "oldObject": request.old_object,
-            "request": request.data(obj),
-            "params": self.params,
-            "namespaceObject": request.namespace_object,
+        reads = self.reads
+        data: dict[str, Any] = {}
+        if "object" in reads:
+            data["object"] = obj
+        if "oldObject" in reads:
+            data["oldObject"] = request.old_object
+        if "request" in reads:
+            data["request"] = request.data(obj)
+        if "params" in reads:
+            data["params"] = self.params
+        if "namespaceObject" in reads:
+            data["namespaceObject"] = request.namespace_object
+        if "podSpec" in reads:
             # the first pod spec: a kind with several (a PyTorchJob) has its containers
             # judged in container scope, each with its own
-            "podSpec": (_EMPTY if workload.is_node_template or not workload.pod_specs
-                        else workload.pod_specs[0].data),
-        }
+            data["podSpec"] = (_EMPTY if workload.is_node_template or not workload.pod_specs
+                               else workload.pod_specs[0].data)
+        return data
 
     def _validate(self, data: dict[str, Any], pod_spec_path: Path,
                   container: Container | None) -> list[Finding]:
@@ -185,6 +255,44 @@ class CelPolicy:
         return f"failed expression: {_one_line(validation.expression.text)}"
 
 
+_OPERATIONS = frozenset({"add", "replace", "remove"})
+
+
+def _operations(value: Any, base: Path, where: str) -> list[tuple[dict[str, Any], Path]]:
+    """The JSON Patch operations a mutation yields, with paths made absolute (container
+    scope: relative to the container), and each path relative as the policy wrote it."""
+    if not isinstance(value, list):
+        raise EvaluationError(f"{where}: yields {_type(value)}, not a list of JSON Patch "
+                              "operations")
+    found: list[tuple[dict[str, Any], Path]] = []
+    for number, item in enumerate(value):
+        problem = _operation_problem(item)
+        if problem:
+            raise EvaluationError(f"{where}: operation {number}: {problem}")
+        relative = split_pointer(item["path"])
+        operation = {"op": item["op"], "path": pointer((*base, *relative))}
+        if "value" in item:
+            operation["value"] = item["value"]
+        found.append((operation, relative))
+    return found
+
+
+def _operation_problem(item: Any) -> str:
+    if not isinstance(item, dict):
+        return f"expected a map with op, path and value, got {_type(item)}"
+    unknown = sorted(set(item) - {"op", "path", "value"})
+    if unknown:
+        return f"unknown field {unknown[0]!r} (op, path and value are allowed)"
+    if item.get("op") not in _OPERATIONS:
+        return "op must be add, replace or remove"
+    path = item.get("path")
+    if not isinstance(path, str) or not path.startswith("/"):
+        return "path must be a JSON pointer such as /securityContext/runAsNonRoot"
+    if item["op"] != "remove" and "value" not in item:
+        return f"a {item['op']} operation needs a value"
+    return ""
+
+
 def _first_pod_path(workload: Workload) -> Path:
     return workload.pod_specs[0].path if workload.pod_specs else ("spec",)
 
@@ -207,6 +315,8 @@ def _run(expression: Expression, bound: Any, where: str) -> Any:
 
 
 def _check_variables(expression: Expression, failed: dict[str, str], where: str) -> None:
+    if not failed:
+        return
     for name in sorted(expression.references & failed.keys()):
         raise EvaluationError(f"{where} reads {failed[name]}")
 

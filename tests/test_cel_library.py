@@ -1,0 +1,102 @@
+"""The Kubernetes CEL library functions, as a policy's validation sees them: true passes,
+false is a finding, and a failure is an error that does not echo the value it read."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import pytest
+import yaml
+from builders import pod
+
+from webhook import evaluate, load_policies
+
+SECRET = "s3cr3t-Value-that-must-not-show"
+
+
+def judge(tmp_path: Path, expression: str, **container: object) -> tuple[str, str]:
+    folder = tmp_path / "p"
+    folder.mkdir(exist_ok=True)
+    (folder / "p.yaml").write_text(yaml.safe_dump({
+        "id": "library", "description": "d", "type": "validate", "action": "enforce",
+        "scope": "container", "validations": [{"expression": expression, "message": "no"}]}))
+    decision = evaluate(pod({"name": "c", "image": "app:1", **container}), load_policies(folder))
+    [result] = decision.results
+    return result.status, result.reason
+
+
+TRUE = [
+    "quantity('1Gi') == quantity('1024Mi')",
+    "quantity('500m').isLessThan(quantity('1'))",
+    "quantity('2').isGreaterThan(quantity('1500m'))",
+    "quantity('1.5').compareTo(quantity('1500m')) == 0",
+    "quantity('1Gi').asInteger() == 1073741824",
+    "quantity('100m').asApproximateFloat() == 0.1",
+    "!quantity('100m').isInteger() && quantity('2k').isInteger()",
+    "quantity('1').add(quantity('500m')) == quantity('1.5')",
+    "quantity('1').sub(2).sign() == -1",
+    "isQuantity('256Mi') && !isQuantity('1GB') && !isQuantity('500mi')",
+    "container.resources.limits.all(r, quantity(container.resources.requests[r])"
+    ".compareTo(quantity(container.resources.limits[r])) <= 0)",
+    "url('https://example.com:8443/a/b?x=1&x=2').getHostname() == 'example.com'",
+    "url('https://example.com:8443/a').getPort() == '8443'",
+    "url('https://[::1]:80/').getHostname() == '::1'",
+    "url('https://example.com/a%20b?x=1&x=2').getQuery()['x'] == ['1', '2']",
+    "url('http://example.com/a%20b').getEscapedPath() == '/a%20b'",
+    "isURL('/relative/ok') && !isURL('not a url')",
+    "ip('10.0.0.1').family() == 4 && ip('::1').family() == 6",
+    "ip('127.0.0.1').isLoopback() && ip('0.0.0.0').isUnspecified()",
+    "ip('169.254.1.1').isLinkLocalUnicast() && ip('224.0.0.1').isLinkLocalMulticast()",
+    "ip('8.8.8.8').isGlobalUnicast() && !ip('255.255.255.255').isGlobalUnicast()",
+    "ip.isCanonical('10.0.0.1') && !ip.isCanonical('2001:DB8::1')",
+    "!isIP('::ffff:10.0.0.1') && !isIP('fe80::1%eth0') && isIP('fe80::1')",
+    "cidr('10.0.0.0/8').containsIP('10.1.2.3') && !cidr('10.0.0.0/8').containsIP('11.0.0.1')",
+    "cidr('10.0.0.0/8').containsCIDR('10.1.0.0/16')",
+    "cidr('10.1.2.3/8').masked() == '10.0.0.0/8' && cidr('10.1.2.3/8').ip() == '10.1.2.3'",
+    "cidr('10.0.0.0/8').prefixLength() == 8 && isCIDR('::/0') && !isCIDR('10.0.0.0')",
+    "[1, 2, 3].isSorted() && ![3, 1].isSorted() && [1, 2, 3].sum() == 6",
+    "[3, 1, 2].min() == 1 && [3, 1, 2].max() == 3 && [1.5, 2.5].sum() == 4.0",
+    "'registry.example.com/app:1.2.3'.find('[0-9]+\\\\.[0-9]+') == '1.2'",
+    "'a1b22c333'.findAll('[0-9]+') == ['1', '22', '333']",
+    "'a1b22c333'.findAll('[0-9]+', 2) == ['1', '22']",
+    "'abc'.find('x') == ''",
+    "jsonpatch.escapeKey('example.com/a~b') == 'example.com~1a~0b'",
+    "container.image.split(':')[1] == '1' && 'A'.lowerAscii() == 'a'",
+    "container.?securityContext.?runAsUser.orValue(0) == 0",
+    "cel.bind(n, container.name, n + n) == 'cc'",
+    "math.greatest([1, 3]) == 3 && base64.encode(b'hi') == 'aGk='",
+]
+
+
+@pytest.mark.parametrize("expression", TRUE)
+def test_library_functions_give_what_kubernetes_gives(tmp_path, expression):
+    resources = {"requests": {"cpu": "500m", "memory": "1Gi"},
+                 "limits": {"cpu": "1", "memory": "1Gi"}}
+    assert judge(tmp_path, expression, resources=resources) == ("pass", "")
+
+
+def test_a_false_expression_is_a_finding(tmp_path):
+    assert judge(tmp_path, "quantity('2').isLessThan(quantity('1'))")[0] == "fail"
+
+
+@pytest.mark.parametrize(("expression", "problem"), [
+    ("quantity(container.env[0].value) == quantity('1')", "is not a quantity"),
+    ("url(container.env[0].value) == ''", "is not an absolute URL or path"),
+    ("ip(container.env[0].value) == ''", "is not an IP address"),
+    ("cidr(container.env[0].value) == ''", "is not a CIDR"),
+    ("quantity('1.5').asInteger() == 1", "is not an integer"),
+    ("[].min() == 0", "min() of an empty list"),
+    ("'a'.find('(?=a)') == ''", "invalid regular expression"),
+])
+def test_a_failing_function_is_an_error_that_does_not_echo_the_value(tmp_path, expression,
+                                                                      problem):
+    status, reason = judge(tmp_path, expression, env=[{"name": "X", "value": SECRET}])
+    assert status == "error" and problem in reason and SECRET not in reason
+
+
+def test_find_runs_in_linear_time_on_a_pattern_that_backtracks_elsewhere(tmp_path):
+    started = time.perf_counter()
+    status, _ = judge(tmp_path, "container.env[0].value.find('(a+)+$') == ''",
+                      env=[{"name": "X", "value": "a" * 50_000 + "b"}])
+    assert status == "pass" and time.perf_counter() - started < 2

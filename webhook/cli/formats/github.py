@@ -1,0 +1,57 @@
+"""GitHub Actions workflow commands: each finding becomes an annotation on the pull request
+(`::error file=...,line=...::`), then the summary line."""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Sequence
+
+from webhook.cli.formats import Format, fails, label
+from webhook.cli.judge import Judged
+from webhook.cli.summary import summary_line
+
+_COMMANDS = {"deny": "error", "would-deny": "warning", "warn": "warning", "audit": "notice"}
+
+
+class GitHub(Format):
+    def render(self, judged: Sequence[Judged]) -> str:
+        lines: list[str] = []
+        quiet, fail_on = self.options.quiet, self.options.fail_on
+        for item in judged:
+            decision = item.decision
+            for result in decision.results:
+                if result.status == "error":
+                    problem = "; ".join(f.message for f in result.findings) or result.reason
+                    lines.append(_command("error", item, "invalid manifest",
+                                          f"{decision.resource}: {problem}"))
+                    continue
+                if result.status != "fail":
+                    continue
+                for finding in result.findings:
+                    verdict = label(decision, result, finding)
+                    if quiet and not fails(verdict, fail_on):
+                        continue
+                    command = "error" if fails(verdict, fail_on) else _COMMANDS[verdict]
+                    lines.append(_command(command, item, str(result.policy),
+                                          f"{decision.resource}: {finding.message}"))
+        return "".join(lines)
+
+    def finish(self, counts: Counter[str]) -> None:
+        self.out.write(summary_line(counts))
+
+
+def _command(command: str, item: Judged, title: str, message: str) -> str:
+    document = item.document
+    where = f"file={_property(document.file)}"
+    if document.line:
+        where += f",line={document.line},col={document.column}"
+    return f"::{command} {where},title={_property(title)}::{_data(message)}\n"
+
+
+def _data(text: str) -> str:
+    """Escape a workflow command's message (GitHub's own escaping rules)."""
+    return text.replace("%", "%25").replace("\r", "%0D").replace("\n", "%0A")
+
+
+def _property(text: str) -> str:
+    return _data(text).replace(":", "%3A").replace(",", "%2C")

@@ -1,0 +1,101 @@
+"""JUnit XML for CI test reports (GitLab, Jenkins, Azure): one test case per object and
+policy. A denial (or what --fail-on counts) is a failure, an object that cannot be read or
+judged an error, a policy that does not apply a skipped case; warnings and audit findings
+that do not fail the run are passing cases that say so in their output."""
+
+from __future__ import annotations
+
+import re
+import shutil
+import tempfile
+from collections import Counter
+from collections.abc import Sequence
+from typing import Any
+from xml.sax.saxutils import escape, quoteattr
+
+from webhook.cli.formats import Format, failing, fails, label
+from webhook.cli.judge import Judged
+from webhook.engine.policy import PolicySet
+
+# Characters XML 1.0 does not allow even escaped.
+_INVALID_XML = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\ufffe\uffff]")
+
+
+class JUnit(Format):
+    """The test cases are written to a temporary file as they come, since the totals lead."""
+
+    def start(self, policies: PolicySet) -> None:
+        # closed in finish(); unlinked at once, so nothing is left behind even on a crash
+        self.body = tempfile.TemporaryFile("w+", encoding="utf-8")  # noqa: SIM115
+        self.totals: Counter[str] = Counter()
+
+    def render(self, judged: Sequence[Judged]) -> tuple[str, Counter[str]]:
+        cases: list[str] = []
+        totals: Counter[str] = Counter()
+        quiet, fail_on = self.options.quiet, self.options.fail_on
+        for item in judged:
+            decision = item.decision
+            classname = _attr(str(decision.resource))
+            where = f' file={_attr(item.document.file)}'
+            if item.document.line:
+                where += f' line="{item.document.line}"'
+            for result in decision.results:
+                name = _attr(result.policy or "readable")
+                status = result.status
+                if quiet and not failing(decision, result, fail_on):
+                    continue
+                totals["tests"] += 1
+                head = f'    <testcase classname={classname} name={name}{where}'
+                if status == "error":
+                    totals["errors"] += 1
+                    text = "; ".join(f.message for f in result.findings) or result.reason
+                    cases.append(f'{head}>\n      <error type="error" message={_attr(text)}>'
+                                 f'{_text(text)}</error>\n    </testcase>\n')
+                elif status == "skip":
+                    totals["skipped"] += 1
+                    cases.append(f'{head}>\n      <skipped message={_attr(result.reason)}/>'
+                                 '\n    </testcase>\n')
+                elif status == "pass" or not result.findings:
+                    cases.append(f"{head}/>\n")
+                else:
+                    labels = [label(decision, result, f) for f in result.findings]
+                    lines = "\n".join(f"{verdict}: {f.message} (field: {f.path})"
+                                      for verdict, f in zip(labels, result.findings, strict=True))
+                    failed = [v for v in labels if fails(v, fail_on)]
+                    if failed:
+                        totals["failures"] += 1
+                        message = "; ".join(f.message for v, f in
+                                            zip(labels, result.findings, strict=True)
+                                            if fails(v, fail_on))
+                        cases.append(f'{head}>\n      <failure type="{failed[0]}" '
+                                     f'message={_attr(message)}>{_text(lines)}</failure>\n'
+                                     '    </testcase>\n')
+                    else:
+                        cases.append(f"{head}>\n      <system-out>{_text(lines)}</system-out>\n"
+                                     "    </testcase>\n")
+        return "".join(cases), totals
+
+    def write(self, rendered: Any) -> None:
+        text, totals = rendered
+        self.body.write(text)
+        self.totals.update(totals)
+
+    def finish(self, counts: Counter[str]) -> None:
+        totals = self.totals
+        numbers = (f'tests="{totals["tests"]}" failures="{totals["failures"]}" '
+                   f'errors="{totals["errors"]}" skipped="{totals["skipped"]}"')
+        self.out.write('<?xml version="1.0" encoding="UTF-8"?>\n'
+                       f'<testsuites name="quickq-guard" {numbers}>\n'
+                       f'  <testsuite name="quickq-guard check" {numbers}>\n')
+        self.body.seek(0)
+        shutil.copyfileobj(self.body, self.out)
+        self.body.close()
+        self.out.write("  </testsuite>\n</testsuites>\n")
+
+
+def _attr(text: str) -> str:
+    return quoteattr(_INVALID_XML.sub("", text))
+
+
+def _text(text: str) -> str:
+    return escape(_INVALID_XML.sub("", text))

@@ -1,0 +1,118 @@
+"""SARIF 2.1.0 for code scanning (GitHub, GitLab, Azure DevOps): one result per finding.
+
+The rules are the loaded policies (id, description, action as the default level), plus
+`invalid-manifest` for input that cannot be read or judged. Each result points at the object
+in its file by line and column. Patches are not results: a mutate policy changes the object at
+admission, it does not report a problem.
+"""
+
+from __future__ import annotations
+
+import urllib.parse
+from collections import Counter
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from webhook.cli.formats import Format, fails, label
+from webhook.cli.judge import Judged
+from webhook.cli.summary import exit_code
+from webhook.engine.policy import PolicySet
+
+SCHEMA = ("https://docs.oasis-open.org/sarif/sarif/v2.1.0/errata01/os/schemas/"
+          "sarif-schema-2.1.0.json")
+INVALID = "invalid-manifest"
+_LEVELS = {"deny": "error", "would-deny": "warning", "warn": "warning", "audit": "note"}
+_ACTION_LEVELS = {"enforce": "error", "warn": "warning", "audit": "note", "off": "none"}
+
+
+class Sarif(Format):
+    def start(self, policies: PolicySet) -> None:
+        self.first = True
+        rules = [_rule(p.id, p.description, p.type, p.action) for p in policies.policies]
+        rules.append({"id": INVALID, "name": "InvalidManifest",
+                      "shortDescription": {"text": "The manifest cannot be read or judged."},
+                      "help": {"text": "Fix the YAML or the field named; the API server would "
+                                       "refuse the object as it is."},
+                      "defaultConfiguration": {"level": "error"}})
+        self.rule_index = {rule["id"]: index for index, rule in enumerate(rules)}
+        driver = {"name": "quickq-guard", "version": "0.1.0", "rules": rules}
+        head = orjson.dumps({"$schema": SCHEMA, "version": "2.1.0"}).decode()[:-1]
+        tool = orjson.dumps({"driver": driver}, option=orjson.OPT_INDENT_2).decode()
+        self.out.write(f'{head},\n"runs": [{{\n"tool": {tool},\n"columnKind": "unicodeCodePoints",'
+                       '\n"results": [')
+
+    def render(self, judged: Sequence[Judged]) -> list[dict[str, Any]]:
+        results: list[dict[str, Any]] = []
+        quiet = self.options.quiet
+        for item in judged:
+            decision = item.decision
+            for result in decision.results:
+                if result.status == "error":
+                    problem = "; ".join(f.message for f in result.findings) or result.reason
+                    results.append(self._result(item, INVALID, "error",
+                                                f"{decision.resource}: {problem}", {}))
+                    continue
+                if result.status != "fail":
+                    continue
+                for finding in result.findings:
+                    verdict = label(decision, result, finding)
+                    if quiet and not fails(verdict, self.options.fail_on):
+                        continue
+                    properties = {"resource": str(decision.resource), "field": finding.path,
+                                  "action": result.action, "verdict": verdict}
+                    if finding.container:
+                        properties["container"] = finding.container
+                    results.append(self._result(item, str(result.policy), _LEVELS[verdict],
+                                                f"{decision.resource}: {finding.message}",
+                                                properties))
+        return results
+
+    def _result(self, item: Judged, rule: str, level: str, message: str,
+                properties: dict[str, str]) -> dict[str, Any]:
+        document = item.document
+        location: dict[str, Any] = {"artifactLocation": {"uri": _uri(document.file)}}
+        if document.line:
+            location["region"] = {"startLine": document.line,
+                                  "startColumn": max(document.column, 1)}
+        result: dict[str, Any] = {"ruleId": rule, "ruleIndex": self.rule_index.get(rule, -1),
+                                  "level": level, "message": {"text": message},
+                                  "locations": [{"physicalLocation": location}]}
+        if result["ruleIndex"] < 0:
+            del result["ruleIndex"]  # a rule of a policy set loaded after start (none today)
+        if properties:
+            result["properties"] = properties
+        return result
+
+    def write(self, rendered: list[dict[str, Any]]) -> None:
+        for result in rendered:
+            self.out.write(("\n" if self.first else ",\n") + orjson.dumps(result).decode())
+            self.first = False
+
+    def finish(self, counts: Counter[str]) -> None:
+        code = exit_code(counts, self.options.fail_on)
+        invocation = {"executionSuccessful": not counts["outcome:error"], "exitCode": code}
+        self.out.write(f'\n],\n"invocations": [{orjson.dumps(invocation).decode()}]\n}}]\n}}\n')
+
+
+def _rule(policy: str, description: str, type_: str, action: str) -> dict[str, Any]:
+    name = "".join(part.capitalize() for part in policy.split("-"))
+    text = description or policy
+    return {"id": policy, "name": name, "shortDescription": {"text": text},
+            "fullDescription": {"text": f"{text} ({type_} policy, action {action})"},
+            "help": {"text": f"{text} See `quickq-guard policies` and policies/{policy}.yaml."},
+            "defaultConfiguration": {"level": _ACTION_LEVELS.get(action, "warning")},
+            "properties": {"tags": ["kubernetes", type_]}}
+
+
+def _uri(file: str) -> str:
+    """A relative URI for a file named relatively (code scanning resolves those against the
+    repository), a file: URI for an absolute one."""
+    if not file or file == "<stdin>":
+        return "stdin"
+    path = Path(file)
+    if path.is_absolute():
+        return path.as_uri()
+    return urllib.parse.quote(path.as_posix())
