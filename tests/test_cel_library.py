@@ -88,6 +88,11 @@ def test_a_false_expression_is_a_finding(tmp_path):
     ("quantity('1.5').asInteger() == 1", "is not an integer"),
     ("[].min() == 0", "min() of an empty list"),
     ("'a'.find('(?=a)') == ''", "invalid regular expression"),
+    ("'a'.find(container.env[0].value + '(?=') == ''", "invalid regular expression"),
+    ("'a'.matches(container.env[0].value + '(')", "invalid regular expression: missing )"),
+    ("{'a': 1}[container.env[0].value] == 1", "no such key (a key taken from the object)"),
+    ("container.env.exists(e, e.name == 'X') && {'b': 1}[container.env[0].value] == 1",
+     "no such key (a key taken from the object)"),
 ])
 def test_a_failing_function_is_an_error_that_does_not_echo_the_value(tmp_path, expression,
                                                                       problem):
@@ -95,8 +100,19 @@ def test_a_failing_function_is_an_error_that_does_not_echo_the_value(tmp_path, e
     assert status == "error" and problem in reason and SECRET not in reason
 
 
+def test_a_missing_key_the_expression_spells_is_named(tmp_path):
+    status, reason = judge(tmp_path, "container.securityContext.runAsUser == 0")
+    assert status == "error" and "no such key: securityContext" in reason
+
+
 def test_find_runs_in_linear_time_on_a_pattern_that_backtracks_elsewhere(tmp_path):
     started = time.perf_counter()
     status, _ = judge(tmp_path, "container.env[0].value.find('(a+)+$') == ''",
                       env=[{"name": "X", "value": "a" * 50_000 + "b"}])
     assert status == "pass" and time.perf_counter() - started < 2
+
+
+def test_a_value_cel_cannot_hold_is_an_error_that_does_not_echo_it(tmp_path):
+    status, reason = judge(tmp_path, "container.name != ''", ports=[{"containerPort": 2**70}])
+    assert status == "error" and "a number beyond 64 bits" in reason
+    assert str(2**70) not in reason

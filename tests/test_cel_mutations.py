@@ -77,11 +77,25 @@ def test_an_operation_that_changes_nothing_is_left_out_of_the_patch(tmp_path):
     assert decision.results[0].findings[0].message == "replace spec.restartPolicy"
 
 
-def test_a_mutation_that_would_patch_again_is_an_error_not_a_patch(tmp_path):
+def test_a_mutation_that_patches_again_on_the_probe_pod_fails_the_load(tmp_path):
     rule = mutation(
         "[JSONPatch{op: 'add', path: '/metadata/annotations', value: "
         "{'count': string(size(object.metadata.?annotations.orValue({})))}}]", scope="object")
-    decision = evaluate(pod(BARE), policies(tmp_path, rule))
+    with pytest.raises(PolicyError) as caught:
+        policies(tmp_path, rule)
+    assert "p.yaml: mutations: not idempotent: on a probe Pod, a second pass patches again " \
+           "(add metadata.annotations)" in str(caught.value)
+
+
+def test_a_mutation_that_would_patch_again_is_an_error_not_a_patch(tmp_path):
+    # The probe Pod has no `generation` annotation, so only a real object shows the problem.
+    rule = mutation(
+        "'generation' in object.metadata.?annotations.orValue({}) ? [JSONPatch{op: 'replace', "
+        "path: '/metadata/annotations/generation', "
+        "value: object.metadata.annotations.generation + '+'}] : []", scope="object")
+    loaded = policies(tmp_path, rule)
+    assert evaluate(pod(BARE), loaded).outcome == "allowed"
+    decision = evaluate(pod(BARE, annotations={"generation": "1"}), loaded)
     [result] = decision.results
     assert result.status == "error" and decision.outcome == "error"
     assert "not idempotent" in result.reason and decision.patch == ()

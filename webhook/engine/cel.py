@@ -112,9 +112,9 @@ def activation(scope: Scope, data: Mapping[str, Any]) -> Any:
     """The variables of one evaluation, converted once and shared by its expressions."""
     try:
         return _ENVIRONMENTS[scope].Activation(data)
-    except (RuntimeError, TypeError, ValueError, OverflowError) as error:
-        raise EvaluationError(f"the object cannot be read as CEL values ({_clean(error)})"
-                              ) from None
+    except (RuntimeError, TypeError, ValueError, OverflowError):
+        # The runtime's message quotes the value, which may be anything in the object.
+        raise EvaluationError(UNREPRESENTABLE) from None
 
 
 def evaluate(expression: Expression, bound: Any) -> Any:
@@ -122,17 +122,43 @@ def evaluate(expression: Expression, bound: Any) -> Any:
     try:
         value = expression.program.eval(bound)
     except RuntimeError as error:  # the iteration budget, a failed function
-        raise EvaluationError(_clean(error)) from None
+        raise EvaluationError(_clean(error, expression.text)) from None
     if value.type().name() == "ERROR":
-        raise EvaluationError(_clean(value.value()))
+        raise EvaluationError(_clean(value.value(), expression.text))
     return value.plain_value()
 
 
-def _clean(error: object) -> str:
+UNREPRESENTABLE = ("the object holds a value CEL cannot represent (a number beyond 64 bits, "
+                   "or a map key that is not a string, an int or a bool)")
+_UNREPRESENTABLE = re.compile(r"out of range for '|^Non-CEL value type|^Invalid map key type")
+_MISSING_KEY = re.compile(r'^Key not found in map ?: ?"(.*)"$', re.S)
+_BAD_PATTERN = re.compile(r"^(invalid regular expression: [^:]*): (.*)$", re.S)
+
+
+def _clean(error: object, source: str) -> str:
+    """The runtime's message, without what it quotes from the object: a missing key or a
+    pattern stays only when the expression itself spells it, since a value read from the
+    object may be a secret."""
     text = _STATUS.sub("", str(error).strip())
     if text == "Iteration budget exceeded":
         return "more than 10,000 comprehension iterations (the evaluation limit)"
+    if _UNREPRESENTABLE.search(text):  # converting the object: the message quotes a value
+        return UNREPRESENTABLE
+    missing = _MISSING_KEY.match(text)
+    if missing:
+        key = missing.group(1)
+        return f"no such key: {key}" if key in _spelled(source) else \
+            "no such key (a key taken from the object)"
+    pattern = _BAD_PATTERN.match(text)
+    if pattern:
+        return text if pattern.group(2) in _spelled(source) else pattern.group(1)
     return text
+
+
+def _spelled(source: str) -> set[str]:
+    """The names and string literals an expression spells out."""
+    return {value if kind == "name" else value.lstrip("rRbB").strip("'\"")
+            for kind, value in tokens(source) if kind in ("name", "string")}
 
 
 # --- a small scanner: CEL's lexical grammar is enough to find `variables.<name>` ---------

@@ -213,7 +213,9 @@ def _regex(pattern: str) -> Any:
     except re2.error as error:
         message = error.args[0].decode() if error.args and isinstance(error.args[0], bytes) \
             else str(error)
-        raise ValueError(f"invalid regular expression: {message}") from None
+        # RE2 ends its message with the part of the pattern it stopped at; the pattern may
+        # be a value read from the object, so only the reason is kept.
+        raise ValueError(f"invalid regular expression: {message.split(':')[0]}") from None
 
 
 def _find(text: str, pattern: str) -> str:

@@ -26,6 +26,7 @@ from webhook.engine.rules.cel import (
     Mutation,
     Validation,
     Variable,
+    idempotence_problem,
     parse_field_path,
 )
 from webhook.engine.workload import ANY, WORKLOAD_KINDS, PodSite
@@ -472,6 +473,11 @@ def _build_cel(spec: PolicyFile, where: str, config: Config) -> Policy:
     program = CelPolicy(scope=scope, params=params, variables=tuple(variables),
                         match_conditions=conditions, validations=tuple(validations),
                         mutations=tuple(mutations))
+    repeated = idempotence_problem(program)
+    if repeated:
+        raise PolicyError(f"{where}: mutations: not idempotent: on a probe Pod, a second pass "
+                          f"patches again ({repeated}); make each operation depend on what it "
+                          "sets, e.g. has(container.securityContext) ? [] : [...]")
     return Policy(id=spec.id, description=spec.description.strip(), type=spec.type,
                   action=override.action or spec.action, rule=None,
                   params=CelParams.model_validate(params), match=spec.match, message=None,

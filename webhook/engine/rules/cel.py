@@ -23,7 +23,7 @@ from webhook.engine.cel import (
 from webhook.engine.patch import PatchError, Path, apply_patch, pointer, split_pointer
 from webhook.engine.results import Finding
 from webhook.engine.rules._base import finding
-from webhook.engine.workload import Container, Workload, api_group, dotted
+from webhook.engine.workload import Container, Workload, api_group, dotted, read_workload
 
 _EMPTY: Mapping[str, Any] = {}
 
@@ -256,6 +256,37 @@ class CelPolicy:
 
 
 _OPERATIONS = frozenset({"add", "replace", "remove"})
+# Built for the load-time idempotence check: a Pod with one bare container.
+PROBE_POD: Mapping[str, Any] = {
+    "apiVersion": "v1", "kind": "Pod",
+    "metadata": {"name": "probe", "namespace": "default"},
+    "spec": {"containers": [{"name": "probe", "image": "registry.example.com/probe:1.0"}]},
+}
+
+
+def idempotence_problem(program: CelPolicy) -> str:
+    """What a second pass of the mutations patches again on a probe Pod, or '' when nothing
+    (or when it cannot be told: a condition is false or an expression fails on the probe).
+    The engine checks every patch it applies as well; this catches at load what it can."""
+    if not program.mutations:
+        return ""
+    current: Any = PROBE_POD
+    for second in (False, True):
+        workload = read_workload(current, (), check=False)
+        if workload is None:
+            return ""
+        try:
+            if program.unmatched(workload, Request()):
+                return ""
+            findings = program.check(workload, Request())
+            if not findings:
+                return ""
+            if second:
+                return "; ".join(found.message for found in findings)
+            current = apply_patch(current, [op for found in findings for op in found.patch])
+        except (EvaluationError, PatchError):
+            return ""
+    return ""
 
 
 def _operations(value: Any, base: Path, where: str) -> list[tuple[dict[str, Any], Path]]:
