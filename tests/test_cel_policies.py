@@ -142,7 +142,8 @@ def test_a_failing_variable_only_fails_the_expressions_that_read_it(tmp_path):
     loaded = policies(tmp_path, rule)
     result = evaluate(pod(PLAIN), loaded).results[0]
     assert result.status == "error"
-    assert "validations[1].expression reads variables.broken" in result.reason
+    assert ("validations[1].expression (or the variables it reads: broken): "
+            "no such key: nothing") in result.reason
     rule["validations"] = rule["validations"][:1]
     assert evaluate(pod(PRIVILEGED), policies(tmp_path, rule)).results[0].status == "fail"
 
@@ -278,6 +279,25 @@ def test_the_readme_policy_loads_lists_and_judges_as_the_readme_says(tmp_path, c
             in capsys.readouterr().out)
 
 
+def test_a_pod_level_finding_in_container_scope_is_reported_once(tmp_path):
+    loaded = policies(tmp_path, {
+        "id": "no-root-uid", "description": "d", "type": "validate", "action": "enforce",
+        "scope": "container",
+        "validations": [
+            {"expression": "podSpec.?securityContext.?runAsUser.orValue(1) != 0",
+             "message": "the pod runs as root", "fieldPath": "podSpec.securityContext.runAsUser"},
+            {"expression": "container.?securityContext.?runAsUser.orValue(1) != 0",
+             "message": "runs as root", "fieldPath": "securityContext.runAsUser"}]})
+    both = {"runAsUser": 0}
+    decision = evaluate(workload("Deployment", {"name": "a", "image": "x:1"},
+                                 {"name": "b", "image": "x:1", "securityContext": both},
+                                 securityContext=both), loaded)
+    assert [(f.container, f.path, f.message) for f in decision.results[0].findings] == [
+        (None, "spec.template.spec.securityContext.runAsUser", "the pod runs as root"),
+        ("b", "spec.template.spec.containers[1].securityContext.runAsUser",
+         "container 'b': runs as root")]
+
+
 def _pytorch_job(master_spec: dict[str, Any], worker_spec: dict[str, Any]) -> dict[str, Any]:
     return {"apiVersion": "kubeflow.org/v1", "kind": "PyTorchJob",
             "metadata": {"name": "train", "namespace": "ml", "labels": {"app": "train"}},
@@ -299,5 +319,5 @@ def test_an_ml_workload_kind_is_judged_per_container_with_its_own_pod_spec(tmp_p
     name = "bad in pytorchReplicaSpecs.Worker"  # a container's name within its replica spec
     assert [(f.container, f.path) for f in decision.results[0].findings] == [
         (name, f"{worker}.containers[0].securityContext.privileged"),
-        (name, f"{worker}.hostIPC")]
+        (None, f"{worker}.hostIPC")]  # about the pod spec, not the container
     assert decision.outcome == "denied"

@@ -140,6 +140,8 @@ def test_build_stage_replayed_yields_complete_wheel(tmp_path: Path) -> None:
         names = archive.namelist()
         entry_points = next(n for n in names if n.endswith("entry_points.txt"))
         assert "quickq-guard = webhook.cli:main" in archive.read(entry_points).decode()
-    shipped = {Path(n).name for n in names if n.startswith("webhook/policies/")}
-    assert shipped == {p.name for p in (REPO / "policies").glob("*.yaml")}
+    shipped = {n for n in names if n.startswith("webhook/policies/")}
+    # the default policies and the Pod Security Standards profiles under pod-security/
+    assert shipped == {f"webhook/policies/{p.relative_to(REPO / 'policies')}"
+                       for p in (REPO / "policies").rglob("*.yaml")}
     assert "webhook/crd.py" in names and "webhook/cli/check.py" in names

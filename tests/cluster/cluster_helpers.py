@@ -248,6 +248,10 @@ class ControlPlane:
             f"--audit-policy-file={pki / 'audit-policy.yaml'}",
             f"--audit-log-path={self.audit_log}", "--audit-log-format=json",
             "--audit-log-mode=blocking",
+            # ValidatingAdmissionPolicy is beta (v1beta1) in 1.28 and off unless asked for:
+            # `quickq-guard export --format vap` is tested against it.
+            "--feature-gates=ValidatingAdmissionPolicy=true",
+            "--runtime-config=admissionregistration.k8s.io/v1beta1=true",
             "--v=0"])
         self.wait_ready()
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import itertools
 import re
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -68,6 +68,7 @@ class Expression:
     program: Any
     references: frozenset[str]
     names: frozenset[str]
+    compiled: str = ""  # what was compiled, when not `text`: with its variables bound in it
 
 
 def compile_expression(text: str, scope: Scope, kind: Kind = "any") -> Expression:
@@ -88,6 +89,48 @@ def compile_expression(text: str, scope: Scope, kind: Kind = "any") -> Expressio
         raise CelError(f"the expression must yield a {kind}, but it yields {result}")
     return Expression(text, program, frozenset(_variable_references(text)),
                       frozenset(_top_level_names(text)))
+
+
+def with_variables(expression: Expression, variables: Sequence[tuple[str, Expression]],
+                   scope: Scope, kind: Kind = "any") -> Expression:
+    """The expression with the variables it reads, and the ones they read, bound in it by
+    `cel.bind`: one activation then serves every expression of a container, where
+    evaluating each variable apart needs a new one (and a new conversion of the object) for
+    each variable that reads another. `text` stays the expression as written.
+    Raises CelError."""
+    needed = set(expression.references)
+    for name, variable in reversed(variables):  # a variable reads only earlier ones
+        if name in needed:
+            needed |= variable.references
+    if not needed:
+        return expression
+    text = f"(\n{_bound_names(expression.text)}\n)"
+    for name, variable in reversed(variables):
+        if name in needed:
+            text = f"cel.bind({_BOUND}{name}, (\n{_bound_names(variable.text)}\n), {text})"
+    try:
+        inlined = compile_expression(text, scope, kind)
+    except CelError as error:
+        raise CelError(f"with the variables it reads bound in it: {error}") from None
+    return Expression(expression.text, inlined.program, expression.references, inlined.names,
+                      text)
+
+
+_BOUND = "variables__"  # variables.name is read as variables__name
+
+
+def _bound_names(text: str) -> str:
+    """`variables.name` written as the identifier `variables__name`."""
+    pieces = [[match.lastgroup or "other", match.group()] for match in _TOKEN.finditer(text)]
+    significant = [i for i, (kind, _) in enumerate(pieces) if kind != "space"]
+    for before, first, dot, name in zip([None, *significant], significant, significant[1:],
+                                        significant[2:], strict=False):
+        if (pieces[first][1] == "variables" and pieces[dot][1] == "."
+                and pieces[name][0] == "name"
+                and (before is None or pieces[before][1] != ".")):
+            pieces[first][1] = _BOUND + pieces[name][1]
+            pieces[dot][1] = pieces[name][1] = ""
+    return "".join(value for _, value in pieces)
 
 
 _STATUS = re.compile(r"^[A-Z_]+: |\s*\[[A-Z_]+\]$")
@@ -122,9 +165,9 @@ def evaluate(expression: Expression, bound: Any) -> Any:
     try:
         value = expression.program.eval(bound)
     except RuntimeError as error:  # the iteration budget, a failed function
-        raise EvaluationError(_clean(error, expression.text)) from None
+        raise EvaluationError(_clean(error, expression.compiled or expression.text)) from None
     if value.type().name() == "ERROR":
-        raise EvaluationError(_clean(value.value(), expression.text))
+        raise EvaluationError(_clean(value.value(), expression.compiled or expression.text))
     return value.plain_value()
 
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import cached_property
 from pathlib import Path
 from typing import Any, Literal
@@ -16,7 +16,7 @@ from typing import Any, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-from webhook.engine import cel
+from webhook.engine import cel, podsecurity
 from webhook.engine.globs import matches_any
 from webhook.engine.rules import RULES, Rule
 from webhook.engine.rules._base import Params
@@ -159,6 +159,33 @@ class PolicyOverride(Model):
     params: dict[str, Any] = Field(default_factory=dict)
 
 
+PodSecurityLevel = Literal["privileged", "baseline", "restricted"]
+
+
+class PodSecurity(Model):
+    """Which Pod Security Standards profile each action applies, in the words of the Pod
+    Security Admission controller's namespace labels (pod-security.kubernetes.io/enforce,
+    warn, audit); unset, or `privileged`, applies none."""
+
+    enforce: PodSecurityLevel | None = None
+    warn: PodSecurityLevel | None = None
+    audit: PodSecurityLevel | None = None
+    version: str = podsecurity.VERSION
+
+    @field_validator("version")
+    @classmethod
+    def _shipped_version(cls, value: str) -> str:
+        if value not in (podsecurity.VERSION, "latest"):
+            raise ValueError(f"quickq-guard ships the Pod Security Standards of "
+                             f"{podsecurity.VERSION} only; write {podsecurity.VERSION!r} "
+                             "or 'latest'")
+        return value
+
+    @property
+    def modes(self) -> dict[str, str | None]:
+        return {"enforce": self.enforce, "warn": self.warn, "audit": self.audit}
+
+
 _SEGMENT = re.compile(r"^[A-Za-z0-9_-]+$")
 
 
@@ -204,7 +231,7 @@ class CustomKind(Model):
 
 class Config(Model):
     """The global config: mode, exclusions, accepted NodeTemplate groups, custom kinds, policy
-    overrides."""
+    overrides, the Pod Security Standards profiles switched on."""
 
     mode: Literal["enforce", "dry-run"] = "enforce"
     excludeNamespaces: tuple[str, ...] = ("kube-system", "kube-public", "kube-node-lease")
@@ -213,6 +240,7 @@ class Config(Model):
     nodeTemplateGroups: tuple[str, ...] = ("quickq", "quickq.io")
     customKinds: tuple[CustomKind, ...] = ()
     policies: dict[str, PolicyOverride] = Field(default_factory=dict)
+    podSecurity: PodSecurity = PodSecurity()
 
     @field_validator("nodeTemplateGroups")
     @classmethod
@@ -325,6 +353,7 @@ def load_policies(directory: str | Path | None = None,
             policies.append(_build(document, where, config))
     if not policies:
         raise PolicyError(f"{directory}: no policies found (expected one YAML file per policy)")
+    policies += _pod_security(config)
     seen: dict[str, str] = {}
     for policy in policies:
         if policy.id in seen:
@@ -336,6 +365,28 @@ def load_policies(directory: str | Path | None = None,
         raise PolicyError(f"config: policies: no policy with id {', '.join(map(repr, unknown))} "
                           f"(loaded: {', '.join(sorted(seen))})")
     return PolicySet(tuple(policies), config)
+
+
+def pod_security_dir() -> Path:
+    """The shipped Pod Security Standards controls: baseline/ and restricted/."""
+    return default_policies_dir() / "pod-security"
+
+
+def _pod_security(config: Config) -> list[Policy]:
+    """The Pod Security Standards controls the config switches on, each with the action of
+    the strongest mode that includes it (a `policies.<id>.action` override still wins)."""
+    policies = []
+    for path, mode in podsecurity.selected(pod_security_dir(), config.podSecurity.modes):
+        for number, document in enumerate(_read_yaml(path), start=1):
+            if document is None:
+                continue
+            where = f"{path}" if number == 1 else f"{path}: document {number}"
+            policy = _build(document, where, config)
+            override = config.policies.get(policy.id)
+            if override is None or override.action is None:
+                policy = replace(policy, action=mode)
+            policies.append(policy)
+    return policies
 
 
 def load_config(path: str | Path | None) -> Config:
@@ -470,6 +521,22 @@ def _build_cel(spec: PolicyFile, where: str, config: Config) -> Policy:
         if validation.message_expression is not None:
             _known_variables(validation.message_expression, seen, where,
                              f"validations[{index}].messageExpression")
+    named = [(variable.name, variable.expression) for variable in variables]
+
+    def bound(field: str, expression: cel.Expression, kind: cel.Kind = "any") -> cel.Expression:
+        try:
+            return cel.with_variables(expression, named, scope, kind)
+        except cel.CelError as error:
+            raise PolicyError(f"{where}: {field}: {error}") from None
+
+    validations = [replace(
+        validation,
+        expression=bound(f"validations[{index}].expression", validation.expression, "bool"),
+        message_expression=None if validation.message_expression is None else bound(
+            f"validations[{index}].messageExpression", validation.message_expression, "string"))
+        for index, validation in enumerate(validations)]
+    mutations = [Mutation(bound(f"mutations[{index}].jsonPatch.expression", item.expression))
+                 for index, item in enumerate(mutations)]
     program = CelPolicy(scope=scope, params=params, variables=tuple(variables),
                         match_conditions=conditions, validations=tuple(validations),
                         mutations=tuple(mutations))

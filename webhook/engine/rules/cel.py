@@ -92,7 +92,12 @@ class Mutation:
 
 @dataclass(frozen=True, slots=True)
 class CelPolicy:
-    """A CEL policy compiled at load: what evaluate() runs in place of a built-in rule."""
+    """A CEL policy compiled at load: what evaluate() runs in place of a built-in rule.
+
+    Each validation, messageExpression and mutation has the variables it reads bound in it
+    (`cel.with_variables`), so a container's expressions share one activation, and a variable
+    that fails fails only the expressions that read it, as Kubernetes' lazy variables do.
+    """
 
     scope: Scope
     params: Mapping[str, Any] = field(default_factory=dict, hash=False)
@@ -131,7 +136,8 @@ class CelPolicy:
                 if reads_pod:
                     data["podSpec"] = pod
                 findings += self._judge(data, workload, pod_spec.path, container)
-        return findings
+        # A finding about the pod (see _about) comes from every container alike: say it once.
+        return list(dict.fromkeys(findings))
 
     def _judge(self, data: dict[str, Any], workload: Workload, pod_spec_path: Path,
                container: Container | None) -> list[Finding]:
@@ -143,15 +149,13 @@ class CelPolicy:
                 container: Container | None) -> list[Finding]:
         """One finding holding the operations that change something: an `add` of the value a
         field already has is dropped, so that a patch stays minimal."""
-        values, failed = self._variables(data)
-        bound = activation(self.scope, {**data, "variables": values})
+        bound = activation(self.scope, data)
         base = container.path if container is not None else ()
         document: Any = workload.obj
         kept: list[dict[str, Any]] = []
         described: list[str] = []
         for index, mutation in enumerate(self.mutations):
             where = f"mutations[{index}].jsonPatch.expression"
-            _check_variables(mutation.expression, failed, where)
             for number, (operation, relative) in enumerate(
                     _operations(_run(mutation.expression, bound, where), base, where)):
                 try:
@@ -207,44 +211,25 @@ class CelPolicy:
 
     def _validate(self, data: dict[str, Any], pod_spec_path: Path,
                   container: Container | None) -> list[Finding]:
-        values, failed = self._variables(data)
-        bound = activation(self.scope, {**data, "variables": values})
+        bound = activation(self.scope, data)
         findings = []
         for index, validation in enumerate(self.validations):
             where = f"validations[{index}].expression"
-            _check_variables(validation.expression, failed, where)
             value = _run(validation.expression, bound, where)
             if value is True:
                 continue
             if value is not False:
                 raise EvaluationError(f"{where}: yields {_type(value)}, not a bool")
-            message = self._message(validation, bound, failed)
+            message = self._message(validation, bound)
             path = _field(validation.field_path, pod_spec_path, container)
-            findings.append(finding(container, message, path))
+            findings.append(finding(_about(validation.field_path, container), message, path))
         return findings
 
-    def _variables(self, data: dict[str, Any]) -> tuple[dict[str, Any], dict[str, str]]:
-        """Each variable's value, in order (a variable may read the ones before it); a
-        variable that fails is an error only for the expressions that read it, as its lazy
-        evaluation in Kubernetes is."""
-        values: dict[str, Any] = {}
-        failed: dict[str, str] = {}
-        for variable in self.variables:
-            where = f"variables.{variable.name}"
-            try:
-                _check_variables(variable.expression, failed, where)
-                bound = activation(self.scope, {**data, "variables": values})
-                values[variable.name] = _run(variable.expression, bound, where)
-            except EvaluationError as error:
-                failed[variable.name] = str(error)
-        return values, failed
-
-    def _message(self, validation: Validation, bound: Any, failed: dict[str, str]) -> str:
+    def _message(self, validation: Validation, bound: Any) -> str:
         """messageExpression's string when it yields one, else `message`, else the
         expression, as ValidatingAdmissionPolicy falls back."""
         if validation.message_expression is not None:
             try:
-                _check_variables(validation.message_expression, failed, "messageExpression")
                 text = _run(validation.message_expression, bound, "messageExpression")
             except EvaluationError:
                 text = None
@@ -338,18 +323,20 @@ def _field(path: Path, pod_spec_path: Path, container: Container | None) -> Path
     return (*container.path, *path) if container is not None else path
 
 
+def _about(path: Path, container: Container | None) -> Container | None:
+    """The container a finding names: none when its fieldPath points at the pod spec or the
+    object (a pod-level setting such as spec.securityContext.runAsUser), even in container
+    scope, so that a pod-level violation is reported once and not once per container."""
+    return None if path[:1] in (("podSpec",), ("object",)) else container
+
+
 def _run(expression: Expression, bound: Any, where: str) -> Any:
     try:
         return evaluate(expression, bound)
     except EvaluationError as error:
+        if expression.references:
+            where += f" (or the variables it reads: {', '.join(sorted(expression.references))})"
         raise EvaluationError(f"{where}: {error}") from None
-
-
-def _check_variables(expression: Expression, failed: dict[str, str], where: str) -> None:
-    if not failed:
-        return
-    for name in sorted(expression.references & failed.keys()):
-        raise EvaluationError(f"{where} reads {failed[name]}")
 
 
 def _type(value: Any) -> str:
