@@ -111,14 +111,24 @@ def test_each_control_fails_exactly_the_pods_the_standard_forbids(levels, case: 
     assert failing_controls(obj, loaded) == set(case.expect)
 
 
-@pytest.mark.parametrize("kind", CONTROLLERS)
+def controller(kind: str, *containers: dict[str, Any], **spec: Any) -> dict[str, Any]:
+    """A pod controller of `kind`, ReplicationController (a core kind PSA judges) included."""
+    if kind != "ReplicationController":
+        return workload(kind, *containers, **spec)
+    obj = workload("ReplicaSet", *containers, **spec)
+    obj.update(apiVersion="v1", kind=kind)
+    obj["spec"]["selector"] = obj["spec"]["selector"]["matchLabels"]
+    return obj
+
+
+@pytest.mark.parametrize("kind", [*CONTROLLERS, "ReplicationController"])
 def test_controllers_are_judged_by_their_pod_template(levels, kind):
     loaded = levels["restricted"]
-    bad = workload(kind, restricted_container(runAsUser=0), hostIPC=True,
-                   securityContext={"runAsNonRoot": True,
-                                    "seccompProfile": {"type": "RuntimeDefault"}})
+    bad = controller(kind, restricted_container(runAsUser=0), hostIPC=True,
+                     securityContext={"runAsNonRoot": True,
+                                      "seccompProfile": {"type": "RuntimeDefault"}})
     assert failing_controls(bad, loaded) == {"pss-run-as-user", "pss-host-namespaces"}
-    good = workload(kind, restricted_container(), securityContext={
+    good = controller(kind, restricted_container(), securityContext={
         "runAsNonRoot": True, "seccompProfile": {"type": "RuntimeDefault"}})
     assert failing_controls(good, loaded) == set()
     # AppArmor annotations live on the pod template's metadata in a controller.

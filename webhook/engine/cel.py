@@ -217,10 +217,15 @@ _TOKEN = re.compile(r"""
 
 def tokens(text: str) -> Iterator[tuple[str, str]]:
     """(kind, text) of each token but spaces and comments; kind is string, name or other."""
-    for match in _TOKEN.finditer(text):
-        kind = match.lastgroup or "other"
+    for kind, value in lex(text):
         if kind != "space":
-            yield kind, match.group()
+            yield kind, value
+
+
+def lex(text: str) -> list[tuple[str, str]]:
+    """(kind, text) of every token, spaces and comments included (kind `space`): joined, they
+    give the expression back, so a tool can rename a variable and keep the rest as written."""
+    return [(match.lastgroup or "other", match.group()) for match in _TOKEN.finditer(text)]
 
 
 def jsonpatch_literals(text: str) -> str:

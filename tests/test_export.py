@@ -1,0 +1,323 @@
+"""`quickq-guard export --format vap`: CEL validate policies as ValidatingAdmissionPolicies.
+
+The objects have the shape of admissionregistration.k8s.io v1 (Kubernetes 1.30 schema) and
+v1beta1 (1.28); actions, kinds, namespaces, users, groups and selectors map onto Kubernetes'
+own fields; what cannot be exported is named with the reason. And, evaluated as the API
+server evaluates them (variables, matchConditions, validations, messageExpression) with
+quickq-guard's CEL runtime, the exported policies judge generated Pods, controllers and
+NodeTemplates as the engine does. tests/cluster/test_export_vap.py applies them to a real
+API server.
+"""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import kubernetes_validate
+import pytest
+import yaml
+from builders import POD_SPEC_PATHS
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from test_cel_examples import objects
+
+from webhook import Config, evaluate, load_policies
+from webhook.engine import cel
+from webhook.engine.policy import PolicySet
+from webhook.vap import RESOURCES, export, translate, version_notes
+
+ROOT = Path(__file__).resolve().parent.parent
+EXAMPLES = ROOT / "examples" / "policies"
+VAP_POLICIES = Path(__file__).resolve().parent / "vap_policies"
+
+
+def load(folder: Path, **config: Any) -> PolicySet:
+    return load_policies(folder, Config.model_validate(config))
+
+
+def write(tmp_path: Path, *documents: dict[str, Any]) -> Path:
+    folder = tmp_path / "policies"
+    folder.mkdir(exist_ok=True)
+    for document in documents:
+        (folder / f"{document['id']}.yaml").write_text(yaml.safe_dump(document))
+    return folder
+
+
+def policy(id: str = "p", **fields: Any) -> dict[str, Any]:
+    return {"id": id, "description": "d", "type": "validate", "action": "enforce",
+            "validations": [{"expression": "true"}], **fields}
+
+
+def pairs(objects_: list[dict[str, Any]]) -> dict[str, tuple[dict[str, Any], dict[str, Any]]]:
+    out = {}
+    for index in range(0, len(objects_), 2):
+        vap, binding = objects_[index], objects_[index + 1]
+        assert (vap["kind"], binding["kind"]) == ("ValidatingAdmissionPolicy",
+                                                   "ValidatingAdmissionPolicyBinding")
+        assert binding["spec"]["policyName"] == vap["metadata"]["name"]
+        out[vap["metadata"]["annotations"]["quickq.io/policy"]] = (vap, binding)
+    return out
+
+
+@pytest.mark.parametrize(("api_version", "schema"), [("v1", "1.30.0"), ("v1beta1", "1.28.0")])
+def test_exported_objects_have_the_kubernetes_shape(api_version, schema):
+    for folder in (EXAMPLES, VAP_POLICIES):
+        exported = export(load(folder, excludeNamespaces=["kube-system", "dev-*"],
+                               excludeUsers=["system:serviceaccount:ci:*"]), api_version)
+        assert exported.refusals == []
+        assert exported.objects
+        for obj in exported.objects:
+            assert obj["apiVersion"] == f"admissionregistration.k8s.io/{api_version}"
+            kubernetes_validate.validate(obj, schema, strict=True)
+
+
+def test_actions_become_validation_actions_and_dry_run_never_denies(tmp_path):
+    folder = write(tmp_path, policy("a", action="enforce"), policy("b", action="warn"),
+                   policy("c", action="audit"), policy("d", action="off"))
+    exported = export(load(folder))
+    actions = {key: binding["spec"]["validationActions"]
+               for key, (_, binding) in pairs(exported.objects).items()}
+    assert actions == {"a": ["Deny"], "b": ["Warn"], "c": ["Audit"]}
+    assert [(r.policy, r.reason, r.expected) for r in exported.refusals] == [
+        ("d", "its action is off", True)]
+    vaps = pairs(export(load(folder, mode="dry-run")).objects)
+    assert vaps["a"][1]["spec"]["validationActions"] == ["Warn", "Audit"]
+    assert {vap["spec"]["failurePolicy"] for vap, _ in vaps.values()} == {"Ignore"}
+
+
+def test_kinds_operations_and_selectors_become_match_constraints(tmp_path):
+    folder = write(tmp_path, policy(match={
+        "kinds": ["Pod", "Deployment", "CronJob", "NodeTemplate"], "operations": ["CREATE"],
+        "namespaces": ["prod", "ml"], "excludeNamespaces": ["ml"],
+        "selector": {"matchLabels": {"tier": "gpu"}}}))
+    [(vap, binding)] = pairs(export(load(folder, nodeTemplateGroups=["quickq.io"])).objects
+                             ).values()
+    constraints = vap["spec"]["matchConstraints"]
+    assert constraints["resourceRules"] == [
+        {"apiGroups": [""], "apiVersions": ["v1"], "operations": ["CREATE"],
+         "resources": ["pods"]},
+        {"apiGroups": ["apps"], "apiVersions": ["v1"], "operations": ["CREATE"],
+         "resources": ["deployments"]},
+        {"apiGroups": ["batch"], "apiVersions": ["v1"], "operations": ["CREATE"],
+         "resources": ["cronjobs"]},
+        {"apiGroups": ["quickq.io"], "apiVersions": ["*"], "operations": ["CREATE"],
+         "resources": ["nodetemplates"]}]
+    assert constraints["namespaceSelector"] == {"matchExpressions": [
+        {"key": "kubernetes.io/metadata.name", "operator": "In", "values": ["ml", "prod"]},
+        {"key": "kubernetes.io/metadata.name", "operator": "NotIn", "values": ["ml"]}]}
+    assert constraints["objectSelector"] == {"matchLabels": {"tier": "gpu"}}
+    assert binding["spec"]["matchResources"] == {"namespaceSelector": {"matchExpressions": [
+        {"key": "kubernetes.io/metadata.name", "operator": "NotIn",
+         "values": ["kube-node-lease", "kube-public", "kube-system"]}]}}
+
+
+def test_globs_users_groups_and_mirror_pods_become_match_conditions(tmp_path):
+    folder = write(tmp_path, policy(match={"namespaces": ["team-*", "prod"]}))
+    loaded = load(folder, excludeNamespaces=["kube-system", "dev-?"],
+                  excludeUsers=["system:serviceaccount:ci:*"], excludeGroups=["admins"])
+    [(vap, binding)] = pairs(export(loaded).objects).values()
+    conditions = {c["name"]: c["expression"] for c in vap["spec"]["matchConditions"]}
+    assert "namespaceSelector" not in vap["spec"]["matchConstraints"]
+    assert binding["spec"]["matchResources"]["namespaceSelector"]["matchExpressions"][0][
+        "values"] == ["kube-system"]
+
+    def holds(name: str, obj: dict[str, Any], namespace: str, user: str = "",
+              groups: tuple[str, ...] = ()) -> bool:
+        data = bindings(obj, namespace, user=user, groups=groups)
+        return bool(cel.evaluate(cel.compile_expression(conditions[name], "object"),
+                                 cel.activation("object", data)))
+
+    pod = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "x"}, "spec": {}}
+    assert [holds("quickq-guard-namespaces", pod, ns)
+            for ns in ("team-a", "prod", "production", "tea")] == [True, True, False, False]
+    assert [holds("quickq-guard-exclude-namespaces", pod, ns)
+            for ns in ("dev-1", "dev-12", "team-a")] == [False, True, True]
+    assert [holds("quickq-guard-exclude-users", pod, "prod", user=u)
+            for u in ("system:serviceaccount:ci:bot", "alice")] == [False, True]
+    assert [holds("quickq-guard-exclude-groups", pod, "prod", groups=g)
+            for g in (("admins", "x"), ("devs",))] == [False, True]
+    mirror = {**pod, "metadata": {"name": "x", "annotations": {
+        "kubernetes.io/config.mirror": "abc"}}}
+    assert [holds("quickq-guard-not-mirror-pod", obj, "prod")
+            for obj in (pod, mirror)] == [True, False]
+
+
+def test_what_cannot_be_exported_is_named_with_the_reason(tmp_path):
+    shutil.copy(ROOT / "policies" / "disallow-latest-tag.yaml", tmp_path)
+    shutil.copy(ROOT / "policies" / "inject-startup-probe.yaml", tmp_path)
+    (tmp_path / "uses-params.yaml").write_text(yaml.safe_dump(policy(
+        "uses-params", variables=[{"name": "params", "expression": "1"}])))
+    (tmp_path / "services.yaml").write_text(yaml.safe_dump(policy(
+        "services", match={"kinds": ["Service"]})))
+    assert {(r.policy, r.reason, r.expected) for r in export(load(tmp_path)).refusals} == {
+        ("disallow-latest-tag", "built-in rule disallow-latest-tag is written in Python, "
+                                "not CEL", True),
+        ("inject-startup-probe", "built-in rule inject-startup-probe is written in Python, "
+                                 "not CEL", True),
+        ("uses-params", "it defines a variable named params, the name the export gives "
+                        "quickq-guard's params", False),
+        ("services", "it judges only Service: the export finds pod specs in Pods, the "
+                     "built-in pod controllers and NodeTemplates", False)}
+
+
+def test_params_are_written_in_as_a_cel_literal(tmp_path):
+    folder = write(tmp_path, policy(params={"names": ["a", "it's \"x\"", "ü"], "n": 2,
+                                            "ratio": 0.5, "on": True, "none": None},
+                                    validations=[{"expression": "params.n == 2"}]))
+    [(vap, _)] = pairs(export(load(folder)).objects).values()
+    [variable] = vap["spec"]["variables"]
+    assert variable["name"] == "params"
+    value = cel.evaluate(cel.compile_expression(variable["expression"], "object"),
+                         cel.activation("object", bindings({}, "")))
+    assert value == {"names": ["a", "it's \"x\"", "ü"], "n": 2, "ratio": 0.5, "on": True,
+                     "none": None}
+    assert vap["spec"]["validations"] == [{"expression": "variables.params.n == 2",
+                                           "message": "failed expression: params.n == 2"}]
+
+
+def test_v1beta1_notes_name_policies_with_the_optional_syntax():
+    notes = version_notes(export(load(EXAMPLES), "v1beta1").objects, "v1beta1")
+    assert [note.split(":")[0] for note in notes] == [
+        "cel-disallow-root-user", "cel-require-labels", "cel-require-requests"]
+    assert version_notes(export(load(EXAMPLES)).objects, "v1") == []
+    assert version_notes(export(load(VAP_POLICIES), "v1beta1").objects, "v1beta1") == []
+
+
+def test_the_command_writes_yaml_names_refusals_and_sets_its_exit_code(tmp_path):
+    def run(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([sys.executable, "-m", "webhook.cli", "export", *args],
+                              capture_output=True, text=True, cwd=ROOT, check=False)
+
+    done = run("--format", "vap", "--policies", str(EXAMPLES))
+    assert done.returncode == 0, done.stderr
+    documents = list(yaml.safe_load_all(done.stdout))
+    assert [d["kind"] for d in documents] == ["ValidatingAdmissionPolicy",
+                                              "ValidatingAdmissionPolicyBinding"] * 4
+    assert done.stderr.strip().splitlines()[-1] == (
+        "quickq-guard: note: exported 4 policies as admissionregistration.k8s.io/v1")
+
+    done = run("--format", "vap")  # the shipped policies are built-in rules
+    assert (done.returncode, done.stdout) == (0, "")
+    assert "quickq-guard: note: disallow-latest-tag: not exported: built-in rule " \
+           "disallow-latest-tag is written in Python, not CEL" in done.stderr
+
+    shutil.copytree(EXAMPLES, tmp_path / "p")
+    (tmp_path / "p" / "services.yaml").write_text(yaml.safe_dump(policy(
+        "services", match={"kinds": ["Service"]})))
+    out = tmp_path / "vap.yaml"
+    done = run("--format", "vap", "--api-version", "v1beta1", "--policies",
+               str(tmp_path / "p"), "-o", str(out))
+    assert done.returncode == 1
+    assert "quickq-guard: note: services: not exported: it judges only Service" in done.stderr
+    assert len(list(yaml.safe_load_all(out.read_text()))) == 8
+    assert "uses CEL's optional syntax" in done.stderr
+
+    done = run("--format", "rego")
+    assert done.returncode == 2 and "invalid choice: 'rego'" in done.stderr
+
+
+# --- the exported policies judge as the engine does ----------------------------------------
+
+def bindings(obj: Any, namespace: str, user: str = "", groups: tuple[str, ...] = (),
+             operation: str = "CREATE") -> dict[str, Any]:
+    """What the API server binds for a ValidatingAdmissionPolicy expression."""
+    kind = obj.get("kind", "") if isinstance(obj, dict) else ""
+    api_version = obj.get("apiVersion", "") if isinstance(obj, dict) else ""
+    return {"object": obj, "oldObject": None, "namespaceObject": None, "params": None,
+            "podSpec": None, "variables": {},
+            "request": {"operation": operation, "namespace": namespace, "name": "x",
+                        "kind": {"group": api_version.rpartition("/")[0],
+                                 "version": api_version.rpartition("/")[2], "kind": kind},
+                        "userInfo": {"username": user, "groups": list(groups)},
+                        "dryRun": False}}
+
+
+def vap_judges(vap: dict[str, Any], obj: dict[str, Any], namespace: str
+               ) -> tuple[str, list[str]]:
+    """pass, skip, fail (with the messages) or error, as the API server would judge."""
+    spec = vap["spec"]
+    data = bindings(obj, namespace)
+
+    def run(text: str, variables: dict[str, Any]) -> Any:
+        return cel.evaluate(cel.compile_expression(text, "object"),
+                            cel.activation("object", {**data, "variables": variables}))
+
+    try:
+        for condition in spec.get("matchConditions", ()):
+            if run(condition["expression"], {}) is False:
+                return "skip", []
+        variables: dict[str, Any] = {}
+        for variable in spec.get("variables", ()):
+            variables[variable["name"]] = run(variable["expression"], variables)
+        messages = []
+        for validation in spec["validations"]:
+            if run(validation["expression"], variables) is not True:
+                message = run(validation["messageExpression"], variables) \
+                    if "messageExpression" in validation else validation["message"]
+                messages.append(message)
+    except cel.EvaluationError:
+        return "error", []
+    return ("fail", messages) if messages else ("pass", [])
+
+
+@pytest.fixture(scope="module")
+def exported_sets() -> list[tuple[PolicySet, dict[str, dict[str, Any]]]]:
+    out = []
+    # the examples, the cluster test's policies, and the Pod Security Standards' restricted
+    # profile, whose controls mix pod-level and container-level checks
+    for loaded in (load(EXAMPLES), load(VAP_POLICIES),
+                   load(VAP_POLICIES, podSecurity={"enforce": "restricted"})):
+        out.append((loaded, {key: vap for key, (vap, _) in pairs(export(loaded).objects).items()}))
+    return out
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(obj=objects(), privileged=st.booleans(), gpu=st.booleans(), host=st.booleans())
+def test_exported_policies_judge_as_the_engine_does(exported_sets, obj, privileged, gpu, host):
+    if gpu:
+        obj["metadata"]["labels"] = {**obj["metadata"]["labels"], "tier": "gpu"}
+    if obj["kind"] == "NodeTemplate":
+        if privileged:
+            obj["spec"]["securityContext"] = {"privileged": True}
+    else:
+        spec = obj
+        for key in POD_SPEC_PATHS[obj["kind"]][1]:
+            spec = spec[key]
+        if privileged:
+            spec["containers"][0]["securityContext"] = {"privileged": True}
+        if host:
+            spec["hostNetwork"] = True
+    for loaded, vaps in exported_sets:
+        decision = evaluate(obj, loaded, namespace="default")
+        if any(result.policy is None for result in decision.results):
+            continue  # the API server refuses the object before any admission policy runs
+        for result in decision.results:
+            vap = vaps[str(result.policy)]
+            resource = RESOURCES.get(obj["kind"], ("", "nodetemplates"))[1]
+            rules = vap["spec"]["matchConstraints"]["resourceRules"]
+            if not any(resource in rule["resources"] for rule in rules):
+                assert result.status == "skip"
+                continue
+            status, messages = vap_judges(vap, obj, "default")
+            assert status == result.status, (result, messages)
+            # quickq-guard writes a message on one line; the API server as the policy says
+            text = " ".join("; ".join(messages).split())
+            for found in result.findings:
+                assert found.message in text
+
+
+def test_translate_keeps_object_scope_expressions_as_written(tmp_path):
+    folder = write(tmp_path, policy(validations=[{
+        "expression": "object.metadata.name.startsWith('a') // a comment\n && true",
+        "messageExpression": "'name ' + object.metadata.name"}]))
+    [only] = load(folder).policies
+    vap, _ = translate(only, Config())
+    assert vap["spec"]["validations"] == [{
+        "expression": "object.metadata.name.startsWith('a') // a comment\n && true",
+        "messageExpression": "'name ' + object.metadata.name",
+        "message": "failed expression: object.metadata.name.startsWith('a') // a comment && "
+                   "true"}]
