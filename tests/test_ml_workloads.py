@@ -358,3 +358,29 @@ def test_check_with_a_custom_kind_config(tmp_path, capsys):
     out = capsys.readouterr().out
     assert ("container 'router' in router: image 'registry.example.com/router:latest' uses "
             "the 'latest' tag") in out
+
+
+# --- CEL policies see each container with the pod spec it belongs to -----------------------
+
+CEL_POLICY = """\
+id: gpu-pods-have-a-priority-class
+description: A container that asks for GPUs runs in a pod spec with a priorityClassName.
+type: validate
+action: enforce
+scope: container
+validations:
+  - expression: >-
+      !('nvidia.com/gpu' in container.?resources.?limits.orValue({})) ||
+      has(podSpec.priorityClassName)
+    message: set a priorityClassName for this GPU pod spec
+    fieldPath: podSpec.priorityClassName
+"""
+
+
+def test_a_cel_container_policy_reads_the_pod_spec_of_each_replica(tmp_path):
+    (tmp_path / "policy.yaml").write_text(CEL_POLICY)
+    decision = judge(load("pytorchjob.yaml"), load_policies(tmp_path))
+    # A finding about the pod spec points at the Worker's, not at the Master's.
+    assert findings(decision, "gpu-pods-have-a-priority-class") == [(
+        "spec.pytorchReplicaSpecs.Worker.template.spec.priorityClassName",
+        "set a priorityClassName for this GPU pod spec")]

@@ -113,7 +113,6 @@ WORKLOAD_KINDS: dict[tuple[str, str], tuple[PodSite, ...]] = {
         _template("spec", "leaderWorkerTemplate", "leaderTemplate"),
         _template("spec", "leaderWorkerTemplate", "workerTemplate")),
 }
-JUDGED_KINDS = frozenset(kind for _, kind in WORKLOAD_KINDS) | {"NodeTemplate"}
 # Kinds that look like workloads but carry no pod template, and why they are not judged.
 NOT_JUDGED = {
     ("trainer.kubeflow.org", "TrainJob"): "a TrainJob carries no pod template: its pods come "
