@@ -25,6 +25,8 @@ from chart_helpers import (
     tool,
 )
 
+from webhook import Config
+
 CERT_MODES = ["helm", "cert-manager", "secret"]
 MODES = ["enforce", "dry-run"]
 CRD = [False, True]
@@ -149,3 +151,17 @@ def test_packaged_chart_carries_policies_and_crd_schema(tmp_path: Path) -> None:
     assert policies and policies <= names
     assert "quickq-guard/files/nodetemplate-schema.json" in names
     assert "quickq-guard/values.schema.json" in names
+
+
+def test_pod_security_profiles_reach_the_config() -> None:
+    """config.podSecurity switches the shipped Pod Security Standards profiles on."""
+    def config_of(docs: list[Any]) -> dict[str, Any]:
+        loaded: dict[str, Any] = yaml.safe_load(
+            find(docs, "ConfigMap", f"{FULLNAME}-config")["data"]["config.yaml"])
+        return loaded
+
+    assert "podSecurity" not in config_of(helm_template())
+    rendered = config_of(helm_template({"config": {"podSecurity": {
+        "enforce": "baseline", "warn": "restricted"}}}))
+    settings = Config.model_validate(rendered).podSecurity
+    assert (settings.enforce, settings.warn, settings.audit) == ("baseline", "restricted", None)

@@ -31,6 +31,8 @@ BAD_VALUES: list[tuple[str, dict[str, Any], list[str]]] = [
      ["/policies/require-labels", "'level'"]),
     ("secret mode without secret", {"certs": {"mode": "secret"}},
      ["/certs/secret/name", "/certs/secret/caBundle"]),
+    ("unknown pod security profile", {"config": {"podSecurity": {"enforce": "strict"}}},
+     ["/config/podSecurity/enforce", "restricted"]),
 ]
 
 

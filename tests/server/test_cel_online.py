@@ -31,6 +31,9 @@ EXTRA = [
      "mutations": [{"patchType": "JSONPatch", "jsonPatch": {"expression": (
          "has(container.securityContext) ? [] : [JSONPatch{op: 'add', "
          "path: '/securityContext', value: {'runAsNonRoot': true}}]")}}]},
+    {"id": "say-dry-run", "description": "d", "type": "validate", "action": "warn",
+     "validations": [{"expression": "!request.dryRun",
+                      "message": "a server-side dry run: nothing is stored"}]},
 ]
 
 
@@ -99,3 +102,14 @@ def test_an_update_warns_about_what_the_old_object_already_had(client, folder):
     assert online == offline and not online["allowed"]
     assert "container 'new'" in online["message"]
     assert any("already violated" in warning for warning in online["warnings"])
+
+
+def test_the_reviews_dry_run_flag_reaches_cel_policies(client, folder):
+    """kubectl apply --dry-run=server sends dryRun: true; request.dryRun reads it."""
+    for dry_run in (True, False):
+        online = _online(client, "/validate", review(pod(), dry_run=dry_run))
+        offline = _offline(folder, "validate", pod(), namespace="team-a", username="alice",
+                           groups=["system:authenticated"], dry_run=dry_run)
+        assert online == offline
+        said = any("nothing is stored" in warning for warning in online["warnings"])
+        assert said is dry_run
