@@ -24,6 +24,7 @@ IMAGES = st.sampled_from(["app", "app:latest", "app:1.2.3", "registry:5000/app",
                           "registry:5000/app:2", "app@sha256:" + "b" * 64, "app@sha256:",
                           "app:latest@sha256:" + "c" * 64, "app:", "", "  ", 42, None])
 QUANTITIES = st.sampled_from(["100m", "1", "1Gi", None])
+LABELS = st.sampled_from([{"app": "x"}, {}, {"team": "a"}, {"app.kubernetes.io/name": "x"}])
 CONTEXTS = st.fixed_dictionaries({}, optional={
     "runAsUser": st.sampled_from([0, 1000, None, True]),
     "runAsNonRoot": st.sampled_from([True, False, None])})
@@ -48,7 +49,7 @@ def container_fields(draw: Any) -> dict[str, Any]:
 @st.composite
 def objects(draw: Any) -> dict[str, Any]:
     kind = draw(st.sampled_from([*POD_SPEC_PATHS, "NodeTemplate"]))
-    labels = draw(st.sampled_from([{"app": "x"}, {}, {"team": "a"}]))
+    labels = draw(LABELS)
     if kind == "NodeTemplate":
         obj = node_template()
         obj["spec"] = draw(container_fields())
@@ -62,7 +63,11 @@ def objects(draw: Any) -> dict[str, Any]:
         changes["initContainers"] = [{"name": "init", **draw(container_fields())}]
     if draw(st.integers(0, 3)) == 0:
         changes["ephemeralContainers"] = [{"name": "debug", **draw(container_fields())}]
-    return workload(kind, *containers, labels=labels, **changes)
+    obj = workload(kind, *containers, labels=labels, **changes)
+    if kind != "Pod":  # the pods' labels are the template's, which may differ
+        spec = obj["spec"]["jobTemplate"]["spec"] if kind == "CronJob" else obj["spec"]
+        spec["template"]["metadata"]["labels"] = draw(LABELS)
+    return obj
 
 
 def _single(directory: Path, name: str, tmp: Path) -> PolicySet:

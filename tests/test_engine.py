@@ -142,8 +142,8 @@ def test_update_object_level_violation_already_present_is_a_warning():
     decision = judge(pod(labels={"team": "a"}), policies, operation="UPDATE", old_object=old)
     assert decision.allowed
     assert decision.warnings == (
-        "[require-labels] add the label metadata.labels.app (already violated before this "
-        "update)",)
+        "[require-labels] add the label metadata.labels.app or "
+        "metadata.labels[app.kubernetes.io/name] (already violated before this update)",)
     assert not judge(pod(labels={}), policies, operation="UPDATE",
                      old_object=pod()).allowed
 
@@ -187,7 +187,8 @@ def test_dry_run_denies_nothing_patches_nothing_and_reports_everything():
     annotations = decision.audit_annotations
     assert annotations["disallow-latest-tag"].startswith("would deny: container 'model'")
     assert annotations["inject-gpu-toleration"].startswith("would patch: add a toleration")
-    assert annotations["require-labels"] == "add the label metadata.labels.app"
+    assert annotations["require-labels"] == (
+        "add the label metadata.labels.app or metadata.labels[app.kubernetes.io/name]")
     # the verdicts themselves are unchanged, so reports still show what would happen
     assert result(decision, "disallow-latest-tag").status == "fail"
     assert result(decision, "inject-startup-probe").status == "patch"

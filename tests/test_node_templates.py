@@ -46,7 +46,8 @@ def test_the_manuals_minimal_node_template_is_denied_warned_audited_and_patched(
         "[liveness-probe-tolerance] spec: health.liveness restarts after 30s of failures "
         "(failureThreshold 3 x periodSeconds 10); raise health.liveness.failureThreshold to 6 "
         "or more (>= 60s)",)
-    assert decision.audit_annotations == {"require-labels": "add the label metadata.labels.app"}
+    assert decision.audit_annotations == {"require-labels": (
+        "add the label metadata.labels.app or metadata.labels[app.kubernetes.io/name]")}
     assert list(decision.patch) == [
         {"op": "add", "path": "/spec/tolerations",
          "value": [{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}]},

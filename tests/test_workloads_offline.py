@@ -139,3 +139,23 @@ def test_accelerator_workloads_get_the_gpu_checks(name, priority):
     resources["requests"][gpu] = "2"  # request more than the limit
     failed = evaluate(obj, load_policies())
     assert {r.policy: r.status for r in failed.results}["require-gpu-limits"] == "fail"
+
+
+# --- require-labels: where the pods get their labels, app or app.kubernetes.io/name ----------
+
+
+@pytest.mark.parametrize("name", ["argocd-repo-server.yaml", "redis-statefulset.yaml",
+                                  "keycloak-settings-env.yaml", "openvino-xe-deployment.yaml",
+                                  "kserve-llm-predictor.yaml"])
+def test_pods_labelled_with_app_or_the_recommended_name_pass(name):
+    assert {r.policy: r.status for r in decide(name).results}["require-labels"] == "pass"
+
+
+def test_labels_on_the_controller_only_are_audited_at_the_pod_template():
+    decision = decide("labels-on-controller-only.yaml")
+    assert decision.allowed
+    [found] = [f for r in decision.results if r.policy == "require-labels" for f in r.findings]
+    assert found.path == "spec.template.metadata.labels.app"
+    assert decision.audit_annotations["require-labels"] == (
+        "add the label spec.template.metadata.labels.app or "
+        "spec.template.metadata.labels[app.kubernetes.io/name] (the pods' labels)")

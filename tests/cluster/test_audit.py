@@ -40,7 +40,7 @@ def test_audit_findings_are_annotations_in_the_api_servers_audit_log(
     assert done.returncode == 0, done.stderr
     annotations = create_event(kube, "unlabelled")["annotations"]
     assert annotations["validate.quickq-guard.quickq.io/require-labels"] == \
-        "add the label metadata.labels.app"
+        "add the label metadata.labels.app or metadata.labels[app.kubernetes.io/name]"
     assert annotations["validate.quickq-guard.quickq.io/gpu-priority-class"].startswith(
         "set spec.priorityClassName (a PriorityClass name)")
 

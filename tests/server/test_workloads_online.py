@@ -60,3 +60,14 @@ def test_a_token_from_a_config_map_is_denied_online_and_settings_pass(
     allowed = post(client, "/validate", review(load("keycloak-settings-env.yaml"),
                                                namespace="identity"))
     assert allowed["allowed"] is True
+
+
+def test_labels_are_audited_where_the_pods_get_them_online(client: httpx.Client) -> None:
+    response = post(client, "/validate", review(load("labels-on-controller-only.yaml"),
+                                               namespace="shop"))
+    assert response["allowed"] is True
+    assert response["auditAnnotations"]["require-labels"].startswith(
+        "add the label spec.template.metadata.labels.app or ")
+    helm_style = post(client, "/validate", review(load("argocd-repo-server.yaml"),
+                                                  namespace="argocd"))
+    assert "require-labels" not in helm_style.get("auditAnnotations", {})
