@@ -31,10 +31,9 @@ from pathlib import Path
 from typing import Any
 
 REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO / "tests" / "cluster"))
 sys.path.insert(0, str(REPO))
 
-from cluster_helpers import (  # noqa: E402
+from webhook.envtest import (  # noqa: E402
     HOW_TO_GET,
     ApiClient,
     ControlPlane,
