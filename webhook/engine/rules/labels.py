@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
+from functools import lru_cache
 from typing import Any
 
 from pydantic import field_validator
@@ -79,11 +80,17 @@ def require_labels(workload: Workload, params: RequireLabelsParams) -> list[Find
         labels = _pod_labels(workload, pod_spec)
         for keys in params.labels:
             if not any(key in labels for key in keys):
-                fields = " or ".join(dotted((*path, key)) for key in keys)
-                where = "" if path == _OBJECT_LABELS else " (the pods' labels)"
-                findings.append(finding(None, f"add the label {fields}{where}",
-                                        (*path, keys[0])))
+                findings.append(_missing(path, keys))
     return findings
+
+
+@lru_cache(maxsize=1024)
+def _missing(path: Path, keys: tuple[str, ...]) -> Finding:
+    """The (immutable) finding for labels missing at `path`: the same paths and keys recur
+    from object to object, so each is worded once."""
+    fields = " or ".join(dotted((*path, key)) for key in keys)
+    where = "" if path == _OBJECT_LABELS else " (the pods' labels)"
+    return finding(None, f"add the label {fields}{where}", (*path, keys[0]))
 
 
 def _pod_labels(workload: Workload, pod_spec: PodSpec) -> Mapping[str, Any]:
