@@ -93,7 +93,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--count", type=int, default=5000)
     parser.add_argument("--seed", type=int, default=7)
     parser.add_argument("--runs", type=int, default=3)
-    parser.add_argument("--jobs", type=int, default=0, help="quickq-guard check --jobs")
+    parser.add_argument("--jobs", type=int, default=0,
+                        help="quickq-guard check --jobs (default: check's own choice)")
     parser.add_argument("--checkov", metavar="PATH", help="a checkov executable to compare with")
     parser.add_argument("--checkov-runs", type=int, default=1)
     parser.add_argument("--timeout", type=float, default=600, help="seconds per run")
@@ -107,7 +108,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     guard = shutil.which("quickq-guard", path=str(Path(sys.executable).parent)) \
         or shutil.which("quickq-guard")
     command = [guard] if guard else [sys.executable, "-m", "webhook.cli"]
-    command += ["check", "--output", "json", "--jobs", str(args.jobs), str(directory)]
+    command += ["check", "--output", "json", str(directory)]
+    if args.jobs:
+        command[-1:-1] = ["--jobs", str(args.jobs)]
 
     ours, runs = median_runs(command, args.runs, out, "quickq-guard", args.timeout)
     report = json.loads((out / "quickq-guard-1.json").read_text())

@@ -51,6 +51,36 @@ def objects(count: int, seed: int = 7) -> Iterator[tuple[str, dict[str, Any]]]:
         yield kind, _build(kind, index, rng)
 
 
+def pod_stream(path: Path, count: int, seed: int = 7) -> int:
+    """One multi-document file of `count` Pods (the corpus's Pods, trimmed to the fields
+    the policies read: about 600 bytes each), as `kubectl get pods -o yaml` or a rendered
+    chart hands them over. 1,000 distinct Pods repeat under new names. Returns the bytes."""
+    rng = random.Random(seed)
+    texts = []
+    for index in range(min(count, 1000)):
+        pod = _build("Pod", index, rng)
+        container = pod["spec"]["containers"][0]
+        kept = {key: container[key] for key in
+                ("name", "image", "resources", "securityContext", "livenessProbe")
+                if key in container}
+        spec = {key: pod["spec"][key] for key in ("priorityClassName", "securityContext")
+                if key in pod["spec"]}
+        spec["containers"] = [kept]
+        metadata = {key: pod["metadata"][key] for key in ("name", "namespace", "labels")}
+        slim = {"apiVersion": "v1", "kind": "Pod", "metadata": metadata, "spec": spec}
+        texts.append(yaml.dump(slim, Dumper=_DUMPER, sort_keys=False, width=100))
+    total = 0
+    with path.open("w", encoding="utf-8") as out:
+        for index in range(count):
+            name = f"-{index}"  # every object its own name
+            text = texts[index % len(texts)].replace(
+                "  name: ", "  name: p" + name + "-", 1)
+            text = ("---\n" if index else "") + text
+            out.write(text)
+            total += len(text.encode())
+    return total
+
+
 def write(directory: Path, count: int, seed: int = 7) -> tuple[int, int]:
     """Write the corpus (replacing the directory); returns (files, bytes)."""
     if directory.exists():

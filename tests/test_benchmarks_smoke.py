@@ -74,3 +74,17 @@ def test_engine_ab_times_two_checkouts(tmp_path, capsys):
     lines = capsys.readouterr().out.splitlines()
     assert lines[0].startswith("default policies: before 11, after 11")
     assert all("after/before" in line for line in lines[1:]) and len(lines) == 3
+
+
+def test_stream_bench_times_every_format_on_one_stream(tmp_path, capsys):
+    import stream_bench
+
+    assert stream_bench.main(["--count", "30", "--formats", "table", "sarif", "--jobs", "1",
+                              "--out", str(tmp_path)]) == 0
+    figures = json.loads((tmp_path / "stream_bench.json").read_text())
+    assert figures["pods"] == 30 and set(figures["runs"]) == {"table", "sarif"}
+    assert all(run["exit_code"] in (0, 1) for run in figures["runs"].values())
+    stream = (tmp_path / "pods-30.yaml").read_text()
+    assert stream.count("\nkind: Pod\n") + stream.startswith("kind: Pod\n") == 30
+    assert json.loads((tmp_path / "stream-sarif.out").read_text())["version"] == "2.1.0"
+    assert "peak RSS" in capsys.readouterr().out

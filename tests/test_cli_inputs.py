@@ -177,7 +177,7 @@ def test_quiet_shows_failures_only(capsys, tmp_path):
     assert {r["result"] for r in json.loads(out)["results"]} == {"fail"}
 
 
-@pytest.mark.parametrize("value", ["-3", "x"])
+@pytest.mark.parametrize("value", ["0", "-3", "x"])
 def test_bad_jobs_values_are_usage_errors(capsys, value):
     with pytest.raises(SystemExit) as raised:
         main(["check", "--jobs", value, "x.yaml"])

@@ -52,8 +52,8 @@ def add_parser(commands: Any) -> None:
                         help="with --fix: write each file back (atomically) instead of "
                              "printing")
     parser.add_argument("--jobs", "-j", type=jobs_count, default=0, metavar="N",
-                        help="processes to judge with (default 0: one per CPU when the input "
-                             "is over 1 MB; 1: this process only)")
+                        help="processes to judge with, 1 or more (default: one per CPU when "
+                             "the input is over 1 MB, else 1)")
     parser.set_defaults(command=check)
 
 
@@ -70,8 +70,8 @@ def jobs_count(text: str) -> int:
         value = int(text)
     except ValueError:
         raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
-    if value < 0:
-        raise argparse.ArgumentTypeError("must be 0 (one per CPU) or more")
+    if value < 1:
+        raise argparse.ArgumentTypeError("must be 1 or more (leave it out: one per CPU)")
     return value
 
 

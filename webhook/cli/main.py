@@ -7,7 +7,7 @@ import os
 import sys
 from collections.abc import Sequence
 
-from webhook.cli import certs, check, export, lint, policies, serve
+from webhook.cli import certs, check, export, lint, policies, serve, test
 from webhook.cli.exits import EXIT_ERROR, EXIT_OK, CliError, error
 from webhook.engine.policy import PolicyError
 
@@ -37,6 +37,7 @@ def parser() -> argparse.ArgumentParser:
     check.add_parser(commands)
     policies.add_parser(commands)
     lint.add_parser(commands)
+    test.add_parser(commands)
     serve.add_parser(commands)
     certs.add_parser(commands)
     export.add_parser(commands)

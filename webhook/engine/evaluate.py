@@ -169,7 +169,7 @@ def _run(policy: Policy, workload: Workload, request: Request) -> Result:
         name = rule.name if rule is not None else "cel"
         return _result(policy, "error", reason=f"rule {name} failed ({type(error).__name__})")
     if not findings:
-        return _result(policy, "pass")
+        return policy.passed
     if policy.message:
         findings = [replace(f, message=f"{f.message} ({policy.message})") for f in findings]
     status = "patch" if policy.type == "mutate" else "fail"

@@ -18,6 +18,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from webhook.engine import cel, podsecurity
 from webhook.engine.globs import matches_any
+from webhook.engine.results import Result
 from webhook.engine.rules import RULES, Rule
 from webhook.engine.rules._base import Params
 from webhook.engine.rules.cel import (
@@ -285,6 +286,12 @@ class Policy:
     cel: CelPolicy | None = None  # the compiled expressions of a CEL policy
     # Whether the policy judges NodeTemplates (a CEL policy's `match.kinds` decides).
     node_templates: bool = True
+    # This policy's verdict on an object it has nothing to say about: one immutable value,
+    # the same for every evaluation, as a constant is.
+    passed: Result = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "passed", Result(self.id, self.type, self.action, "pass"))
 
     def applies(self, kind: str, namespace: str, operation: str,
                 labels: Mapping[str, Any]) -> bool:

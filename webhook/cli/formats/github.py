@@ -42,9 +42,15 @@ class GitHub(Format):
 
 def _command(command: str, item: Judged, title: str, message: str) -> str:
     document = item.document
-    where = f"file={_property(document.file)}"
-    if document.line:
-        where += f",line={document.line},col={document.column}"
+    return command_line(command, document.file, document.line, document.column, title, message)
+
+
+def command_line(command: str, file: str, line: int, column: int, title: str,
+                 message: str) -> str:
+    """One workflow command (`::error file=...,line=...::message`); line 0: no line."""
+    where = f"file={_property(file)}"
+    if line:
+        where += f",line={line},col={column}"
     return f"::{command} {where},title={_property(title)}::{_data(message)}\n"
 
 

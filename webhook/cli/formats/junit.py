@@ -35,12 +35,12 @@ class JUnit(Format):
         quiet, fail_on = self.options.quiet, self.options.fail_on
         for item in judged:
             decision = item.decision
-            classname = _attr(str(decision.resource))
-            where = f' file={_attr(item.document.file)}'
+            classname = attr(str(decision.resource))
+            where = f' file={attr(item.document.file)}'
             if item.document.line:
                 where += f' line="{item.document.line}"'
             for result in decision.results:
-                name = _attr(result.policy or "readable")
+                name = attr(result.policy or "readable")
                 status = result.status
                 if quiet and not failing(decision, result, fail_on):
                     continue
@@ -48,12 +48,12 @@ class JUnit(Format):
                 head = f'    <testcase classname={classname} name={name}{where}'
                 if status == "error":
                     totals["errors"] += 1
-                    text = "; ".join(f.message for f in result.findings) or result.reason
-                    cases.append(f'{head}>\n      <error type="error" message={_attr(text)}>'
-                                 f'{_text(text)}</error>\n    </testcase>\n')
+                    problem = "; ".join(f.message for f in result.findings) or result.reason
+                    cases.append(f'{head}>\n      <error type="error" message={attr(problem)}>'
+                                 f'{text(problem)}</error>\n    </testcase>\n')
                 elif status == "skip":
                     totals["skipped"] += 1
-                    cases.append(f'{head}>\n      <skipped message={_attr(result.reason)}/>'
+                    cases.append(f'{head}>\n      <skipped message={attr(result.reason)}/>'
                                  '\n    </testcase>\n')
                 elif status == "pass" or not result.findings:
                     cases.append(f"{head}/>\n")
@@ -68,10 +68,10 @@ class JUnit(Format):
                                             zip(labels, result.findings, strict=True)
                                             if fails(v, fail_on))
                         cases.append(f'{head}>\n      <failure type="{failed[0]}" '
-                                     f'message={_attr(message)}>{_text(lines)}</failure>\n'
+                                     f'message={attr(message)}>{text(lines)}</failure>\n'
                                      '    </testcase>\n')
                     else:
-                        cases.append(f"{head}>\n      <system-out>{_text(lines)}</system-out>\n"
+                        cases.append(f"{head}>\n      <system-out>{text(lines)}</system-out>\n"
                                      "    </testcase>\n")
         return "".join(cases), totals
 
@@ -93,9 +93,11 @@ class JUnit(Format):
         self.out.write("  </testsuite>\n</testsuites>\n")
 
 
-def _attr(text: str) -> str:
-    return quoteattr(_INVALID_XML.sub("", text))
+def attr(value: str) -> str:
+    """An XML attribute value, quoted, without what XML 1.0 cannot hold."""
+    return quoteattr(_INVALID_XML.sub("", value))
 
 
-def _text(text: str) -> str:
-    return escape(_INVALID_XML.sub("", text))
+def text(value: str) -> str:
+    """XML character data, escaped, without what XML 1.0 cannot hold."""
+    return escape(_INVALID_XML.sub("", value))

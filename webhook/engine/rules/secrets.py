@@ -8,7 +8,7 @@ from __future__ import annotations
 import itertools
 import re
 from collections.abc import Mapping
-from functools import cached_property
+from functools import cached_property, lru_cache
 from typing import Any
 
 from webhook.engine.results import Finding
@@ -47,12 +47,19 @@ class PlaintextSecretParams(Params):
     def names_secret(self, name: str) -> bool:
         """DB_PASSWORD, GITHUB_TOKEN, AWS_SECRET_ACCESS_KEY do; TOKENIZER_PATH, SECRET_NAME
         don't. Words split on `_`, `-`, `.` and camelCase, compared case-insensitively."""
-        words = [w.upper() for w in _SEPARATORS.split(_CAMEL.sub("_", name)) if w]
+        words = name_words(name)
         if not words or words[-1] in self._suffixes:
             return False
         if any(word in self._words for word in words):
             return True
         return any(pair in self._pairs for pair in itertools.pairwise(words))
+
+
+@lru_cache(maxsize=4096)
+def name_words(name: str) -> tuple[str, ...]:
+    """The words of a variable name, upper-cased: splitting on `_`, `-`, `.` and camelCase
+    is most of this rule's work, and the same few names come back in every object."""
+    return tuple(w.upper() for w in _SEPARATORS.split(_CAMEL.sub("_", name)) if w)
 
 
 def holds_a_secret(value: Any) -> bool:
