@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
+from functools import lru_cache
 from typing import Any
 
 from pydantic import field_validator
@@ -15,7 +16,7 @@ from pydantic import field_validator
 from webhook.engine.patch import Path
 from webhook.engine.results import Finding
 from webhook.engine.rules._base import Params, finding
-from webhook.engine.workload import PodSpec, Workload, dotted
+from webhook.engine.workload import Workload, dotted
 
 # A Kubernetes label key: an optional DNS subdomain prefix and '/', then a name of up to 63
 # characters, alphanumeric at both ends, with '-', '_' and '.' between.
@@ -70,28 +71,32 @@ def require_labels(workload: Workload, params: RequireLabelsParams) -> list[Find
     """The pods' labels carry every configured key, or one key of each list of
     alternatives."""
     findings: list[Finding] = []
-    seen: set[Path] = set()
     for pod_spec in workload.pod_specs:
         path = pod_spec.labels_path
-        if path in seen:
-            continue
-        seen.add(path)
-        labels = _pod_labels(workload, pod_spec)
+        labels = workload.labels if path == _OBJECT_LABELS else _pod_labels(workload, path)
         for keys in params.labels:
-            if not any(key in labels for key in keys):
-                fields = " or ".join(dotted((*path, key)) for key in keys)
-                where = "" if path == _OBJECT_LABELS else " (the pods' labels)"
-                findings.append(finding(None, f"add the label {fields}{where}",
-                                        (*path, keys[0])))
+            for key in keys:
+                if key in labels:
+                    break
+            else:
+                missing = _missing(path, keys)
+                if missing not in findings:  # pod specs that share their labels
+                    findings.append(missing)
     return findings
 
 
-def _pod_labels(workload: Workload, pod_spec: PodSpec) -> Mapping[str, Any]:
-    """The labels at the pod spec's labels_path. A component's own `labels` (a KServe
-    predictor) come on top of the object's, which KServe copies onto the component's pods."""
-    path = pod_spec.labels_path
-    if path == _OBJECT_LABELS:
-        return workload.labels
+@lru_cache(maxsize=1024)
+def _missing(path: Path, keys: tuple[str, ...]) -> Finding:
+    """The (immutable) finding for labels missing at `path`: the same paths and keys recur
+    from object to object, so each is worded once."""
+    fields = " or ".join(dotted((*path, key)) for key in keys)
+    where = "" if path == _OBJECT_LABELS else " (the pods' labels)"
+    return finding(None, f"add the label {fields}{where}", (*path, keys[0]))
+
+
+def _pod_labels(workload: Workload, path: Path) -> Mapping[str, Any]:
+    """The labels at a pod spec's labels_path. A component's own `labels` (a KServe predictor)
+    come on top of the object's, which KServe copies onto the component's pods."""
     found = _dig(workload.obj, path)
     if path[-2:] != _OBJECT_LABELS:
         return {**workload.labels, **found}

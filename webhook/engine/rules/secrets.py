@@ -80,12 +80,17 @@ def no_plaintext_secrets(workload: Workload, params: PlaintextSecretParams) -> l
     findings = []
     for container in workload.containers:
         for index, entry in enumerate(container.data.get("env") or ()):
-            name, value, source = entry.get("name"), entry.get("value"), entry.get("valueFrom")
-            if value in (None, "") and source is None:
-                continue
+            name, value = entry.get("name"), entry.get("value")
+            from_config_map = False
+            if value in (None, ""):
+                source = entry.get("valueFrom")
+                if source is None or not isinstance(source, Mapping) \
+                        or source.get("configMapKeyRef") is None:
+                    continue  # most valueFrom entries: secretKeyRef, fieldRef
+                from_config_map = True
             if not isinstance(name, str) or not params.names_secret(name):
                 continue
-            if isinstance(source, Mapping) and source.get("configMapKeyRef") is not None:
+            if from_config_map:
                 findings.append(finding(
                     container, f"env {name} is read from a ConfigMap, which is stored and "
                     "shown in plaintext; put it in a Secret and reference it with "
