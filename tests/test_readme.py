@@ -54,3 +54,21 @@ def test_every_check_command_in_the_readme_parses() -> None:
         assert args.output in ("table", "json", "sarif", "junit", "github", "policyreport")
     assert any("-o sarif" in c for c in checked) and any("-o junit" in c for c in checked)
     assert len(checked) >= 8
+
+
+def test_the_writing_a_policy_walkthrough_works(tmp_path: Path) -> None:
+    """The shell blocks of "Writing a policy", run as a reader would, from a checkout."""
+    import shutil
+    import subprocess
+    import sys
+
+    section = README.read_text().split("## Writing a policy", 1)[1].split("\n## ", 1)[0]
+    blocks = re.findall(r"```bash\n(.*?)```", section, re.S)
+    script = "\n".join(block for block in blocks if "quickq-guard check" not in block)
+    shutil.copytree(README.parent / "policies", tmp_path / "policies")
+    bin_dir = Path(sys.executable).parent
+    done = subprocess.run(["bash", "-euc", script], cwd=tmp_path, capture_output=True,
+                          text=True, env={"PATH": f"{bin_dir}:/usr/bin:/bin"}, check=False)
+    assert done.returncode == 0, done.stderr
+    assert "allowed-registries" in done.stdout
+    assert done.stdout.rstrip().endswith("2 passed, 0 failed")
