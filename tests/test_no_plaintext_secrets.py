@@ -126,6 +126,16 @@ def test_a_boolean_word_a_number_or_only_references_are_not_secrets(name, value)
     assert result(decision, "no-plaintext-secrets").status == "pass", (name, value)
 
 
+@pytest.mark.parametrize(("name", "value"), [
+    ("DB_PASSWORD", "123456"), ("MYSQL_ROOT_PASSWORD", " 0000 "), ("API_KEY", "42"),
+    ("AWS_SECRET_ACCESS_KEY", "3.14159"), ("ADMIN_TOKEN", "-1"),
+])
+def test_a_number_is_a_secret_where_the_name_is_the_secret_itself(name, value):
+    decision = judge(env_pod({"name": name, "value": value}))
+    assert result(decision, "no-plaintext-secrets").status == "fail", (name, value)
+    assert value.strip() not in decision.message
+
+
 @pytest.mark.parametrize("value", [
     "yes-really", "y", "truely", "0x1F", "12a", "1e9", "1 2", "$$(POSTGRES_PASSWORD)",
     "$(USER):$(PASSWORD)", "postgres://app:$(PASSWORD)@db/app", "$(PASSWORD", "$()",

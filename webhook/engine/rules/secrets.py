@@ -44,6 +44,12 @@ class PlaintextSecretParams(Params):
     def _suffixes(self) -> frozenset[str]:
         return frozenset(suffix.upper() for suffix in self.referenceSuffixes)
 
+    def ends_in_secret(self, name: str) -> bool:
+        """DB_PASSWORD, API_KEY, AWS_SECRET_ACCESS_KEY do; PASSWORD_MIN_LENGTH, TOKEN_TTL
+        (settings about a secret) don't."""
+        words = name_words(name)
+        return bool(words) and (words[-1] in self._words or words[-2:] in self._pairs)
+
     def names_secret(self, name: str) -> bool:
         """DB_PASSWORD, GITHUB_TOKEN, AWS_SECRET_ACCESS_KEY do; TOKENIZER_PATH, SECRET_NAME
         don't. Words split on `_`, `-`, `.` and camelCase, compared case-insensitively."""
@@ -62,16 +68,21 @@ def name_words(name: str) -> tuple[str, ...]:
     return tuple(w.upper() for w in _SEPARATORS.split(_CAMEL.sub("_", name)) if w)
 
 
-def holds_a_secret(value: Any) -> bool:
-    """False for what cannot be a secret: empty, a boolean word (any case), a plain number,
-    or only `$(VAR)` references to other variables; True for any other literal."""
+def holds_a_secret(value: Any, names_the_secret: bool) -> bool:
+    """False for what cannot be a secret: empty, a boolean word (any case), or only `$(VAR)`
+    references to other variables. A plain number is a setting (PASSWORD_MIN_LENGTH "12",
+    TOKEN_TTL "3600") unless the name ends in the secret itself (DB_PASSWORD "123456": a
+    PIN-like password). True for any other literal."""
     if value is None or isinstance(value, bool | int | float):
         return False
     if not isinstance(value, str):
         return True  # refused by the API server; still never echoed
     text = value.strip()
-    return not (text == "" or text.lower() in _BOOLEAN_WORDS or _NUMBER.fullmatch(text)
-                or _REFERENCES.fullmatch(text))
+    if text == "" or text.lower() in _BOOLEAN_WORDS or _REFERENCES.fullmatch(text):
+        return False
+    if _NUMBER.fullmatch(text):
+        return names_the_secret
+    return True
 
 
 def no_plaintext_secrets(workload: Workload, params: PlaintextSecretParams) -> list[Finding]:
@@ -96,7 +107,7 @@ def no_plaintext_secrets(workload: Workload, params: PlaintextSecretParams) -> l
                     "shown in plaintext; put it in a Secret and reference it with "
                     "valueFrom.secretKeyRef",
                     container.field_path("env", index, "valueFrom", "configMapKeyRef")))
-            elif holds_a_secret(value):
+            elif holds_a_secret(value, params.ends_in_secret(name)):
                 findings.append(finding(
                     container, f"env {name} holds a literal value; move it into a Secret and "
                     "reference it with valueFrom.secretKeyRef",
