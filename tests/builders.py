@@ -79,3 +79,29 @@ def messages(decision: Decision, policy: str) -> list[str]:
 
 def paths(decision: Decision, policy: str) -> list[str]:
     return [found.path for found in result(decision, policy).findings]
+
+
+def run_cli(capsys: Any, *args: str, stdin: str | None = None,
+            monkeypatch: Any = None) -> tuple[int, str, str]:
+    """`quickq-guard ARGS` in process, with `stdin` as standard input: (exit code, out, err)."""
+    import io
+    import sys
+
+    from webhook.cli import main
+
+    if stdin is not None:
+        monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(stdin.encode())))
+    code = main(list(args))
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def policies_in(tmp_path: Any, *documents: dict[str, Any],
+                config: Config | None = None) -> PolicySet:
+    """The policy documents written to one file of a folder of their own, loaded."""
+    import yaml
+
+    folder = tmp_path / "policies"
+    folder.mkdir(exist_ok=True)
+    (folder / "p.yaml").write_text(yaml.safe_dump_all(documents))
+    return load_policies(folder, config)

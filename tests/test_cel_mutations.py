@@ -3,16 +3,14 @@ kind, minimal patches, the idempotence check, bad operations as errors, load err
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
 from builders import CONTROLLERS, node_template, pod, pointer_prefix, workload
+from builders import policies_in as policies
 
-from webhook import Config, PolicyError, evaluate, load_policies
+from webhook import Config, PolicyError, evaluate
 from webhook.engine.patch import apply_patch
-from webhook.engine.policy import PolicySet
 
 NON_ROOT: dict[str, Any] = {
     "id": "default-non-root",
@@ -26,12 +24,6 @@ NON_ROOT: dict[str, Any] = {
 }
 
 
-def policies(tmp_path: Path, *documents: dict[str, Any], config: Config | None = None
-             ) -> PolicySet:
-    folder = tmp_path / "policies"
-    folder.mkdir(exist_ok=True)
-    (folder / "p.yaml").write_text(yaml.safe_dump_all(documents))
-    return load_policies(folder, config)
 
 
 def mutation(expression: str, **changes: Any) -> dict[str, Any]:

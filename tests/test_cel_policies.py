@@ -13,9 +13,9 @@ from typing import Any
 import pytest
 import yaml
 from builders import CONTROLLERS, dotted_prefix, node_template, pod, workload
+from builders import policies_in as policies
 
-from webhook import Config, PolicyError, evaluate, load_policies
-from webhook.engine.policy import PolicySet
+from webhook import Config, PolicyError, evaluate
 
 NO_PRIVILEGED: dict[str, Any] = {
     "id": "no-privileged",
@@ -31,12 +31,6 @@ NO_PRIVILEGED: dict[str, Any] = {
 }
 
 
-def policies(tmp_path: Path, *documents: dict[str, Any], config: Config | None = None
-             ) -> PolicySet:
-    folder = tmp_path / "policies"
-    folder.mkdir(exist_ok=True)
-    (folder / "p.yaml").write_text(yaml.safe_dump_all(documents))
-    return load_policies(folder, config)
 
 
 def load_error(tmp_path: Path, **changes: Any) -> str:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import io
 import json
 import subprocess
 import sys
@@ -11,6 +10,7 @@ from pathlib import Path
 
 import pytest
 import yaml
+from builders import run_cli as run
 
 from webhook.cli import main
 
@@ -36,13 +36,6 @@ GPU_POD = GOOD_POD.replace("name: good", "name: gpu").replace(
     "runAsNonRoot: true}", "runAsNonRoot: true}\n  priorityClassName: high")
 
 
-def run(capsys, *args, stdin: str | None = None, monkeypatch=None):
-    if stdin is not None:
-        fake = io.TextIOWrapper(io.BytesIO(stdin.encode()))
-        monkeypatch.setattr(sys, "stdin", fake)
-    code = main(list(args))
-    out, err = capsys.readouterr()
-    return code, out, err
 
 
 def check_json(capsys, *args, **kwargs):

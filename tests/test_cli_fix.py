@@ -5,14 +5,11 @@ from __future__ import annotations
 
 import copy
 import difflib
-import io
-import sys
 from pathlib import Path
 
 import pytest
 import yaml
-
-from webhook.cli import main
+from builders import run_cli as run
 
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLES = ROOT / "examples"
@@ -42,12 +39,6 @@ spec:
 """
 
 
-def run(capsys, *args, stdin=None, monkeypatch=None):
-    if stdin is not None:
-        monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(stdin.encode())))
-    code = main(list(args))
-    out, err = capsys.readouterr()
-    return code, out, err
 
 
 def test_fix_keeps_comments_and_formatting_and_only_adds_the_patched_fields(capsys, tmp_path):

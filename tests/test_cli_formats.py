@@ -3,9 +3,7 @@ pull-request annotations and Policy Reporter read, checked against their own rul
 
 from __future__ import annotations
 
-import io
 import json
-import sys
 import xml.etree.ElementTree as ElementTree
 from importlib import resources
 from pathlib import Path
@@ -13,21 +11,15 @@ from pathlib import Path
 import jsonschema
 import pytest
 import yaml
+from builders import run_cli as run
 
 from webhook import load_policies
-from webhook.cli import main
 
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLES = ROOT / "examples"
 BAD = "examples/bad/pod.yaml"  # relative, as a CI job names files in the repository
 
 
-def run(capsys, *args, stdin=None, monkeypatch=None):
-    if stdin is not None:
-        monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(stdin.encode())))
-    code = main(list(args))
-    out, err = capsys.readouterr()
-    return code, out, err
 
 
 @pytest.fixture(autouse=True)

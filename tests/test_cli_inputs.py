@@ -3,7 +3,6 @@ directory walks of real repositories, and a summary that counts what it says."""
 
 from __future__ import annotations
 
-import io
 import json
 import re
 import socket
@@ -13,6 +12,7 @@ import textwrap
 from pathlib import Path
 
 import pytest
+from builders import run_cli as run
 
 from webhook.cli import main
 
@@ -32,12 +32,6 @@ spec:
 """
 
 
-def run(capsys, *args, stdin=None, monkeypatch=None):
-    if stdin is not None:
-        monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(stdin.encode())))
-    code = main(list(args))
-    out, err = capsys.readouterr()
-    return code, out, err
 
 
 def write(directory: Path, name: str, text: str) -> Path:

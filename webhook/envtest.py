@@ -33,6 +33,8 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec, rsa
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
+from webhook.testing import stop_process
+
 REPO = Path(__file__).resolve().parents[1]  # the checkout (an editable install)
 CHART = REPO / "charts" / "quickq-guard"
 TOOLS = REPO / ".tools"
@@ -286,13 +288,7 @@ class ControlPlane:
 
     def stop(self) -> None:
         for process in reversed(self.processes):
-            if process.poll() is None:
-                process.send_signal(signal.SIGTERM)
-                try:
-                    process.wait(20)
-                except subprocess.TimeoutExpired:
-                    process.kill()
-                    process.wait()
+            stop_process(process, 20)
 
     # --- clients ---
 
@@ -447,14 +443,7 @@ class Webhook:
         self.process.send_signal(signal.SIGHUP)
 
     def stop(self) -> int:
-        if self.process.poll() is None:
-            self.process.send_signal(signal.SIGTERM)
-            try:
-                self.process.wait(20)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait()
-        return int(self.process.returncode)
+        return stop_process(self.process, 20)
 
 
 @contextmanager

@@ -272,14 +272,7 @@ class Server:
         self.process.send_signal(signum)
 
     def stop(self) -> int:
-        if self.process.poll() is None:
-            self.process.send_signal(signal.SIGTERM)
-            try:
-                self.process.wait(30)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait()
-        return int(self.process.returncode)
+        return stop_process(self.process, 30)
 
     def logs(self) -> list[dict[str, Any]]:
         lines = self.log_path.read_text().splitlines()
@@ -287,6 +280,18 @@ class Server:
 
     def errors(self) -> str:
         return self.err_path.read_text() + self.log_path.read_text()
+
+
+def stop_process(process: subprocess.Popen[bytes], timeout: float) -> int:
+    """SIGTERM, then SIGKILL if it is still running after `timeout` seconds; the exit code."""
+    if process.poll() is None:
+        process.send_signal(signal.SIGTERM)
+        try:
+            process.wait(timeout)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
+    return int(process.returncode)
 
 
 def review_pod(name: str = "web", **spec_changes: Any) -> dict[str, Any]:
