@@ -370,9 +370,12 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{row['shape']:10} {row['webhook']:16} {row['new_webhook_connections']:>9} "
               f"{row['other_processes_cpu']:>6}  {cpu}; {wait}")
     for without, with_ in zip(rows[::2], rows[1::2], strict=True):
+        added = {key: with_.get(key, 0) - without.get(key, 0)
+                 for key in ("p50_ms", "p99_ms", "apiserver_p50_ms", "apiserver_p99_ms")}
         print(f"added by the webhooks, {with_['shape']} ({with_['clients']} client(s)): "
-              f"p50 {with_['p50_ms'] - without['p50_ms']:+.2f} ms, "
-              f"p99 {with_['p99_ms'] - without['p99_ms']:+.2f} ms")
+              f"p50 {added['p50_ms']:+.2f} ms, p99 {added['p99_ms']:+.2f} ms; as the API "
+              f"server saw it: p50 {added['apiserver_p50_ms']:+.2f} ms, "
+              f"p99 {added['apiserver_p99_ms']:+.2f} ms")
     for name, mean in sorted(calls.items()):
         print(f"the API server's mean per call of {name}: {mean} ms")
     print(f"webhook workers: {args.workers}; load average {load[0]} before, {load[1]} after. "
