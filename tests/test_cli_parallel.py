@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import math
+import tempfile
 from collections import Counter
 from pathlib import Path
 
@@ -21,7 +22,7 @@ from webhook.manifests import Document, read_paths
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
 
 
-def _reference(paths: list[str]) -> str:
+def _reference(paths: list[str], failing_only: str | None = None) -> str:
     """The JSON report as json.dumps writes it, judged one document at a time."""
     policies = load_policies()
     judged = [judge.Judged(d, judge.judge(d, policies)) for d in read_paths(paths)
@@ -29,7 +30,7 @@ def _reference(paths: list[str]) -> str:
     counts: Counter[str] = Counter()
     for item in judged:
         judge.count(item.decision, counts)
-    report = {"results": json_format.rows(judged), "summary": summary(counts)}
+    report = {"results": json_format.rows(judged, failing_only), "summary": summary(counts)}
     return json.dumps(report, indent=2, default=str) + "\n"
 
 
@@ -67,6 +68,28 @@ def test_workers_print_what_one_process_prints(tmp_path, capsys, monkeypatch, jo
         assert code == 2  # broken.yaml, dup.yaml and missing.yaml cannot be judged
         assert together.out == alone.out, output
         assert together.err == alone.err, output
+
+
+@pytest.mark.parametrize("fail_on", ["deny", "audit"])
+def test_quiet_json_is_what_json_dumps_writes_of_the_failing_results(tmp_path, capsys,
+                                                                     monkeypatch, fail_on):
+    paths = _corpus(tmp_path)
+    monkeypatch.setattr(judge, "TASK_BYTES", 600)
+    assert main(["check", "-o", "json", "--quiet", "--fail-on", fail_on, "--jobs", "2",
+                 *paths]) == 2
+    assert capsys.readouterr().out == _reference(paths, fail_on)
+
+
+def test_workers_hand_their_output_back_and_leave_no_file(tmp_path, capsys, monkeypatch):
+    (tmp_path / "corpus").mkdir()
+    paths = _corpus(tmp_path / "corpus")
+    scratch = tmp_path / "tmp"
+    scratch.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(scratch))
+    monkeypatch.setattr(judge, "TASK_BYTES", 600)
+    assert main(["check", "-o", "json", "--jobs", "2", *paths]) == 2
+    assert capsys.readouterr().out == _reference(paths)
+    assert list(scratch.iterdir()) == []
 
 
 def test_a_large_file_split_between_workers_keeps_its_lines(tmp_path, capsys, monkeypatch):

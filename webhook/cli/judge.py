@@ -12,6 +12,8 @@ import contextlib
 import gc
 import multiprocessing as mp
 import os
+import pickle
+import tempfile
 from collections import Counter, deque
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
@@ -197,29 +199,46 @@ def judge_all(work: list[list[Source]], policies: PolicySet, render: Render, job
             yield run_task(task, policies, render, stdin)
         return
     global _worker_job
-    _worker_job = (policies, render, stdin)
-    try:
-        with mp.get_context("fork").Pool(workers) as pool:
-            _worker_job = None  # the workers have their copy; the parent needs none
-            pending: deque[Any] = deque()
-            for task in work:
-                pending.append(pool.apply_async(_run_in_worker, (task,)))
-                if len(pending) > 2 * workers:  # back-pressure: a bounded number in flight
-                    yield pending.popleft().get()
-            while pending:
-                yield pending.popleft().get()
-    finally:
-        _worker_job = None
+    with tempfile.TemporaryDirectory(prefix="quickq-guard-") as parts:
+        _worker_job = (policies, render, stdin, parts)
+        try:
+            with mp.get_context("fork").Pool(workers) as pool:
+                _worker_job = None  # the workers have their copy; the parent needs none
+                pending: deque[Any] = deque()
+                for task in work:
+                    pending.append(pool.apply_async(_run_in_worker, (task,)))
+                    if len(pending) > 2 * workers:  # back-pressure: a bounded number in flight
+                        yield _collect(pending.popleft().get())
+                while pending:
+                    yield _collect(pending.popleft().get())
+        finally:
+            _worker_job = None
 
 
-# Set in the parent just before the fork, so the workers inherit the policies, the renderer
-# and stdin's bytes instead of having them pickled for every task.
-_worker_job: tuple[PolicySet, Render, bytes | None] | None = None
+# Set in the parent just before the fork, so the workers inherit the policies, the renderer,
+# stdin's bytes and the folder parts come back through, instead of having them pickled for
+# every task.
+_worker_job: tuple[PolicySet, Render, bytes | None, str] | None = None
 
 
-def _run_in_worker(task: list[Source]) -> Part:
+def _run_in_worker(task: list[Source]) -> str:
+    """Judge a task; its Part goes back through a file in the parts folder, whose name goes
+    through the pool's pipe: the pipe moves a large output (a JSON report is 14x its input)
+    in 64 KB reads that cost the parent more than writing it."""
     assert _worker_job is not None
-    return run_task(task, *_worker_job)
+    policies, render, stdin, parts = _worker_job
+    part = run_task(task, policies, render, stdin)
+    handle, name = tempfile.mkstemp(dir=parts)
+    with open(handle, "wb") as file:
+        pickle.dump(part, file, protocol=pickle.HIGHEST_PROTOCOL)
+    return name
+
+
+def _collect(name: str) -> Part:
+    with open(name, "rb") as file:
+        part: Part = pickle.load(file)
+    os.unlink(name)
+    return part
 
 
 @contextlib.contextmanager

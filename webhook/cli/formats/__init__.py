@@ -40,6 +40,16 @@ class Format:
     def write(self, rendered: Any) -> None:
         self.out.write(rendered)
 
+    def write_bytes(self, data: bytes) -> None:
+        """Write UTF-8 to the output: straight to the binary stream under it when there is
+        one (stdout), which saves decoding and encoding again what may be gigabytes."""
+        buffer = getattr(self.out, "buffer", None)
+        if buffer is None:
+            self.out.write(data.decode())
+            return
+        self.out.flush()
+        buffer.write(data)
+
     def finish(self, counts: Counter[str]) -> None:
         """Write what comes after the results."""
 

@@ -18,112 +18,141 @@ import orjson  # writes the report ~20x faster than json (see dumps_json)
 from webhook.cli.formats import Format, failing
 from webhook.cli.judge import Judged
 from webhook.cli.summary import summary
+from webhook.engine.results import Result
 
 
 class Json(Format):
+    """Renders bytes in the process that judged a task, written as they are to the binary
+    stdout: the report is ASCII (json escapes the rest), so there is nothing to transcode."""
+
     def start(self, policies: Any) -> None:
-        self.out.write('{\n  "results": [')
+        self.write_bytes(b'{\n  "results": [')
         self.first = True
+        self.constant_rows: dict[Result, bytes] = {}
 
-    def render(self, judged: Sequence[Judged]) -> str:
+    def render(self, judged: Sequence[Judged]) -> bytes:
         options = self.options
-        return rows_text(rows(judged, options.fail_on if options.quiet else None))
+        return rows_bytes(judged, options.fail_on if options.quiet else None,
+                          self.constant_rows)
 
-    def write(self, rendered: str) -> None:
+    def write(self, rendered: bytes) -> None:
         if not rendered:
             return
-        self.out.write(("\n" if self.first else ",\n") + rendered)
+        self.write_bytes(b"\n" if self.first else b",\n")
+        self.write_bytes(rendered)
         self.first = False
 
     def finish(self, counts: Counter[str]) -> None:
         text = dumps_json({"summary": summary(counts)})
-        self.out.write(("]" if self.first else "\n  ]") + ",\n" + text[2:] + "\n")
+        self.write_bytes((("]" if self.first else "\n  ]") + ",\n" + text[2:] + "\n").encode())
 
 
 def rows(judged: Sequence[Judged], failing_only: str | None = None) -> list[dict[str, Any]]:
     """One result object per resource and policy; with `failing_only` (--quiet's --fail-on),
-    only the results that fail the run and errors."""
+    only the results that fail the run and errors. (What rows_bytes writes.)"""
     results: list[dict[str, Any]] = []
     for item in judged:
-        decision, document = item.decision, item.document
-        resource = decision.resource
-        described = {"apiVersion": resource.api_version, "kind": resource.kind,
-                     "namespace": resource.namespace, "name": resource.name,
-                     "source": resource.source, "file": document.file,
-                     "line": document.line, "column": document.column}
+        decision = item.decision
+        described = _described(item)
         for result in decision.results:
             if failing_only and not failing(decision, result, failing_only):
                 continue
-            findings = result.findings
-            if not findings:  # most results: pass and skip (as Result.message/patch say)
-                results.append({
-                    "resource": dict(described), "policy": result.policy,
-                    "action": result.action, "result": result.status,
-                    "message": result.reason, "path": "", "patch": [], "findings": []})
-                continue
-            results.append({
-                "resource": dict(described),
-                "policy": result.policy,
-                "action": result.action,
-                "result": result.status,
-                "message": result.message,
-                "path": findings[0].path,
-                "patch": result.patch,
-                "findings": [{"container": f.container, "path": f.path, "message": f.message,
-                              "preexisting": f.preexisting} for f in findings],
-            })
+            results.append({"resource": dict(described), **_result(result)})
     return results
 
 
-def rows_text(rows: list[dict[str, Any]]) -> str:
-    """The result objects as they sit inside the report's "results" list (indented by 4)."""
-    if not rows:
-        return ""
-    # Only a row's patch holds values from the manifests; the rest is strings and booleans.
-    if _orjson_safe([row["patch"] for row in rows if row["patch"]]):
-        text = _orjson_dumps(rows)
-    else:
-        text = dumps_json(rows)
-    # text is "[\n  {...},\n  {...}\n]", and JSON strings hold no raw newline.
-    return "  " + text[2:-2].replace("\n", "\n  ")
+def _described(item: Judged) -> dict[str, Any]:
+    resource, document = item.decision.resource, item.document
+    return {"apiVersion": resource.api_version, "kind": resource.kind,
+            "namespace": resource.namespace, "name": resource.name, "source": resource.source,
+            "file": document.file, "line": document.line, "column": document.column}
+
+
+def _result(result: Result) -> dict[str, Any]:
+    """A result object's fields after `resource`."""
+    findings = result.findings
+    if not findings:  # most results: pass and skip (as Result.message/patch say)
+        return {"policy": result.policy, "action": result.action, "result": result.status,
+                "message": result.reason, "path": "", "patch": [], "findings": []}
+    return {
+        "policy": result.policy,
+        "action": result.action,
+        "result": result.status,
+        "message": result.message,
+        "path": findings[0].path,
+        "patch": result.patch,
+        "findings": [{"container": f.container, "path": f.path, "message": f.message,
+                      "preexisting": f.preexisting} for f in findings],
+    }
+
+
+def rows_bytes(judged: Sequence[Judged], failing_only: str | None = None,
+               constant_rows: dict[Result, bytes] | None = None) -> bytes:
+    """`rows()` as the report holds them (indented by 4, joined by commas), byte for byte
+    what dumps_json writes of them, without building a dict per row: the resource is written
+    once per object and a result without findings (most are: pass and skip), which is the
+    same for every object, once per run (`constant_rows` keeps those)."""
+    if constant_rows is None:
+        constant_rows = {}
+    pieces: list[bytes] = []
+    for item in judged:
+        decision = item.decision
+        head = b'    {\n      "resource": ' + _indented(_described(item), 6) + b",\n"
+        for result in decision.results:
+            if failing_only and not failing(decision, result, failing_only):
+                continue
+            if result.findings:
+                tail = _indented(_result(result), 4)[2:]
+            else:
+                tail = constant_rows.get(result, b"")
+                if not tail:
+                    if len(constant_rows) >= 4096:  # reasons that name objects: stay bounded
+                        constant_rows.clear()
+                    tail = constant_rows[result] = _indented(_result(result), 4)[2:]
+            pieces.append(head + tail)
+    return b",\n".join(pieces)
+
+
+def _indented(value: dict[str, Any], indent: int) -> bytes:
+    """dumps_json(value), its lines after the first indented by `indent` more spaces."""
+    return dumps_json_bytes(value).replace(b"\n", b"\n" + b" " * indent)
 
 
 def dumps_json(value: Any) -> str:
-    """`json.dumps(value, indent=2, default=str)`, byte for byte, about 20x faster.
+    """`json.dumps(value, indent=2, default=str)`, byte for byte, about 20x faster."""
+    return dumps_json_bytes(value).decode()
 
-    orjson writes UTF-8 where json escapes (\\u00e9), so non-ASCII is escaped back; the few
-    values orjson writes differently (NaN and infinities, integers beyond 64 bits, non-string
-    keys) can only come from user data in patches, and any of them sends the whole document
+
+def dumps_json_bytes(value: Any) -> bytes:
+    """dumps_json, encoded (it is ASCII).
+
+    orjson writes UTF-8 where json escapes (\\u00e9), so non-ASCII is escaped back. The few
+    values orjson writes differently can only come from user data in patches: integers beyond
+    64 bits and non-string keys, which it refuses, and NaN and infinities, which it writes as
+    null (so only a report with a null can hide one); any of them sends the whole value
     through json.
     """
-    if not _orjson_safe(value):
-        return json.dumps(value, indent=2, default=str)
-    return _orjson_dumps(value)
-
-
-def _orjson_dumps(value: Any) -> str:
-    """dumps_json for a value already known to be _orjson_safe."""
     try:
-        text: str = orjson.dumps(value, default=str, option=orjson.OPT_INDENT_2).decode()
-    except (orjson.JSONEncodeError, TypeError):
-        return json.dumps(value, indent=2, default=str)
-    if not text.isascii():
-        text = _NON_ASCII.sub(lambda m: json.dumps(m.group())[1:-1], text)
-    return text
+        data: bytes = orjson.dumps(value, default=str, option=orjson.OPT_INDENT_2)
+    except TypeError:  # orjson.JSONEncodeError
+        return json.dumps(value, indent=2, default=str).encode()
+    if b"null" in data and not _finite(value):
+        return json.dumps(value, indent=2, default=str).encode()
+    if not data.isascii():
+        text = _NON_ASCII.sub(lambda m: json.dumps(m.group())[1:-1], data.decode())
+        data = text.encode()
+    return data
 
 
 _NON_ASCII = re.compile(r"[^\x00-\x7f]")
-_INT64 = (-(2**63), 2**64 - 1)
 
 
-def _orjson_safe(value: Any) -> bool:
-    """False when orjson would write the value differently from json (see dumps_json)."""
-    if isinstance(value, dict):
-        return all(isinstance(k, str) and _orjson_safe(v) for k, v in value.items())
-    if isinstance(value, list | tuple):
-        return all(_orjson_safe(item) for item in value)
+def _finite(value: Any) -> bool:
+    """False when the value holds a float that is NaN or infinite."""
     if isinstance(value, float):
         return math.isfinite(value)
-    if isinstance(value, int):
-        return _INT64[0] <= value <= _INT64[1]
-    return True
+    if isinstance(value, dict):
+        value = value.values()
+    elif not isinstance(value, list | tuple):
+        return True
+    return all(_finite(item) for item in value if not isinstance(item, str))
