@@ -1,23 +1,33 @@
 """Create latency through a real kube-apiserver, without and with quickq-guard's webhooks.
 
 The shape of Kyverno's published admission load test: Pod creates through the API server,
-one client in sequence and 50 concurrent clients, p50 and p99 per create; first with no
-webhook registered, then with the chart's rendered webhook configurations calling a
+one client in sequence and 50 concurrent clients (paced, then unpaced), p50 and p99 per
+create, with and without the chart's rendered webhook configurations calling
 `quickq-guard serve` by URL. Goal: the webhooks add <= 3 ms to the p99 at 50 clients.
+
+The two arms run in alternating rounds against one control plane, so whatever else the
+machine runs meanwhile falls on both alike: "with webhook" creates go to a namespace the
+webhooks judge, "without webhook" creates to one the chart leaves out (config.excludeNamespaces,
+so the API server's namespaceSelector never calls the webhooks there). Each row also gives
+the API server's own p50 and p99 (from its audit log, free of the clients' thread scheduling),
+the connections it opened to the webhook, the CPU time and the run-queue wait (ready to run,
+but no CPU free) per create of etcd, the API server and the webhook, and the CPU the rest of
+the machine took meanwhile: on a shared machine those decide the tail.
 
 etcd and kube-apiserver come from the envtest assets of the cluster tests (KUBEBUILDER_ASSETS,
 else .tools/envtest: run scripts/install-tools). Everything runs in a network namespace with
 loopback only: as root the script re-runs itself under `unshare --net`; elsewhere it stops.
 
-    .venv/bin/python benchmarks/apiserver_latency.py                  # 400 + 50 x 40 creates
-    .venv/bin/python benchmarks/apiserver_latency.py --rate 150       # 50 clients, paced
-    .venv/bin/python benchmarks/apiserver_latency.py --sequential 50 --per-client 4   # smoke
+    .venv/bin/python benchmarks/apiserver_latency.py                  # 400 + 2 x 50 x 40 creates
+    .venv/bin/python benchmarks/apiserver_latency.py --workers 1      # one webhook process
+    .venv/bin/python benchmarks/apiserver_latency.py --sequential 4 --per-client 2 --rounds 2
 """
 
 from __future__ import annotations
 
 import argparse
 import base64
+import datetime
 import json
 import os
 import shutil
@@ -27,6 +37,7 @@ import sys
 import tempfile
 import threading
 import time
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -64,6 +75,11 @@ def in_loopback_namespace(argv: list[str]) -> int | None:
     return subprocess.run(command, check=False).returncode
 
 
+PLAIN = "bench-plain"  # left out by the webhooks' namespaceSelector: no webhook call
+GUARDED = "bench-guarded"  # judged by both webhooks
+ARMS = (("without webhook", PLAIN), ("with webhook", GUARDED))
+
+
 def percentile(values: list[float], fraction: float) -> float:
     ordered = sorted(values)
     return ordered[min(len(ordered) - 1, int(fraction * len(ordered)))]
@@ -92,12 +108,6 @@ def creates(plane: ControlPlane, namespace: str, prefix: str, count: int,
         client.close()
 
 
-def cpu_seconds(pid: int) -> float:
-    """User + system CPU time of a process so far (Linux /proc)."""
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-
-
 def clients_run(plane: ControlPlane, namespace: str, prefix: str, clients: int,
                 per_client: int, rate: float) -> tuple[list[float], list[str], float]:
     """`clients` threads of `per_client` creates each: (latencies, failures, wall seconds)."""
@@ -116,25 +126,133 @@ def clients_run(plane: ControlPlane, namespace: str, prefix: str, clients: int,
     return latencies, failures, time.perf_counter() - started
 
 
-def measure(plane: ControlPlane, namespace: str, clients: int, per_client: int,
-            warmup: int, rate: float, processes: dict[str, int]) -> dict[str, Any]:
-    """Latencies of `clients` clients doing `per_client` creates each; `rate` > 0 paces them
-    to that many creates per second in all (0: each as fast as it can). A warm-up of
-    `warmup` creates per client first, not counted: the API server opens its connections to
-    the webhook as concurrency grows, and the TLS handshakes of that first burst are a
-    start-up cost, not the steady state. Also the CPU time each server process spent per
-    create: what the machine pays, whatever else runs on it."""
-    plane.namespace(namespace)
-    clients_run(plane, namespace, "warmup", clients, warmup, rate)
-    cpu_before = {name: cpu_seconds(pid) for name, pid in processes.items()}
-    latencies, failures, wall = clients_run(plane, namespace, "c", clients, per_client, rate)
-    cpu = {name: round(1000 * (cpu_seconds(pid) - cpu_before[name]) / len(latencies), 2)
-           for name, pid in processes.items()}
-    return {"clients": clients, "creates": len(latencies), "failed": len(failures),
-            "p50_ms": round(statistics.median(latencies), 2),
-            "p99_ms": round(percentile(latencies, 0.99), 2),
-            "creates_per_s": round(len(latencies) / wall, 1), "paced_per_s": rate,
-            "cpu_ms_per_create": cpu}
+# --- what the machine did meanwhile (Linux /proc) --------------------------------------------
+
+def usage(pid: int) -> tuple[float, float]:
+    """(seconds on a CPU, seconds runnable but waiting for one) of a process's threads and of
+    its child processes (the webhook's workers) so far, from the scheduler's own counts."""
+    try:
+        tasks = os.listdir(f"/proc/{pid}/task")
+        children = Path(f"/proc/{pid}/task/{pid}/children").read_text().split()
+    except OSError:  # gone meanwhile
+        return 0.0, 0.0
+    ran = waited = 0.0
+    for task in tasks:
+        try:
+            on_cpu, queued, _ = Path(f"/proc/{pid}/task/{task}/schedstat").read_text().split()
+        except (OSError, ValueError):  # a thread that ended meanwhile
+            continue
+        ran += int(on_cpu) / 1e9
+        waited += int(queued) / 1e9
+    for child in children:
+        child_ran, child_waited = usage(int(child))
+        ran += child_ran
+        waited += child_waited
+    return ran, waited
+
+
+def machine_busy_seconds() -> float:
+    """CPU time every process on the machine has used so far (all CPUs, not idle or iowait)."""
+    first = Path("/proc/stat").read_text().split("\n", 1)[0]
+    fields = [int(value) for value in first.split()[1:]]
+    return (sum(fields) - fields[3] - fields[4]) / os.sysconf("SC_CLK_TCK")
+
+
+def passive_opens() -> int:
+    """TCP connections accepted so far in this network namespace: the benchmark's own clients
+    and the API server's connections to the webhook are the only ones opened while it runs."""
+    lines = [line.split() for line in Path("/proc/net/snmp").read_text().splitlines()
+             if line.startswith("Tcp:")]
+    return int(dict(zip(lines[0], lines[1], strict=True))["PassiveOpens"])
+
+
+@dataclass
+class Arm:
+    """What one arm of one shape measured, summed over its rounds."""
+
+    latencies: list[float] = field(default_factory=list)
+    failures: list[str] = field(default_factory=list)
+    wall: float = 0.0
+    cpu: dict[str, float] = field(default_factory=dict)
+    waited: dict[str, float] = field(default_factory=dict)
+    others_cpu: float = 0.0
+    new_connections: int = 0
+
+    def run(self, plane: ControlPlane, namespace: str, prefix: str, clients: int,
+            per_client: int, rate: float, processes: dict[str, int]) -> None:
+        before = {name: usage(pid) for name, pid in processes.items()}
+        own_before = time.process_time()  # the clients' threads
+        busy_before, opens_before = machine_busy_seconds(), passive_opens()
+        latencies, failures, wall = clients_run(plane, namespace, prefix, clients, per_client,
+                                                rate)
+        ours = time.process_time() - own_before
+        for name, pid in processes.items():
+            ran, waited = usage(pid)
+            self.cpu[name] = self.cpu.get(name, 0.0) + ran - before[name][0]
+            self.waited[name] = self.waited.get(name, 0.0) + waited - before[name][1]
+            ours += ran - before[name][0]
+        self.others_cpu += machine_busy_seconds() - busy_before - ours
+        # Each client opens one connection to the API server; any other was the webhook's.
+        self.new_connections += passive_opens() - opens_before - clients
+        self.latencies += latencies
+        self.failures += failures
+        self.wall += wall
+
+    def row(self, shape: str, label: str, clients: int, rate: float) -> dict[str, Any]:
+        count = len(self.latencies)
+        return {"shape": shape, "webhook": label, "clients": clients, "creates": count,
+                "failed": len(self.failures), "paced_per_s": rate,
+                "p50_ms": round(statistics.median(self.latencies), 2),
+                "p99_ms": round(percentile(self.latencies, 0.99), 2),
+                "creates_per_s": round(count / self.wall, 1),
+                "new_webhook_connections": self.new_connections,
+                "other_processes_cpu": round(max(0.0, self.others_cpu) / self.wall, 2),
+                "cpu_ms_per_create": {name: round(1000 * spent / count, 2)
+                                      for name, spent in self.cpu.items()},
+                "run_queue_wait_ms_per_create": {name: round(1000 * spent / count, 2)
+                                                 for name, spent in self.waited.items()}}
+
+
+def server_side(plane: ControlPlane, rows: list[dict[str, Any]]) -> None:
+    """Add each row's p50 and p99 as the API server saw them (its audit log: from receiving
+    the request to the end of the response), free of the clients' own thread scheduling."""
+    arm_of = {namespace: label for label, namespace in ARMS}
+    seen: dict[tuple[str, str], list[float]] = {}
+    for event in plane.audit_events():
+        ref = event.get("objectRef", {})
+        shape, _, rest = str(ref.get("name", "")).partition("-")
+        if (event.get("verb") != "create" or event.get("stage") != "ResponseComplete"
+                or ref.get("namespace") not in arm_of or not rest.split("-")[0].isdigit()):
+            continue  # not a counted create (warm-ups are named <shape>-warmup...)
+        took = (_instant(event["stageTimestamp"]) - _instant(event["requestReceivedTimestamp"]))
+        seen.setdefault((shape, arm_of[ref["namespace"]]), []).append(took * 1000)
+    for row in rows:
+        latencies = seen.get((row["shape"], row["webhook"]), [])
+        if latencies:
+            row["apiserver_p50_ms"] = round(statistics.median(latencies), 2)
+            row["apiserver_p99_ms"] = round(percentile(latencies, 0.99), 2)
+
+
+def _instant(stamp: str) -> float:
+    return datetime.datetime.fromisoformat(stamp.replace("Z", "+00:00")).timestamp()
+
+
+def measure(plane: ControlPlane, shape: str, clients: int, per_client: int, rounds: int,
+            warmup: int, rate: float, processes: dict[str, int]) -> list[dict[str, Any]]:
+    """Both arms of one shape in alternating rounds (ABBA...), `per_client` creates per client
+    in all; `rate` > 0 paces the clients to that many creates per second in all. A warm-up of
+    `warmup` creates per client and arm first, not counted: the API server opens its
+    connections to the webhook as concurrency first grows."""
+    rounds = max(1, min(rounds, per_client))
+    for _, namespace in ARMS:
+        clients_run(plane, namespace, f"{shape}-warmup", clients, warmup, rate)
+    arms = {label: Arm() for label, _ in ARMS}
+    for index in range(rounds):
+        share = per_client // rounds + (1 if index < per_client % rounds else 0)
+        for label, namespace in (ARMS if index % 2 == 0 else ARMS[::-1]):
+            arms[label].run(plane, namespace, f"{shape}-{index}-", clients, share, rate,
+                            processes)
+    return [arms[label].row(shape, label, clients, rate) for label, _ in ARMS]
 
 
 def webhook_call_means(plane: ControlPlane) -> dict[str, float]:
@@ -150,25 +268,36 @@ def webhook_call_means(plane: ControlPlane) -> dict[str, float]:
     return {name: round(1000 * sums[name] / counts[name], 2) for name in sums if counts[name]}
 
 
+def denied(plane: ControlPlane, namespace: str) -> bool:
+    """Whether quickq-guard denies a Pod with the latest tag in `namespace` (server dry run)."""
+    probe = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "probe",
+                                                             "namespace": namespace},
+             "spec": {"containers": [{"name": "c", "image": "nginx:latest"}]}}
+    done = plane.kubectl("create", "--dry-run=server", "-f", "-", input=json.dumps(probe),
+                         check=False)
+    return "denied the request" in done.stderr
+
+
 def register(plane: ControlPlane, webhook: Webhook, certs: Path) -> None:
-    """Apply the chart's rendered webhook configurations, calling `webhook` by URL."""
+    """Apply the chart's rendered webhook configurations, calling `webhook` by URL and leaving
+    PLAIN out, as a user leaves a namespace out; wait until the API server calls them."""
     bundle = base64.b64encode((certs / "ca.crt").read_bytes()).decode()
+    excluded = ["kube-system", "kube-public", "kube-node-lease", PLAIN]
     documents = rendered(plane, "quickq-guard", "quickq-system",
-                         release_values(webhook.url, bundle, **{"crd.install": "false"}))
+                         release_values(webhook.url, bundle, **{
+                             "crd.install": "false", "config.excludeNamespaces": excluded}))
     configs = [doc for doc in documents
                if doc["kind"] in ("ValidatingWebhookConfiguration",
                                   "MutatingWebhookConfiguration")]
     plane.kubectl("apply", "-f", "-", input=json.dumps({"apiVersion": "v1", "kind": "List",
                                                         "items": configs}))
-    probe = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "probe",
-                                                             "namespace": "default"},
-             "spec": {"containers": [{"name": "c", "image": "nginx:latest"}]}}
+    wait_until(lambda: denied(plane, GUARDED), what="the webhooks to be called")
+    if denied(plane, PLAIN):
+        raise RuntimeError(f"the webhooks judge {PLAIN}, which the chart was told to leave out")
 
-    def judged() -> bool:
-        done = plane.kubectl("create", "--dry-run=server", "-f", "-", input=json.dumps(probe),
-                             check=False)
-        return "denied the request" in done.stderr
-    wait_until(judged, what="the webhooks to be called")
+
+def load_average() -> float:
+    return round(os.getloadavg()[0], 2)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -176,9 +305,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--sequential", type=int, default=400, help="creates by one client")
     parser.add_argument("--clients", type=int, default=50)
     parser.add_argument("--per-client", type=int, default=40, help="creates per client")
-    parser.add_argument("--rate", type=float, default=0, metavar="N",
-                        help="pace the concurrent clients to N creates/s in all (default: "
-                             "unpaced, each client as fast as it can: the machine saturates)")
+    parser.add_argument("--rate", type=float, default=150, metavar="N",
+                        help="the paced shape: N creates/s in all (default 150; 0 leaves it out)")
+    parser.add_argument("--rounds", type=int, default=6,
+                        help="alternating rounds of the two arms per shape")
+    parser.add_argument("--workers", type=int, default=2,
+                        help="webhook worker processes (default 2: the chart's two replicas)")
     parser.add_argument("--json", action="store_true", help="print the figures as JSON")
     args = parser.parse_args(argv)
     rerun = in_loopback_namespace(list(argv if argv is not None else sys.argv[1:]))
@@ -189,50 +321,67 @@ def main(argv: list[str] | None = None) -> int:
         print(f"apiserver_latency: no {', '.join(missing)} in {assets_dir()}: {HOW_TO_GET}",
               file=sys.stderr)
         return 2
+    load_before = load_average()
     with tempfile.TemporaryDirectory(prefix="quickq-apiserver-bench-") as tmp:
         workdir = Path(tmp)
         plane = ControlPlane(assets_dir(), workdir)
         webhook = None
         try:
             plane.start()
-            plane.service_account("default")
+            for namespace in ("default", PLAIN, GUARDED):
+                plane.namespace(namespace)
+            certs = webhook_certs(workdir / "webhook-certs")
+            webhook = Webhook(workdir, certs, "--workers", str(args.workers))
+            register(plane, webhook, certs)
+            processes = {"etcd": plane.processes[0].pid,
+                         "kube-apiserver": plane.processes[1].pid,
+                         "webhook": webhook.process.pid}
+            shapes = [("sequential", 1, args.sequential, 20, 0.0)]
+            if args.rate > 0:
+                shapes.append(("paced", args.clients, args.per_client, 4, args.rate))
+            shapes.append(("unpaced", args.clients, args.per_client, 4, 0.0))
             rows: list[dict[str, Any]] = []
-            shapes = [(1, args.sequential, 20, 0.0),
-                      (args.clients, args.per_client, 4, args.rate)]
-            for label, shape in (("without webhook", "a"), ("with webhook", "b")):
-                processes = {"etcd": plane.processes[0].pid,
-                             "kube-apiserver": plane.processes[1].pid}
-                if shape == "b":
-                    certs = webhook_certs(workdir / "webhook-certs")
-                    webhook = Webhook(workdir, certs)
-                    register(plane, webhook, certs)
-                    processes["webhook"] = webhook.process.pid
-                for clients, per_client, warmup, rate in shapes:
-                    row = measure(plane, f"bench-{shape}-{clients}", clients, per_client,
-                                  warmup, rate, processes)
-                    rows.append({"webhook": label, **row})
+            for shape, clients, per_client, warmup, rate in shapes:
+                rows += measure(plane, shape, clients, per_client, args.rounds, warmup, rate,
+                                processes)
             calls = webhook_call_means(plane)
+            server_side(plane, rows)
         finally:
             if webhook is not None:
                 webhook.stop()
             plane.stop()
+    load = [load_before, load_average()]
     if args.json:
-        print(json.dumps({"rows": rows, "webhook_call_mean_ms": calls}, indent=2))
+        print(json.dumps({"rows": rows, "webhook_call_mean_ms": calls, "workers": args.workers,
+                          "load_average": load}, indent=2))
         return 0
-    print(f"{'':16} {'clients':>7} {'creates':>7} {'failed':>6} {'p50 ms':>7} {'p99 ms':>7} "
-          f"{'creates/s':>9}  CPU ms per create")
+    print(f"{'':10} {'':16} {'clients':>7} {'creates':>7} {'failed':>6} {'p50 ms':>7} "
+          f"{'p99 ms':>7} {'API server p50/p99':>18} {'creates/s':>9}")
+    for row in rows:
+        server = f"{row.get('apiserver_p50_ms', '-')} / {row.get('apiserver_p99_ms', '-')}"
+        print(f"{row['shape']:10} {row['webhook']:16} {row['clients']:>7} {row['creates']:>7} "
+              f"{row['failed']:>6} {row['p50_ms']:>7} {row['p99_ms']:>7} {server:>18} "
+              f"{row['creates_per_s']:>9}")
+    print(f"\n{'':10} {'':16} {'new conns':>9} {'others':>6}  ms per create: CPU; run-queue wait")
     for row in rows:
         cpu = ", ".join(f"{name} {ms}" for name, ms in row["cpu_ms_per_create"].items())
-        print(f"{row['webhook']:16} {row['clients']:>7} {row['creates']:>7} {row['failed']:>6} "
-              f"{row['p50_ms']:>7} {row['p99_ms']:>7} {row['creates_per_s']:>9}  {cpu}")
-    by = {(row["webhook"], row["clients"]): row for row in rows}
-    for clients in (1, args.clients):
-        without, with_ = by["without webhook", clients], by["with webhook", clients]
-        print(f"added by the webhooks, {clients} client(s): "
-              f"p50 {with_['p50_ms'] - without['p50_ms']:+.2f} ms, "
-              f"p99 {with_['p99_ms'] - without['p99_ms']:+.2f} ms")
+        wait = ", ".join(f"{name} {ms}"
+                         for name, ms in row["run_queue_wait_ms_per_create"].items())
+        print(f"{row['shape']:10} {row['webhook']:16} {row['new_webhook_connections']:>9} "
+              f"{row['other_processes_cpu']:>6}  {cpu}; {wait}")
+    for without, with_ in zip(rows[::2], rows[1::2], strict=True):
+        added = {key: with_.get(key, 0) - without.get(key, 0)
+                 for key in ("p50_ms", "p99_ms", "apiserver_p50_ms", "apiserver_p99_ms")}
+        print(f"added by the webhooks, {with_['shape']} ({with_['clients']} client(s)): "
+              f"p50 {added['p50_ms']:+.2f} ms, p99 {added['p99_ms']:+.2f} ms; as the API "
+              f"server saw it: p50 {added['apiserver_p50_ms']:+.2f} ms, "
+              f"p99 {added['apiserver_p99_ms']:+.2f} ms")
     for name, mean in sorted(calls.items()):
         print(f"the API server's mean per call of {name}: {mean} ms")
+    print(f"webhook workers: {args.workers}; load average {load[0]} before, {load[1]} after. "
+          "new conns: connections the API server opened to the webhook; others: CPU cores the "
+          "rest of the machine used meanwhile; run-queue wait: time a process was ready to run "
+          "but waited for a CPU")
     return 0
 
 
