@@ -96,24 +96,31 @@ def is_object(obj: Any) -> bool:
 def run_task(task: Sequence[Source], policies: PolicySet, render: Render,
              stdin: bytes | None) -> Part:
     """Read, judge and render the sources of one task."""
+    part = Part(None)
     with _without_cyclic_gc():
-        judged: list[Judged] = []
-        part = Part(None)
-        for source in task:
-            documents: Iterator[Document] = read_source(
-                source, stdin if source.name == "-" else None)
-            if source.walked:
-                documents = _skip_non_manifests(source, documents, part.notes)
-            # Read the piece whole, then judge: alternating parser and engine document by
-            # document is measurably slower, and a piece is at most about TASK_BYTES.
-            for document in list(documents):
-                decision = judge(document, policies)
-                judged.append(Judged(document, decision))
-                count(decision, part.counts)
-                if decision.outcome == "error":
-                    part.errors.append(error_line(document, decision))
-        part.rendered = render(judged)
-        return part
+        # The verdicts are freed as soon as they are rendered, while the collector is still
+        # off: switched back on, it would otherwise scan all of them once more first.
+        part.rendered = render(_judge_task(task, policies, stdin, part))
+    return part
+
+
+def _judge_task(task: Sequence[Source], policies: PolicySet, stdin: bytes | None,
+                part: Part) -> list[Judged]:
+    judged: list[Judged] = []
+    for source in task:
+        documents: Iterator[Document] = read_source(
+            source, stdin if source.name == "-" else None)
+        if source.walked:
+            documents = _skip_non_manifests(source, documents, part.notes)
+        # Read the piece whole, then judge: alternating parser and engine document by
+        # document is measurably slower, and a piece is at most about TASK_BYTES.
+        for document in list(documents):
+            decision = judge(document, policies)
+            judged.append(Judged(document, decision))
+            count(decision, part.counts)
+            if decision.outcome == "error":
+                part.errors.append(error_line(document, decision))
+    return judged
 
 
 def _skip_non_manifests(source: Source, documents: Iterator[Document],
