@@ -21,6 +21,8 @@ from webhook.cli.summary import summary
 from webhook.engine.results import Result
 from webhook.manifests import Document
 
+_ALL = object()  # see dumps_json_bytes
+
 
 class Json(Format):
     """Renders bytes in the process that judged a task, written as they are to the binary
@@ -103,25 +105,28 @@ def rows_bytes(judged: Sequence[Judged], failing_only: str | None = None,
     pieces: list[bytes] = []
     for item in judged:
         decision = item.decision
-        head = b'    {\n      "resource": ' + _indented(_described(item), 6) + b",\n"
+        head = b',\n    {\n      "resource": ' + _indented(_described(item), 6) + b",\n"
         for result in decision.results:
             if failing_only and not failing(decision, result, failing_only):
                 continue
             if result.findings:
-                tail = _indented(_result(result, item.document), 4)[2:]
+                tail = _indented(_result(result, item.document), 4, result.patch)[2:]
             else:
                 tail = constant_rows.get(result, b"")
                 if not tail:
                     if len(constant_rows) >= 4096:  # reasons that name objects: stay bounded
                         constant_rows.clear()
-                    tail = constant_rows[result] = _indented(_result(result, item.document), 4)[2:]
-            pieces.append(head + tail)
-    return b",\n".join(pieces)
+                    tail = _indented(_result(result, item.document), 4)[2:]
+                    constant_rows[result] = tail
+            pieces += (head, tail)
+    return b"".join(pieces)[2:]  # the first row's head without its comma
 
 
-def _indented(value: dict[str, Any], indent: int) -> bytes:
-    """dumps_json(value), its lines after the first indented by `indent` more spaces."""
-    return dumps_json_bytes(value).replace(b"\n", b"\n" + b" " * indent)
+def _indented(value: dict[str, Any], indent: int, user_data: Any = _ALL) -> bytes:
+    """dumps_json(value), its lines after the first indented by `indent` more spaces;
+    `user_data`: the part of `value` that holds values from the manifests, if not all."""
+    data = dumps_json_bytes(value, user_data)
+    return data.replace(b"\n", b"\n" + b" " * indent)
 
 
 def dumps_json(value: Any) -> str:
@@ -129,20 +134,21 @@ def dumps_json(value: Any) -> str:
     return dumps_json_bytes(value).decode()
 
 
-def dumps_json_bytes(value: Any) -> bytes:
+def dumps_json_bytes(value: Any, user_data: Any = _ALL) -> bytes:
     """dumps_json, encoded (it is ASCII).
 
     orjson writes UTF-8 where json escapes (\\u00e9), so non-ASCII is escaped back. The few
     values orjson writes differently can only come from user data in patches: integers beyond
     64 bits and non-string keys, which it refuses, and NaN and infinities, which it writes as
-    null (so only a report with a null can hide one); any of them sends the whole value
+    null (so only a report with a null can hide one, and only in `user_data`, the part of the
+    value that comes from manifests: all of it unless said); any of them sends the whole value
     through json.
     """
     try:
         data: bytes = orjson.dumps(value, default=str, option=orjson.OPT_INDENT_2)
     except TypeError:  # orjson.JSONEncodeError
         return json.dumps(value, indent=2, default=str).encode()
-    if b"null" in data and not _finite(value):
+    if b"null" in data and not _finite(value if user_data is _ALL else user_data):
         return json.dumps(value, indent=2, default=str).encode()
     if not data.isascii():
         text = _NON_ASCII.sub(lambda m: json.dumps(m.group())[1:-1], data.decode())
