@@ -17,6 +17,7 @@ from webhook.cli.formats import json as json_format
 from webhook.cli.summary import summary
 from webhook.engine.evaluate import evaluate
 from webhook.engine.policy import load_policies
+from webhook.engine.results import Decision, Finding, Resource, Result
 from webhook.manifests import Document, read_paths
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
@@ -157,3 +158,16 @@ def test_report_rows_with_user_floats_fall_back_to_json():
     decision = evaluate(obj, load_policies())
     report = json_format.rows([judge.Judged(Document("p.yaml:1"), decision)])
     assert json_format.dumps_json(report) == json.dumps(report, indent=2, default=str)
+
+
+@pytest.mark.parametrize("value", [math.nan, -math.inf, 2**70, {1: "int key"}, "caf\u00e9"])
+def test_report_rows_with_odd_user_values_in_a_patch_are_what_json_writes(value):
+    patch = ({"op": "add", "path": "/spec/x", "value": value},)
+    finding = Finding("add spec.x", "spec.x", None, patch)
+    result = Result("odd-policy", "mutate", "enforce", "patch", (finding,))
+    decision = Decision(Resource("v1", "Pod", "", "p"), (result,), True, "patched")
+    judged = [judge.Judged(Document("p.yaml:1"), decision)]
+    expected = json.dumps(json_format.rows(judged), indent=2, default=str)
+    # as the report holds them: indented by 4, without the list's brackets
+    assert json_format.rows_bytes(judged).decode() == \
+        "  " + expected[2:-2].replace("\n", "\n  ")
