@@ -52,7 +52,7 @@ def load_objects(count: int, seed: int) -> dict[str, list[Any]]:
 
 # What the webhook passes along with the object for webhook_load.py's review.
 WEBHOOK_REQUEST: dict[str, Any] = {
-    "operation": "CREATE", "namespace": "ml-serving",
+    "from_api_server": True, "operation": "CREATE", "namespace": "ml-serving",
     "username": "system:serviceaccount:kube-system:replicaset-controller",
     "groups": ("system:serviceaccounts", "system:serviceaccounts:kube-system",
                "system:authenticated")}

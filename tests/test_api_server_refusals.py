@@ -67,6 +67,13 @@ def test_the_cli_says_the_api_server_itself_refuses_the_offline_example():
     assert done.returncode == 1
     denials = [line for line in done.stdout.splitlines() if line.startswith("DENY")]
     assert len(denials) == 4
-    assert all(line.endswith("(the API server itself refuses this field before any webhook "
-                             "is called)  [examples/offline/gpu-fraction-job.yaml:6:1]")
-               for line in denials)
+    assert all("(the API server itself refuses this field before any webhook is called)  "
+               "[examples/offline/gpu-fraction-job.yaml:" in line for line in denials)
+    # Each denial points at its field: requests.cpu, requests.memory and both GPU counts.
+    source = (ROOT / "examples/offline/gpu-fraction-job.yaml").read_text().splitlines()
+    fields = [f"{number}:{text.index(text.strip()) + 1}" for number, text in
+              enumerate(source, 1) if text.strip() in
+              ('cpu: "2"', "memory: 8GB", 'nvidia.com/gpu: "0.5"')]
+    assert len(fields) == 4
+    assert sorted(line.rsplit(":", 2)[-2] + ":" + line.rsplit(":", 2)[-1].rstrip("]")
+                  for line in denials) == sorted(fields)

@@ -90,3 +90,15 @@ def test_stream_bench_times_every_format_on_one_stream(tmp_path):
     assert stream.count("\nkind: Pod\n") + stream.startswith("kind: Pod\n") == 30
     assert json.loads((tmp_path / "stream-sarif.out").read_text())["version"] == "2.1.0"
     assert "peak RSS" in out
+
+
+def test_webhook_ab_times_two_checkouts_and_the_bare_endpoint(tmp_path):
+    root = BENCHMARKS.parent
+    shutil.copytree(root / "webhook", tmp_path / "webhook")
+    shutil.copytree(root / "policies", tmp_path / "policies")
+    out = run("webhook_ab.py", str(tmp_path), "--rounds", "1", "--duration", "0.3")
+    rows = [line for line in out.splitlines() if line.rstrip().endswith(tuple("0123456789"))]
+    assert [row.split()[0] for row in rows[:2]] == ["bare", "this"]
+    assert rows[2].startswith(str(tmp_path)[:40])
+    assert all(float(row.split()[-3]) > 0 for row in rows[:3])  # us/review
+    assert out.count("bare endpoint / this =") == 2

@@ -67,7 +67,7 @@ def test_exit_1_when_something_enforced_fails(capsys, tmp_path):
     assert code == 1
     assert "DENY        disallow-latest-tag        Pod default/bad  container 'app': image " \
            "'app:latest' uses the 'latest' tag" in out
-    assert f"[{tmp_path / 'p.yaml'}:1:1]" in out
+    assert f"[{tmp_path / 'p.yaml'}:8:7]" in out  # BAD_POD's image field
 
 
 def test_warn_and_audit_failures_do_not_fail_the_check(capsys, tmp_path):

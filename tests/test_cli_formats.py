@@ -32,6 +32,13 @@ def _object_line(path: str) -> int:
                 if line.startswith("apiVersion"))
 
 
+def _field(path: str, text: str) -> tuple[int, int]:
+    """(line, column) of the first line of a file that holds `text`."""
+    return next((n, line.index(text) + 1)
+                for n, line in enumerate((ROOT / path).read_text().splitlines(), 1)
+                if text in line)
+
+
 # --- SARIF ------------------------------------------------------------------------------------
 
 
@@ -72,8 +79,9 @@ def test_sarif_rules_come_from_the_policies_and_results_point_at_the_object(caps
     assert latest["level"] == "error"
     assert latest["message"]["text"].startswith("Pod default/quick-test: container 'app': ")
     location = latest["locations"][0]["physicalLocation"]
+    line, column = _field(BAD, "image: python:latest")  # the field, not the object
     assert location == {"artifactLocation": {"uri": BAD},
-                        "region": {"startLine": _object_line(BAD), "startColumn": 1}}
+                        "region": {"startLine": line, "startColumn": column}}
     assert latest["properties"]["field"] == "spec.containers[0].image"
     audit = next(r for r in results if r["ruleId"] == "require-labels")
     assert audit["level"] == "note"
@@ -159,12 +167,14 @@ def test_github_annotations_name_file_line_and_policy(capsys):
     code, out, _ = run(capsys, "check", "-o", "github", BAD)
     assert code == 1
     lines = out.splitlines()
-    line = _object_line(BAD)
-    assert (f"::error file={BAD},line={line},col=1,title=disallow-latest-tag::Pod "
+    line, column = _field(BAD, "image: python:latest")
+    assert (f"::error file={BAD},line={line},col={column},title=disallow-latest-tag::Pod "
             "default/quick-test: container 'app': image 'python:latest' uses the 'latest' tag"
             ) in out
-    assert any(x.startswith(f"::notice file={BAD},line={line},col=1,title=require-labels::")
-               for x in lines)
+    # metadata.labels.app is missing, and so are the labels: the annotation is on metadata
+    line, column = _field(BAD, "metadata:")
+    assert any(x.startswith(f"::notice file={BAD},line={line},col={column},"
+                            "title=require-labels::") for x in lines)
     assert lines[-1].startswith("1 resources: 0 allowed, 1 denied")
     assert all(x.startswith("::") for x in lines[:-1])
 

@@ -1,6 +1,7 @@
 """Objects the Kubernetes API server would refuse (unknown fields, wrong types, apiVersions no
-longer served) are errors that name the field, offline as at admission; kinds quickq-guard does
-not judge are skipped with their name."""
+longer served) are errors that name the field offline; the webhook, whose objects the API server
+has decoded already, does not check them again. Kinds quickq-guard does not judge are skipped
+with their name."""
 
 from __future__ import annotations
 
@@ -99,6 +100,24 @@ def test_well_typed_objects_are_judged_as_before():
     decision = judge(obj)
     assert decision.outcome != "error"
     assert {r.policy for r in decision.results} >= {"require-requests", "disallow-root-user"}
+
+
+def test_the_webhook_does_not_check_again_what_the_api_server_decoded():
+    obj = workload("Deployment", container(image="app:latest"))
+    online = judge(obj, from_api_server=True)
+    assert not online.allowed and online.message == judge(obj).message
+    # Only an object that never came from an API server can hold an unknown field: offline it
+    # is an error; a review that holds one anyway is judged on the fields the rules read.
+    spec = obj["spec"]["template"]["spec"]
+    spec["containers"][0]["imagePullPolicyy"] = "Always"
+    assert judge(obj).outcome == "error"
+    online = judge(obj, from_api_server=True)
+    assert online.outcome == "denied" and "disallow-latest-tag" in online.message
+    # A wrong type the rules read is still named, never a crash.
+    spec["containers"] = "oops"
+    broken = judge(obj, from_api_server=True)
+    assert broken.outcome == "error"
+    assert "cannot be judged: spec.template.spec.containers: expected a list" in broken.message
 
 
 @pytest.mark.parametrize(("api_version", "kind", "use"), [

@@ -12,7 +12,8 @@ import os
 import re
 import sys
 from collections.abc import Iterable, Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from functools import lru_cache
 from itertools import islice
 from pathlib import Path
 from typing import Any
@@ -28,7 +29,8 @@ class Document:
     """One object read from a source, and where: `source` is `file:line` (its first line).
 
     `file`, `line` and `column` say the same for editors and CI annotations (1-based; 0 when
-    unknown). An object that cannot be read has `error` instead of `obj`.
+    unknown); `field()` says where a field of it is. An object that cannot be read has `error`
+    instead of `obj`.
     """
 
     source: str
@@ -37,6 +39,17 @@ class Document:
     file: str = ""
     line: int = 0
     column: int = 0
+    positions: Positions | None = field(default=None, repr=False, compare=False)
+
+    def field(self, path: str) -> tuple[int, int]:
+        """(line, column) of the field a finding names (`spec.containers[0].image`), or of its
+        nearest parent in the source when the field is not there (a rule asks to add it); the
+        object's own when the reader kept no positions (an object built in code)."""
+        if self.positions is not None:
+            found = self.positions.find(self.obj, path)
+            if found is not None:
+                return found
+        return self.line, self.column
 
 
 @dataclass(frozen=True, slots=True)
@@ -220,7 +233,7 @@ def read_text(data: bytes | str, name: str, first_line: int = 1) -> Iterator[Doc
     the stream (libyaml cannot resynchronise), after the documents before it.
     """
     offset = first_line - 1
-    for line, column, obj, error, items in _documents(data, offset):
+    for line, column, obj, error, positions in _documents(data, offset):
         line += offset
         if error:
             yield Document(f"{name}:{line}", error=f"invalid YAML: {error}", file=name,
@@ -228,19 +241,87 @@ def read_text(data: bytes | str, name: str, first_line: int = 1) -> Iterator[Doc
         elif obj is not None:  # None: an empty document, as between `---` separators
             if (type(obj) is dict and isinstance(obj.get("kind"), str)
                     and obj["kind"].endswith("List") and isinstance(obj.get("items"), list)):
-                marks = items or []
+                starts = positions.items(obj["items"]) if positions else []
                 for index, item in enumerate(obj["items"]):
-                    item_line, item_column = marks[index] if index < len(marks) else (
-                        line - offset, column)
-                    item_line += offset
+                    item_line, item_column = starts[index] if index < len(starts) else (
+                        line, column)
                     yield Document(f"{name}:{item_line}", item, file=name, line=item_line,
-                                   column=item_column)
+                                   column=item_column, positions=positions)
             else:
-                yield Document(f"{name}:{line}", obj, file=name, line=line, column=column)
+                yield Document(f"{name}:{line}", obj, file=name, line=line, column=column,
+                               positions=positions)
 
 
-# (line, column, object, error, the (line, column) of each of its `items`, or None)
-_Read = tuple[int, int, Any, str, list[tuple[int, int]] | None]
+class Positions:
+    """Where the fields of one document are: the parser's mark of each key of its mappings and
+    each item of its sequences, by the identity of the dict or list read (so they hold while
+    the document's object lives, and an alias points at its anchor). Marks are kept as the
+    parser made them; lines and columns are worked out only for the fields asked about."""
+
+    __slots__ = ("marks", "offset")
+
+    def __init__(self, marks: dict[int, Any], offset: int) -> None:
+        self.marks = marks  # id(dict) -> {key: mark}, id(list) -> [mark per item]
+        self.offset = offset  # lines before the part of the file that was read
+
+    def find(self, obj: Any, path: str) -> tuple[int, int] | None:
+        """(line, column) of the deepest field along a dotted path that is in the source."""
+        found = None
+        node = obj
+        table = self.marks
+        for segment in _segments(path):
+            marks = table.get(id(node))
+            if marks is None:
+                break
+            if type(node) is dict:
+                mark = marks.get(segment if type(segment) is str else str(segment))
+                if mark is None:
+                    break
+                node = node.get(segment if type(segment) is str else str(segment))
+            elif type(segment) is int and segment < len(marks):
+                mark = marks[segment]
+                node = node[segment]
+            else:
+                break
+            found = mark
+        if found is None:
+            return None
+        return found.line + 1 + self.offset, found.column + 1
+
+    def items(self, sequence: list[Any]) -> list[tuple[int, int]]:
+        """(line, column) of each item of a sequence of the document."""
+        return [(mark.line + 1 + self.offset, mark.column + 1)
+                for mark in self.marks.get(id(sequence), ())]
+
+
+@lru_cache(maxsize=4096)
+def _segments(path: str) -> tuple[str | int, ...]:
+    """`spec.containers[0].resources.limits[nvidia.com/gpu]` -> ("spec", "containers", 0,
+    "resources", "limits", "nvidia.com/gpu"): the dotted form findings name fields in."""
+    segments: list[str | int] = []
+    position = 0
+    while position < len(path):
+        if path[position] == "[":
+            end = path.find("]", position)
+            end = len(path) if end < 0 else end
+            inside = path[position + 1:end]
+            segments.append(int(inside) if inside.isascii() and inside.isdigit() else inside)
+            position = end + 1
+        elif path[position] == ".":
+            position += 1
+        else:
+            end = len(path)
+            for stop in ".[":
+                found = path.find(stop, position)
+                if found >= 0:
+                    end = min(end, found)
+            segments.append(path[position:end])
+            position = end
+    return tuple(segments)
+
+
+# (line, column, object, error, where its fields are (None after an error))
+_Read = tuple[int, int, Any, str, Positions | None]
 
 
 def _documents(data: bytes | str, offset: int) -> Iterator[_Read]:
@@ -271,7 +352,7 @@ def _slow_documents(data: bytes | str, offset: int) -> Iterator[_Read]:
                 loader.state_generators, loader.deep_construct = [], False
                 yield line, column, None, _problem(error, offset), None
                 continue
-            yield line, column, obj, "", _item_marks(node)
+            yield line, column, obj, "", Positions(_node_marks(node, obj), offset)
     except yaml.YAMLError as error:
         mark = getattr(error, "problem_mark", None)
         where = (mark.line + 1, mark.column + 1) if mark else (line, column)
@@ -280,14 +361,29 @@ def _slow_documents(data: bytes | str, offset: int) -> Iterator[_Read]:
         loader.dispose()
 
 
-def _item_marks(node: Any) -> list[tuple[int, int]] | None:
-    if not isinstance(node, yaml.MappingNode):
-        return None
-    for key, value in node.value:
-        if key.value == "items" and isinstance(value, yaml.SequenceNode):
-            return [(item.start_mark.line + 1, item.start_mark.column + 1)
-                    for item in value.value] or None
-    return None
+def _node_marks(root: Any, obj: Any) -> dict[int, Any]:
+    """Positions' marks from a composed document and the object built from it. Construction
+    has flattened merge keys into each mapping node, merged pairs first, so the last pair of
+    a key is the one the object holds."""
+    marks: dict[int, Any] = {}
+    pending = [(root, obj)]
+    while pending:
+        node, value = pending.pop()
+        if id(value) in marks:
+            continue  # an alias of a collection already seen
+        if isinstance(node, yaml.MappingNode) and type(value) is dict:
+            keys: dict[Any, Any] = {}
+            children: dict[Any, Any] = {}
+            for key_node, value_node in node.value:
+                if isinstance(key_node, yaml.ScalarNode) and key_node.value in value:
+                    keys[key_node.value] = key_node.start_mark
+                    children[key_node.value] = value_node
+            marks[id(value)] = keys
+            pending.extend((child, value[key]) for key, child in children.items())
+        elif isinstance(node, yaml.SequenceNode) and type(value) is list:
+            marks[id(value)] = [item.start_mark for item in node.value]
+            pending.extend(zip(node.value, value, strict=False))
+    return marks
 
 
 def _problem(error: yaml.YAMLError, offset: int = 0) -> str:
@@ -432,25 +528,22 @@ class _FastReader:
         self.parser = CParser(data)
         self.offset = offset
         self.anchors: dict[str, Any] = {}
+        self.marks: dict[int, Any] = {}  # see Positions
 
     def documents(self) -> Iterator[_Read]:
-        """(line, column, object, error, item positions) per document, as they are read."""
+        """(line, column, object, error, positions) per document, as they are read."""
         parser = self.parser
         line, column = 1, 1
         try:
             parser.get_event()  # StreamStartEvent
             while type(parser.get_event()) is not yaml.StreamEndEvent:  # DocumentStartEvent
                 self.anchors = {}
+                self.marks = {}
                 event: Any = parser.get_event()
                 line, column = event.start_mark.line + 1, event.start_mark.column + 1
-                items: list[tuple[int, int]] | None = None
-                if type(event) is yaml.MappingStartEvent:
-                    items = []
-                    obj = self.mapping(event, items)
-                else:
-                    obj = self.node(event)
+                obj = self.node(event)
                 parser.get_event()  # DocumentEndEvent
-                yield line, column, obj, "", items or None
+                yield line, column, obj, "", Positions(self.marks, self.offset)
         except yaml.YAMLError as error:
             mark = getattr(error, "problem_mark", None)
             where = (mark.line + 1, mark.column + 1) if mark else (line, column)
@@ -480,18 +573,21 @@ class _FastReader:
             return found[0]
         raise _Fallback  # pragma: no cover - libyaml emits no other event here
 
-    def sequence(self, event: Any, marks: list[tuple[int, int]] | None = None) -> list[Any]:
-        """A sequence; `marks` collects where each item starts (for a List's items)."""
+    def sequence(self, event: Any) -> list[Any]:
         if event.tag is not None:
             raise _Fallback
         items: list[Any] = []
         if event.anchor is not None:
             self.anchor(event, items)
+        marks: list[Any] = []
+        self.marks[id(items)] = marks
         get_event = self.parser.get_event
         item: Any = get_event()
         while type(item) is not yaml.SequenceEndEvent:
-            if marks is not None:
-                marks.append((item.start_mark.line + 1, item.start_mark.column + 1))
+            mark = item.start_mark
+            if type(item) is yaml.AliasEvent:  # where its anchor is, as PyYAML's composer has it
+                mark = self.anchors.get(str(item.anchor), (None, mark))[1]
+            marks.append(mark)
             items.append(self.node(item))
             item = get_event()
         return items
@@ -499,15 +595,16 @@ class _FastReader:
     def anchor(self, event: Any, value: Any) -> None:
         if event.anchor in self.anchors:
             raise _Fallback  # a duplicate anchor: the composer's error
-        self.anchors[event.anchor] = (value,)
+        self.anchors[event.anchor] = (value, event.start_mark)
 
-    def mapping(self, event: Any, items: list[tuple[int, int]] | None = None) -> dict[Any, Any]:
-        """A mapping; `items` (top level only) collects where the items of `items:` start."""
+    def mapping(self, event: Any) -> dict[Any, Any]:
         if event.tag is not None:
             raise _Fallback
         result: dict[Any, Any] = {}
         if event.anchor is not None:
             self.anchor(event, result)
+        marks: dict[Any, Any] = {}  # the mark of each key
+        self.marks[id(result)] = marks
         get_event = self.parser.get_event
         plain_values = _PLAIN_VALUES
         merges: list[dict[Any, Any]] = []
@@ -528,6 +625,7 @@ class _FastReader:
                 self.anchor(key_event, key)
             if key in result:
                 raise _Fallback  # a duplicate key: PyYAML names the first one it meets
+            marks[key] = key_event.start_mark
             value = get_event()
             # An untagged scalar without anchor, the most common value, is read right here.
             if type(value) is ScalarEvent and value.tag is None and value.anchor is None:
@@ -537,8 +635,6 @@ class _FastReader:
                     result[key] = _plain(text) if value is _MISSING else value
                 else:
                     result[key] = value.value
-            elif items is not None and key == "items" and type(value) is yaml.SequenceStartEvent:
-                result[key] = self.sequence(value, items)
             else:
                 result[key] = self.node(value)
             key_event = get_event()
@@ -557,6 +653,12 @@ class _FastReader:
             result.clear()  # the same object: an anchor may already point at it
             result.update(flattened)
             result.update(own)
+            # A merged key is where the mapping it came from has it, as PyYAML's nodes say.
+            own_marks = dict(marks)
+            marks.clear()
+            for merged in merges:
+                marks.update(self.marks.get(id(merged), {}))
+            marks.update(own_marks)
         return result
 
     def merge(self, event: Any) -> list[dict[Any, Any]]:

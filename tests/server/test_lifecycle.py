@@ -62,7 +62,7 @@ def test_dry_run_denies_nothing_and_reports_everything(tmp_path: Path, certs_dir
             response = post(client, "/validate", review(broken))
             assert response["allowed"] is True
             warnings = " ".join(response["warnings"])
-            assert "would refuse it: spec.containers: expected a list" in warnings
+            assert "cannot be judged: spec.containers: expected a list" in warnings
             assert metric(client, 'quickq_guard_reviews_total{decision="would-deny"') == 1
             assert metric(client, 'quickq_guard_reviews_total{decision="error"') == 1
             assert metric(client, 'quickq_guard_findings_total{action="enforce",'

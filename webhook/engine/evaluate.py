@@ -40,6 +40,7 @@ def evaluate(
     source: str = "",
     dry_run: bool = False,
     namespace_object: Any = None,
+    from_api_server: bool = False,
 ) -> Decision:
     """Judge one object as the API server would hand it to the webhook.
 
@@ -47,7 +48,10 @@ def evaluate(
     webhook does after the mutating one. On UPDATE, a violation `old_object` already had (same
     policy and container) is only a warning. In dry-run mode nothing is denied or patched.
     `dry_run` (the review's dryRun: nothing will be stored) and `namespace_object` are what
-    CEL policies read as `request.dryRun` and `namespaceObject`.
+    CEL policies read as `request.dryRun` and `namespaceObject`. `from_api_server` (the
+    webhook's objects) says the API server has decoded the object already: what it would refuse
+    cannot be in it, so that check is left out (offline it is how the CLI says why an object
+    can never reach the webhook).
     """
     resource = describe(obj, namespace, source)
     groups = tuple(groups)
@@ -55,7 +59,7 @@ def evaluate(
     in_dry_run_mode = config.mode == "dry-run"
     try:
         workload = read_workload(obj, config.nodeTemplateGroups,
-                                 custom_kinds=config.workload_kinds)
+                                 custom_kinds=config.workload_kinds, decoded=from_api_server)
     except RefusedObject as error:
         findings = tuple(Finding(problem if path == "apiVersion" else f"{path}: {problem}", path)
                          for path, problem in error.problems)
@@ -118,7 +122,7 @@ def evaluate(
         old_keys = _violation_keys(old_object, policies, request)
         if old_keys:
             validated = [_mark_preexisting(result, old_keys) for result in validated]
-    if any(result.status == "fail" for result in validated):
+    if not from_api_server and any(result.status == "fail" for result in validated):
         validated = _note_api_server_refusals(validated, workload)
     results += validated
 

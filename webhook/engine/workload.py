@@ -236,7 +236,7 @@ class Workload:
 
 def read_workload(obj: Any, node_template_groups: Sequence[str], *,
                   custom_kinds: Mapping[tuple[str, str], tuple[PodSite, ...]] | None = None,
-                  check: bool = True) -> Workload | None:
+                  check: bool = True, decoded: bool = False) -> Workload | None:
     """The workload view of an object, or None for a kind quickq-guard does not judge.
 
     `custom_kinds` adds kinds by (API group, kind). Raises RefusedObject when the API server
@@ -244,7 +244,9 @@ def read_workload(obj: Any, node_template_groups: Sequence[str], *,
     type in a built-in kind, or in the pod templates of the others), and InvalidObject,
     naming the field, when a field rules rely on has the wrong type. `check=False` skips the
     API server's checks, for objects it has accepted already (an UPDATE's old object) or that
-    only quickq-guard's own patches changed.
+    only quickq-guard's own patches changed. `decoded=True` says the API server has decoded
+    the object into its own type already (the webhook's objects), so a built-in kind's schema
+    is not checked again; the pod templates of other kinds still are.
     """
     if not isinstance(obj, Mapping):
         raise InvalidObject(f"expected a Kubernetes object (a mapping), got {_type(obj)}")
@@ -254,7 +256,7 @@ def read_workload(obj: Any, node_template_groups: Sequence[str], *,
     if not isinstance(api_version, str) or not api_version:
         raise InvalidObject(f"the {kind} has no 'apiVersion'")
     group = api_group(api_version)
-    checked = check and _refusals(obj, kind, api_version, group)
+    checked = check and _refusals(obj, kind, api_version, group, decoded)
     metadata = _mapping(obj.get("metadata"), ("metadata",))
     labels = _mapping(metadata.get("labels"), ("metadata", "labels"))
     if kind == "NodeTemplate":
@@ -276,8 +278,10 @@ def read_workload(obj: Any, node_template_groups: Sequence[str], *,
             _check_site(obj, site, path, problems)
         if problems:
             raise RefusedObject(problems)
-    # Checked against the Kubernetes schema, the pod specs hold the types rules rely on.
-    pods = [_pod_spec(data, site, path, guard=not check) for site, path, data in found]
+    # Checked against the Kubernetes schema, the pod specs hold the types rules rely on;
+    # otherwise their types are checked as they are read (a review may not come from the
+    # API server at all).
+    pods = [_pod_spec(data, site, path, guard=decoded or not check) for site, path, data in found]
     if len(pods) == 1:
         return Workload(obj, kind, (pods[0],), pods[0].containers, labels)
     pods = [_named(pod) for pod in pods]
@@ -383,9 +387,11 @@ def _check_site(obj: Mapping[str, Any], site: PodSite, path: Path,
             schema.check(data[model], schema.CONTAINER_LENIENT, (*path, model), problems)
 
 
-def _refusals(obj: Mapping[str, Any], kind: str, api_version: str, group: str) -> bool:
+def _refusals(obj: Mapping[str, Any], kind: str, api_version: str, group: str,
+              decoded: bool) -> bool:
     """Raise RefusedObject for what the API server would refuse: a removed apiVersion, and in
-    a built-in kind, the whole object. True when the whole object was checked."""
+    a built-in kind, the whole object (unless the API server has `decoded` it already). True
+    when the whole object was checked."""
     removed = schema.removed_api_version(api_version, kind)
     if removed:
         raise RefusedObject([("apiVersion", removed)])
@@ -396,6 +402,8 @@ def _refusals(obj: Mapping[str, Any], kind: str, api_version: str, group: str) -
             raise RefusedObject([("apiVersion", f"apiVersion {api_version} does not serve "
                                                 f"{kind}; use apiVersion {served}")])
         return False
+    if decoded:
+        return True
     problems: list[schema.Problem] = []
     schema.check(obj, node, (), problems)
     if problems:

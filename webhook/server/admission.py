@@ -62,9 +62,7 @@ class AdmissionError(Exception):
         self.problem = problem
 
 
-# Read-only by convention rather than frozen: a frozen dataclass sets each field through
-# object.__setattr__, twice the cost of a plain __init__, and one is built per request.
-@dataclass(slots=True)
+@dataclass(frozen=True, slots=True)
 class Review:
     """The fields of an AdmissionReview request that quickq-guard uses."""
 

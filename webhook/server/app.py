@@ -212,7 +212,7 @@ def judge(review: Review, policies: PolicySet) -> Decision:
         return evaluate(review.object, policies, operation=review.operation,
                         old_object=review.old_object, namespace=review.namespace,
                         username=review.username, groups=review.groups,
-                        dry_run=review.dry_run)
+                        dry_run=review.dry_run, from_api_server=True)
     except Exception as error:  # the engine catches rule bugs; this is the last resort
         log.exception("evaluation failed", extra={"fields": {"uid": review.uid}})
         problem = f"quickq-guard could not judge this object ({type(error).__name__})"

@@ -90,12 +90,14 @@ def failing(decision: Decision, result: Result, fail_on: str) -> bool:
         fails(label(decision, result, finding), fail_on) for finding in result.findings)
 
 
-def location(judged: Judged) -> str:
-    """`file:line:column` of the object, as editors and CI annotators read it."""
+def location(judged: Judged, finding: Finding | None = None) -> str:
+    """`file:line:column` of the field a finding names (see Document.field), or of the object,
+    as editors and CI annotators read it."""
     document = judged.document
     if not document.line:
         return document.file or document.source
-    return f"{document.file}:{document.line}:{document.column}"
+    line, column = document.field(finding.path) if finding else (document.line, document.column)
+    return f"{document.file}:{line}:{column}"
 
 
 def formats() -> dict[str, type[Format]]:

@@ -9,6 +9,7 @@ from collections.abc import Sequence
 from webhook.cli.formats import Format, fails, label
 from webhook.cli.judge import Judged
 from webhook.cli.summary import summary_line
+from webhook.engine.results import Finding
 
 _COMMANDS = {"deny": "error", "would-deny": "warning", "warn": "warning", "audit": "notice"}
 
@@ -33,16 +34,20 @@ class GitHub(Format):
                         continue
                     command = "error" if fails(verdict, fail_on) else _COMMANDS[verdict]
                     lines.append(_command(command, item, str(result.policy),
-                                          f"{decision.resource}: {finding.message}"))
+                                          f"{decision.resource}: {finding.message}", finding))
         return "".join(lines)
 
     def finish(self, counts: Counter[str]) -> None:
         self.out.write(summary_line(counts))
 
 
-def _command(command: str, item: Judged, title: str, message: str) -> str:
+def _command(command: str, item: Judged, title: str, message: str,
+             finding: Finding | None = None) -> str:
+    """At the field a finding names (see Document.field), or at the object."""
     document = item.document
-    return command_line(command, document.file, document.line, document.column, title, message)
+    line, column = document.field(finding.path) if finding and document.line else (
+        document.line, document.column)
+    return command_line(command, document.file, line, column, title, message)
 
 
 def command_line(command: str, file: str, line: int, column: int, title: str,

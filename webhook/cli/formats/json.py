@@ -19,6 +19,7 @@ from webhook.cli.formats import Format, failing
 from webhook.cli.judge import Judged
 from webhook.cli.summary import summary
 from webhook.engine.results import Result
+from webhook.manifests import Document
 
 
 class Json(Format):
@@ -57,7 +58,7 @@ def rows(judged: Sequence[Judged], failing_only: str | None = None) -> list[dict
         for result in decision.results:
             if failing_only and not failing(decision, result, failing_only):
                 continue
-            results.append({"resource": dict(described), **_result(result)})
+            results.append({"resource": dict(described), **_result(result, item.document)})
     return results
 
 
@@ -68,12 +69,18 @@ def _described(item: Judged) -> dict[str, Any]:
             "file": document.file, "line": document.line, "column": document.column}
 
 
-def _result(result: Result) -> dict[str, Any]:
-    """A result object's fields after `resource`."""
+def _result(result: Result, document: Document) -> dict[str, Any]:
+    """A result object's fields after `resource`. A finding's `line` and `column` are where
+    the field it names is in the file (see Document.field)."""
     findings = result.findings
     if not findings:  # most results: pass and skip (as Result.message/patch say)
         return {"policy": result.policy, "action": result.action, "result": result.status,
                 "message": result.reason, "path": "", "patch": [], "findings": []}
+    described = []
+    for f in findings:
+        line, column = document.field(f.path)
+        described.append({"container": f.container, "path": f.path, "message": f.message,
+                          "preexisting": f.preexisting, "line": line, "column": column})
     return {
         "policy": result.policy,
         "action": result.action,
@@ -81,8 +88,7 @@ def _result(result: Result) -> dict[str, Any]:
         "message": result.message,
         "path": findings[0].path,
         "patch": result.patch,
-        "findings": [{"container": f.container, "path": f.path, "message": f.message,
-                      "preexisting": f.preexisting} for f in findings],
+        "findings": described,
     }
 
 
@@ -102,13 +108,13 @@ def rows_bytes(judged: Sequence[Judged], failing_only: str | None = None,
             if failing_only and not failing(decision, result, failing_only):
                 continue
             if result.findings:
-                tail = _indented(_result(result), 4)[2:]
+                tail = _indented(_result(result, item.document), 4)[2:]
             else:
                 tail = constant_rows.get(result, b"")
                 if not tail:
                     if len(constant_rows) >= 4096:  # reasons that name objects: stay bounded
                         constant_rows.clear()
-                    tail = constant_rows[result] = _indented(_result(result), 4)[2:]
+                    tail = constant_rows[result] = _indented(_result(result, item.document), 4)[2:]
             pieces.append(head + tail)
     return b",\n".join(pieces)
 

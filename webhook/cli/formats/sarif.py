@@ -1,8 +1,9 @@
 """SARIF 2.1.0 for code scanning (GitHub, GitLab, Azure DevOps): one result per finding.
 
 The rules are the loaded policies (id, description, action as the default level), plus
-`invalid-manifest` for input that cannot be read or judged. Each result points at the object
-in its file by line and column. Patches are not results: a mutate policy changes the object at
+`invalid-manifest` for input that cannot be read or judged. Each result points at a line and
+column of its file: the field its finding names, or the nearest parent of it the source has (a
+field to add), or the object. Patches are not results: a mutate policy changes the object at
 admission, it does not report a problem.
 """
 
@@ -20,6 +21,7 @@ from webhook.cli.formats import Format, fails, label
 from webhook.cli.judge import Judged
 from webhook.cli.summary import exit_code
 from webhook.engine.policy import PolicySet
+from webhook.engine.results import Finding
 
 SCHEMA = ("https://docs.oasis-open.org/sarif/sarif/v2.1.0/errata01/os/schemas/"
           "sarif-schema-2.1.0.json")
@@ -67,16 +69,18 @@ class Sarif(Format):
                         properties["container"] = finding.container
                     results.append(self._result(item, str(result.policy), _LEVELS[verdict],
                                                 f"{decision.resource}: {finding.message}",
-                                                properties))
+                                                properties, finding))
         return results
 
     def _result(self, item: Judged, rule: str, level: str, message: str,
-                properties: dict[str, str]) -> dict[str, Any]:
+                properties: dict[str, str], finding: Finding | None = None) -> dict[str, Any]:
+        """A result at the field a finding names (see Document.field), or at the object."""
         document = item.document
         location: dict[str, Any] = {"artifactLocation": {"uri": _uri(document.file)}}
         if document.line:
-            location["region"] = {"startLine": document.line,
-                                  "startColumn": max(document.column, 1)}
+            line, column = document.field(finding.path) if finding else (
+                document.line, document.column)
+            location["region"] = {"startLine": line, "startColumn": max(column, 1)}
         result: dict[str, Any] = {"ruleId": rule, "ruleIndex": self.rule_index.get(rule, -1),
                                   "level": level, "message": {"text": message},
                                   "locations": [{"physicalLocation": location}]}

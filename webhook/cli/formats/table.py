@@ -8,6 +8,7 @@ from collections.abc import Sequence
 from webhook.cli.formats import Format, fails, label, location
 from webhook.cli.judge import Judged
 from webhook.cli.summary import summary_line
+from webhook.engine.results import Finding
 from webhook.engine.workload import UNKNOWN_KIND
 
 _COLORS = {"skip": "33", "deny": "31", "would-deny": "33", "warn": "33", "audit": "36",
@@ -38,15 +39,18 @@ class Table(Format):
                     message = finding.message + (" (existing)" if finding.preexisting else "")
                     if result.reason:  # next to findings, a note on all of them
                         message += f" ({result.reason})"
-                    lines.append(self.line(verdict, result.policy or "-", item, message))
+                    lines.append(self.line(verdict, result.policy or "-", item, message,
+                                           finding))
         return "".join(lines)
 
-    def line(self, verdict: str, policy: str, item: Judged, message: str) -> str:
+    def line(self, verdict: str, policy: str, item: Judged, message: str,
+             finding: Finding | None = None) -> str:
         text = f"{verdict.upper():<11}"
         if self.options.color:
             text = f"\033[{_COLORS[verdict]}m{text}\033[0m"
         message = " ".join(message.splitlines())
-        return f"{text} {policy:<26} {item.decision.resource}  {message}  [{location(item)}]\n"
+        where = location(item, finding)
+        return f"{text} {policy:<26} {item.decision.resource}  {message}  [{where}]\n"
 
     def finish(self, counts: Counter[str]) -> None:
         self.out.write(summary_line(counts))
