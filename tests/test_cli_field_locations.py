@@ -157,3 +157,36 @@ def test_a_file_split_between_workers_keeps_field_lines(tmp_path, capsys, monkey
     found = [(r["findings"][0]["line"], r["findings"][0]["column"]) for r in results
              if r["policy"] == "disallow-latest-tag"]
     assert found == [where(text, "image:", n) for n in range(30)]
+
+
+REFUSED = """\
+apiVersion: apps/v1
+kind: Deployment
+metadata: {name: web, labels: {app: web}}
+spec:
+  selector: {matchLabels: {app: web}}
+  template:
+    metadata: {labels: {app: web}}
+    spec:
+      securityContext: {runAsNonRoot: true}
+      container:
+        - name: web
+          image: registry.example.com/web:1.2.3
+"""
+
+
+def test_an_object_the_api_server_refuses_is_reported_at_the_refused_field(capsys, tmp_path):
+    manifest = tmp_path / "refused.yaml"
+    manifest.write_text(REFUSED)
+    line, column = where(REFUSED, "container:")
+    _, out, _ = run(capsys, "check", "-o", "sarif", str(manifest))
+    [result] = json.loads(out)["runs"][0]["results"]
+    assert result["ruleId"] == "invalid-manifest"
+    assert result["locations"][0]["physicalLocation"]["region"] == {
+        "startLine": line, "startColumn": column}
+    _, out, _ = run(capsys, "check", "-o", "github", str(manifest))
+    [annotation] = [row for row in out.splitlines() if row.startswith("::error")]
+    assert f",line={line},col={column},title=invalid manifest::" in annotation
+    _, out, _ = run(capsys, "check", "-o", "json", str(manifest))
+    [error] = [r for r in json.loads(out)["results"] if r["result"] == "error"]
+    assert [(f["line"], f["column"]) for f in error["findings"]] == [(line, column)]

@@ -21,10 +21,11 @@ class GitHub(Format):
         for item in judged:
             decision = item.decision
             for result in decision.results:
-                if result.status == "error":
+                if result.status == "error":  # at the first field the API server refuses
                     problem = "; ".join(f.message for f in result.findings) or result.reason
                     lines.append(_command("error", item, "invalid manifest",
-                                          f"{decision.resource}: {problem}"))
+                                          f"{decision.resource}: {problem}",
+                                          next(iter(result.findings), None)))
                     continue
                 if result.status != "fail":
                     continue

@@ -52,10 +52,11 @@ class Sarif(Format):
         for item in judged:
             decision = item.decision
             for result in decision.results:
-                if result.status == "error":
+                if result.status == "error":  # at the first field the API server refuses
                     problem = "; ".join(f.message for f in result.findings) or result.reason
                     results.append(self._result(item, INVALID, "error",
-                                                f"{decision.resource}: {problem}", {}))
+                                                f"{decision.resource}: {problem}", {},
+                                                next(iter(result.findings), None)))
                     continue
                 if result.status != "fail":
                     continue
