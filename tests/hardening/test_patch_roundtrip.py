@@ -36,6 +36,8 @@ GPU_NODETEMPLATE = {
     "spec": {"image": "llm:1.0", "resources": {"requests": {"cpu": "1", "memory": "1Gi"},
                                                "limits": {"nvidia.com/gpu": "1"}},
              "health": {"liveness": LIVENESS}}}
+# A null list item: kubernetes_validate lets it through, the API server refuses it.
+NULL_PORT_POD = workload("Pod", {"name": "a", "image": "app", "ports": [None]})
 SETS = PolicySource(None, None).load()
 
 # Label and annotation keys with `/` and `~` (JSON Pointer's escapes) and unicode values:
@@ -59,6 +61,9 @@ def decorated(draw: Any) -> dict[str, Any]:
 
 def canonical(value: Any) -> str:
     return json.dumps(value, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
+
+
+REFUSED = "the Kubernetes API server would refuse it"
 
 
 def schema_valid(obj: dict[str, Any]) -> bool:
@@ -91,6 +96,7 @@ def _operations(response: dict[str, Any]) -> list[dict[str, Any]]:
 @given(obj=decorated())
 @example(obj=GPU_POD)
 @example(obj=GPU_NODETEMPLATE)
+@example(obj=NULL_PORT_POD)
 def test_mutate_patch_is_proven_through_the_server(client: httpx.Client,
                                                    obj: dict[str, Any]) -> None:
     original = canonical(obj)
@@ -120,7 +126,9 @@ def test_mutate_patch_is_proven_through_the_server(client: httpx.Client,
     parsed = admission.parse_review(json.dumps(second).encode())
     expected = admission.respond(parsed, decision, mutating=False)["response"]
     assert answer == json.loads(admission.dumps(expected))
-    if obj["kind"] != "NodeTemplate" and schema_valid(patched):
+    offline = evaluate(patched, SETS.validate, **online)
+    if obj["kind"] != "NodeTemplate" and REFUSED not in offline.message:
         # An object the API server decodes gets the same answer offline (the CLI's check).
-        offline = evaluate(patched, SETS.validate, **online)
+        # One it refuses (a null list item kubernetes_validate lets through, say) never
+        # reaches the webhook, so there is no online answer to compare.
         assert admission.respond(parsed, offline, mutating=False)["response"] == expected
