@@ -513,7 +513,7 @@ class _FastReader:
     """YAML to Python objects straight from libyaml's events, with the loader's exact rules.
 
     PyYAML's loader builds a node tree, resolves every scalar with regexes and constructs
-    through generic dispatch: about 2.5x the time of parsing alone. Manifests are untagged
+    through generic dispatch, which costs more than parsing itself. Manifests are untagged
     mappings, sequences and scalars, so this reads the events once: quoted and block scalars
     are strings, plain ones go through the same resolver and constructor (cached by text), and
     anchors, aliases and merge keys follow PyYAML's flatten_mapping. Anything else (an explicit
