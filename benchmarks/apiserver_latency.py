@@ -18,8 +18,16 @@ etcd and kube-apiserver come from the envtest assets of the cluster tests (KUBEB
 else .tools/envtest: run scripts/install-tools). Everything runs in a network namespace with
 loopback only: as root the script re-runs itself under `unshare --net`; elsewhere it stops.
 
+`--pin` models a cluster's placement, where the webhook's pods run on other nodes than the
+control plane: the webhook's processes (the `serve` parent and its workers) get one CPU of
+their own, and etcd, kube-apiserver and the benchmark's client threads the other CPU(s), in
+both arms alike. It does not give any of them a machine of its own: other sessions' processes
+still run on every CPU, and the control plane has one CPU fewer than unpinned (on two CPUs,
+one; the Go runtimes size themselves to it), in the arm without webhook too.
+
     .venv/bin/python benchmarks/apiserver_latency.py                  # 400 + 2 x 50 x 40 creates
     .venv/bin/python benchmarks/apiserver_latency.py --workers 1      # one webhook process
+    .venv/bin/python benchmarks/apiserver_latency.py --pin            # webhook on a CPU of its own
     .venv/bin/python benchmarks/apiserver_latency.py --sequential 4 --per-client 2 --rounds 2
 """
 
@@ -37,6 +45,8 @@ import sys
 import tempfile
 import threading
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -124,6 +134,47 @@ def clients_run(plane: ControlPlane, namespace: str, prefix: str, clients: int,
     for thread in threads:
         thread.join()
     return latencies, failures, time.perf_counter() - started
+
+
+# --- which CPUs our processes may run on ---------------------------------------------------
+
+def split_cpus() -> tuple[set[int], set[int]]:
+    """(the webhook's CPU, every other CPU this process may use) for `--pin`."""
+    available = sorted(os.sched_getaffinity(0))
+    if len(available) < 2:
+        raise SystemExit(f"apiserver_latency: --pin needs two CPUs; this process may use "
+                         f"{len(available)}")
+    return {available[-1]}, set(available[:-1])
+
+
+@contextmanager
+def this_thread_on(cpus: set[int]) -> Iterator[None]:
+    """Run the calling thread on `cpus` meanwhile: the processes it starts inherit them, and
+    so do their threads and child processes (the webhook's workers)."""
+    before = os.sched_getaffinity(0)
+    os.sched_setaffinity(0, cpus)
+    try:
+        yield
+    finally:
+        os.sched_setaffinity(0, before)
+
+
+def cpus_of(pid: int) -> list[int]:
+    """The CPUs any thread of a process, or of its child processes, may run on."""
+    cpus: set[int] = set()
+    try:
+        tasks = os.listdir(f"/proc/{pid}/task")
+        children = Path(f"/proc/{pid}/task/{pid}/children").read_text().split()
+    except OSError:  # gone meanwhile
+        return []
+    for task in tasks:
+        try:
+            cpus |= os.sched_getaffinity(int(task))
+        except OSError:  # a thread that ended meanwhile
+            continue
+    for child in children:
+        cpus.update(cpus_of(int(child)))
+    return sorted(cpus)
 
 
 # --- what the machine did meanwhile (Linux /proc) --------------------------------------------
@@ -311,6 +362,9 @@ def main(argv: list[str] | None = None) -> int:
                         help="alternating rounds of the two arms per shape")
     parser.add_argument("--workers", type=int, default=2,
                         help="webhook worker processes (default 2: the chart's two replicas)")
+    parser.add_argument("--pin", action="store_true",
+                        help="the webhook's processes on a CPU of their own, the rest of ours "
+                             "on the other CPU(s)")
     parser.add_argument("--json", action="store_true", help="print the figures as JSON")
     args = parser.parse_args(argv)
     rerun = in_loopback_namespace(list(argv if argv is not None else sys.argv[1:]))
@@ -321,6 +375,12 @@ def main(argv: list[str] | None = None) -> int:
         print(f"apiserver_latency: no {', '.join(missing)} in {assets_dir()}: {HOW_TO_GET}",
               file=sys.stderr)
         return 2
+    webhook_cpus = set(os.sched_getaffinity(0))
+    if args.pin:
+        # Before any thread or process of ours starts: etcd, kube-apiserver, kubectl and the
+        # client threads inherit the other CPUs from this thread.
+        webhook_cpus, rest = split_cpus()
+        os.sched_setaffinity(0, rest)
     load_before = load_average()
     with tempfile.TemporaryDirectory(prefix="quickq-apiserver-bench-") as tmp:
         workdir = Path(tmp)
@@ -331,11 +391,14 @@ def main(argv: list[str] | None = None) -> int:
             for namespace in ("default", PLAIN, GUARDED):
                 plane.namespace(namespace)
             certs = webhook_certs(workdir / "webhook-certs")
-            webhook = Webhook(workdir, certs, "--workers", str(args.workers))
+            with this_thread_on(webhook_cpus):
+                webhook = Webhook(workdir, certs, "--workers", str(args.workers))
             register(plane, webhook, certs)
             processes = {"etcd": plane.processes[0].pid,
                          "kube-apiserver": plane.processes[1].pid,
                          "webhook": webhook.process.pid}
+            cpus = {name: cpus_of(pid) for name, pid in processes.items()}
+            cpus["clients"] = sorted(os.sched_getaffinity(0))
             shapes = [("sequential", 1, args.sequential, 20, 0.0)]
             if args.rate > 0:
                 shapes.append(("paced", args.clients, args.per_client, 4, args.rate))
@@ -353,7 +416,7 @@ def main(argv: list[str] | None = None) -> int:
     load = [load_before, load_average()]
     if args.json:
         print(json.dumps({"rows": rows, "webhook_call_mean_ms": calls, "workers": args.workers,
-                          "load_average": load}, indent=2))
+                          "load_average": load, "pinned": args.pin, "cpus": cpus}, indent=2))
         return 0
     print(f"{'':10} {'':16} {'clients':>7} {'creates':>7} {'failed':>6} {'p50 ms':>7} "
           f"{'p99 ms':>7} {'API server p50/p99':>18} {'creates/s':>9}")
@@ -378,6 +441,8 @@ def main(argv: list[str] | None = None) -> int:
               f"p99 {added['apiserver_p99_ms']:+.2f} ms")
     for name, mean in sorted(calls.items()):
         print(f"the API server's mean per call of {name}: {mean} ms")
+    print("CPUs each may run on: " + "; ".join(f"{name} {','.join(map(str, on))}"
+                                               for name, on in cpus.items()))
     print(f"webhook workers: {args.workers}; load average {load[0]} before, {load[1]} after. "
           "new conns: connections the API server opened to the webhook; others: CPU cores the "
           "rest of the machine used meanwhile; run-queue wait: time a process was ready to run "

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 
@@ -21,6 +22,7 @@ def test_the_apiserver_latency_benchmark_prints_every_shape_with_and_without() -
     assert done.returncode == 0, done.stderr[-2000:]
     figures = json.loads(done.stdout)
     rows = figures["rows"]
+    assert figures["pinned"] is False
     assert set(figures["webhook_call_mean_ms"]) == {"mutate.quickq-guard.quickq.io",
                                                     "validate.quickq-guard.quickq.io"}
     assert [(row["shape"], row["webhook"], row["clients"], row["creates"]) for row in rows] == [
@@ -37,3 +39,26 @@ def test_the_apiserver_latency_benchmark_prints_every_shape_with_and_without() -
     for without, with_ in zip(rows[::2], rows[1::2], strict=True):
         assert with_["cpu_ms_per_create"]["webhook"] > 0
         assert without["new_webhook_connections"] >= 0 and with_["new_webhook_connections"] >= 0
+
+
+def test_pin_gives_the_webhook_a_cpu_of_its_own_and_the_rest_the_others() -> None:
+    problem = loopback_problem() or (
+        f"no {', '.join(missing_assets(assets_dir()))}" if missing_assets(assets_dir()) else None)
+    if problem:
+        skip_or_fail(problem)
+    done = subprocess.run(
+        [sys.executable, str(REPO / "benchmarks" / "apiserver_latency.py"), "--pin",
+         "--sequential", "2", "--clients", "2", "--per-client", "1", "--rounds", "1",
+         "--rate", "0", "--json"],
+        capture_output=True, text=True, check=False, timeout=600)
+    if len(os.sched_getaffinity(0)) < 2:
+        assert done.returncode != 0 and "--pin needs two CPUs" in done.stderr
+        return
+    assert done.returncode == 0, done.stderr[-2000:]
+    figures = json.loads(done.stdout)
+    assert figures["pinned"] is True
+    cpus = {name: set(on) for name, on in figures["cpus"].items()}
+    assert len(cpus["webhook"]) == 1
+    for name in ("etcd", "kube-apiserver", "clients"):
+        assert cpus[name] and not cpus[name] & cpus["webhook"], figures["cpus"]
+    assert all(row["failed"] == 0 for row in figures["rows"])
