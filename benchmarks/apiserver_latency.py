@@ -392,7 +392,7 @@ def main(argv: list[str] | None = None) -> int:
                 plane.namespace(namespace)
             certs = webhook_certs(workdir / "webhook-certs")
             with this_thread_on(webhook_cpus):
-                webhook = Webhook(workdir, certs, "--workers", str(args.workers))
+                webhook = Webhook(workdir, certs, workers=args.workers)
             register(plane, webhook, certs)
             processes = {"etcd": plane.processes[0].pid,
                          "kube-apiserver": plane.processes[1].pid,

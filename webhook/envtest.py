@@ -33,7 +33,7 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec, rsa
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
-from webhook.testing import stop_process
+from webhook.testing import Server, free_port, stop_process
 
 REPO = Path(__file__).resolve().parents[1]  # the checkout (an editable install)
 CHART = REPO / "charts" / "quickq-guard"
@@ -63,12 +63,6 @@ def helm_binary() -> Path:
 def interfaces() -> list[str]:
     """Names of the network interfaces this process can see."""
     return sorted(name for _, name in socket.if_nameindex())
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 # --- certificates -------------------------------------------------------------------------
@@ -372,16 +366,6 @@ class ApiClient:
         self.connection.close()
 
 
-def served_serial(webhook: Webhook) -> int:
-    """The serial number of the certificate the webhook serves now."""
-    context = ssl.create_default_context(cafile=str(webhook.certs / "ca.crt"))
-    with socket.create_connection(("127.0.0.1", webhook.port), timeout=5) as raw, \
-            context.wrap_socket(raw, server_hostname="127.0.0.1") as tls:
-        der = tls.getpeercert(binary_form=True)
-    assert der is not None
-    return int(x509.load_der_x509_certificate(der).serial_number)
-
-
 def wait_until(check: Callable[[], bool], timeout: float = 20, what: str = "condition") -> None:
     """Poll `check` until it holds: the API server picks up configuration changes
     asynchronously (its informers), so a test waits for the effect, not for a fixed time."""
@@ -395,55 +379,24 @@ def wait_until(check: Callable[[], bool], timeout: float = 20, what: str = "cond
 
 # --- the webhook --------------------------------------------------------------------------
 
-class Webhook:
-    """`quickq-guard serve` on a loopback port, started through its command line."""
+class Webhook(Server):
+    """`quickq-guard serve` on a loopback port, as the cluster tests register it by URL;
+    `client` is the certificate its test connections present when it runs with
+    --client-ca."""
 
-    def __init__(self, workdir: Path, certs: Path, *extra: str, port: int | None = None,
-                 client_ca: Path | None = None, client: Pair | None = None) -> None:
-        self.port = port or free_port()
-        self.certs = certs
-        self.client = client
-        self.log_path = workdir / f"webhook-{self.port}.log"
-        command = [sys.executable, "-m", "webhook.cli", "serve", "--host", "127.0.0.1",
-                   "--port", str(self.port), "--cert", str(certs / "tls.crt"),
-                   "--key", str(certs / "tls.key"), *extra]
-        if client_ca is not None:
-            command += ["--client-ca", str(client_ca)]
-        self.process = subprocess.Popen(command, cwd=workdir, stdout=self.log_path.open("wb"),
-                                        stderr=subprocess.STDOUT)
-        self.wait_ready()
-
-    @property
-    def url(self) -> str:
-        return f"https://127.0.0.1:{self.port}"
-
-    def wait_ready(self, timeout: float = 30) -> None:
-        context = ssl.create_default_context(cafile=str(self.certs / "ca.crt"))
-        if self.client is not None:
-            context.load_cert_chain(self.client.cert, self.client.key)
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            if self.process.poll() is not None:
-                raise RuntimeError(f"webhook exited {self.process.returncode}: {self.output()}")
-            try:
-                with urllib.request.urlopen(f"{self.url}/readyz", context=context,
-                                            timeout=5) as answer:
-                    if answer.status == 200:
-                        return
-            except OSError:
-                pass
-            time.sleep(0.1)
-        raise RuntimeError(f"webhook not ready: {self.output()}")
+    def __init__(self, workdir: Path, certs: Path, *extra: str, workers: int = 1,
+                 port: int | None = None, client_ca: Path | None = None,
+                 client: Pair | None = None) -> None:
+        super().__init__(workdir, certs, *extra, workers=workers, port=port,
+                         client_ca=client_ca,
+                         client_cert=(client.cert, client.key) if client else None)
 
     def output(self) -> str:
-        return self.log_path.read_text(errors="replace")
+        return self.errors()
 
     def reload(self) -> None:
         """SIGHUP: check the policy and certificate files now."""
-        self.process.send_signal(signal.SIGHUP)
-
-    def stop(self) -> int:
-        return stop_process(self.process, 20)
+        self.signal(signal.SIGHUP)
 
 
 @contextmanager

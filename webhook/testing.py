@@ -215,12 +215,19 @@ def free_port() -> int:
 class Server:
     """`quickq-guard serve` on a loopback port; stdout (the JSON log) goes to a file."""
 
-    def __init__(self, workdir: Path, certs: Path | None, *extra: str, workers: int = 1) -> None:
-        """`certs` None: run with the default --cert/--key, as a newcomer's first run does."""
-        self.port = free_port()
+    def __init__(self, workdir: Path, certs: Path | None, *extra: str, workers: int = 1,
+                 port: int | None = None, client_ca: Path | None = None,
+                 client_cert: tuple[Path, Path] | None = None) -> None:
+        """`certs` None: run with the default --cert/--key, as a newcomer's first run does.
+        `client_ca`: serve with --client-ca; `client_cert` (cert, key): what this side's
+        connections present then."""
+        self.port = port or free_port()
         self.certs = certs or workdir / "certs"
+        self.client_cert = client_cert
         files = ["--cert", str(certs / "tls.crt"), "--key", str(certs / "tls.key")] \
             if certs else []
+        if client_ca is not None:
+            files += ["--client-ca", str(client_ca)]
         self.log_path = workdir / f"server-{self.port}.log"
         self.err_path = workdir / f"server-{self.port}.err"
         command = [sys.executable, "-m", "webhook.cli", "serve", "--host", "127.0.0.1",
@@ -231,8 +238,15 @@ class Server:
             stderr=self.err_path.open("wb"))
         self.wait_ready()
 
+    @property
+    def url(self) -> str:
+        return f"https://127.0.0.1:{self.port}"
+
     def context(self) -> ssl.SSLContext:
-        return ssl.create_default_context(cafile=str(self.certs / "ca.crt"))
+        context = ssl.create_default_context(cafile=str(self.certs / "ca.crt"))
+        if self.client_cert is not None:
+            context.load_cert_chain(*self.client_cert)
+        return context
 
     def tls(self, timeout: float = 10) -> ssl.SSLSocket:
         """A raw TLS connection to the server, checked as the API server checks it."""

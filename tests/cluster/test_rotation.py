@@ -15,7 +15,6 @@ from cluster_helpers import (
     Guard,
     container,
     pod,
-    served_serial,
     wait_until,
     webhook_certs,
 )
@@ -75,9 +74,9 @@ def test_creates_keep_succeeding_through_rotations_and_a_policy_reload(
     judge_latest = latest_tag(kube)
     with Load(kube) as load:
         for _ in range(2):
-            before = served_serial(guard.webhook)
+            before = guard.webhook.served_serial()
             webhook_certs(guard.certs)  # a new serving certificate from the same CA
-            wait_until(lambda before=before: served_serial(guard.webhook) != before,
+            wait_until(lambda before=before: guard.webhook.served_serial() != before,
                        what="the webhook to serve the new certificate")
             time.sleep(1)
         assert judge_latest()[0] == 403
