@@ -5,6 +5,8 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
+from webhook.cli.check import count_of
+
 
 def add_parser(commands: Any) -> None:
     parser = commands.add_parser(
@@ -17,19 +19,9 @@ def add_parser(commands: Any) -> None:
                         help="the Service's namespace (default: %(default)s)")
     parser.add_argument("--out", default="certs", metavar="DIR",
                         help="where the files go (default: %(default)s)")
-    parser.add_argument("--days", type=_days, default=365,
+    parser.add_argument("--days", type=count_of("must be at least 1"), default=365,
                         help="validity of the serving certificate (default: %(default)s)")
     parser.set_defaults(command=run)
-
-
-def _days(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError("must be at least 1")
-    return value
 
 
 def run(args: argparse.Namespace) -> int:

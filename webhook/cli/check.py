@@ -6,6 +6,7 @@ import argparse
 import os
 import sys
 from collections import Counter
+from collections.abc import Callable
 from typing import Any
 
 from webhook.cli import judge
@@ -51,7 +52,8 @@ def add_parser(commands: Any) -> None:
     parser.add_argument("--in-place", action="store_true",
                         help="with --fix: write each file back (atomically) instead of "
                              "printing")
-    parser.add_argument("--jobs", "-j", type=jobs_count, default=0, metavar="N",
+    parser.add_argument("--jobs", "-j", default=0, metavar="N",
+                        type=count_of("must be 1 or more (leave it out: one per CPU)"),
                         help="processes to judge with, 1 or more (default: one per CPU when "
                              "the input is over 1 MB, else 1)")
     parser.set_defaults(command=check)
@@ -65,14 +67,17 @@ def policy_options(parser: argparse.ArgumentParser) -> None:
                              "(default: none)")
 
 
-def jobs_count(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError("must be 1 or more (leave it out: one per CPU)")
-    return value
+def count_of(too_few: str) -> Callable[[str], int]:
+    """An argparse type: a whole number of at least 1; `too_few` says what to do instead."""
+    def count(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
+        if value < 1:
+            raise argparse.ArgumentTypeError(too_few)
+        return value
+    return count
 
 
 def load(args: argparse.Namespace) -> PolicySet:
