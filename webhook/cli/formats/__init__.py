@@ -8,7 +8,7 @@ summary. `render` runs in whichever process judged the task and returns somethin
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any, TextIO
 
@@ -88,6 +88,38 @@ def failing(decision: Decision, result: Result, fail_on: str) -> bool:
         return True
     return result.status == "fail" and any(
         fails(label(decision, result, finding), fail_on) for finding in result.findings)
+
+
+@dataclass(frozen=True, slots=True)
+class Annotation:
+    """One thing a format that annotates lines (SARIF, GitHub) reports: an object that
+    cannot be judged (verdict `error`, at its first refused field when there is one), or one
+    finding of a failed validate policy."""
+
+    item: Judged
+    result: Result
+    verdict: str  # see label()
+    message: str
+    finding: Finding | None
+
+
+def annotated(judged: Sequence[Judged], options: Options) -> Iterator[Annotation]:
+    """What SARIF and GitHub output report, in order; --quiet keeps what fails the run and
+    errors."""
+    for item in judged:
+        decision = item.decision
+        for result in decision.results:
+            if result.status == "error":
+                problem = "; ".join(f.message for f in result.findings) or result.reason
+                yield Annotation(item, result, "error", f"{decision.resource}: {problem}",
+                                 next(iter(result.findings), None))
+            elif result.status == "fail":
+                for finding in result.findings:
+                    verdict = label(decision, result, finding)
+                    if options.quiet and not fails(verdict, options.fail_on):
+                        continue
+                    yield Annotation(item, result, verdict,
+                                     f"{decision.resource}: {finding.message}", finding)
 
 
 def location(judged: Judged, finding: Finding | None = None) -> str:

@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Sequence
 
-from webhook.cli.formats import Format, fails, label
+from webhook.cli.formats import Format, annotated, fails
 from webhook.cli.judge import Judged
 from webhook.cli.summary import summary_line
 from webhook.engine.results import Finding
@@ -17,25 +17,14 @@ _COMMANDS = {"deny": "error", "would-deny": "warning", "warn": "warning", "audit
 class GitHub(Format):
     def render(self, judged: Sequence[Judged]) -> str:
         lines: list[str] = []
-        quiet, fail_on = self.options.quiet, self.options.fail_on
-        for item in judged:
-            decision = item.decision
-            for result in decision.results:
-                if result.status == "error":  # at the first field the API server refuses
-                    problem = "; ".join(f.message for f in result.findings) or result.reason
-                    lines.append(_command("error", item, "invalid manifest",
-                                          f"{decision.resource}: {problem}",
-                                          next(iter(result.findings), None)))
-                    continue
-                if result.status != "fail":
-                    continue
-                for finding in result.findings:
-                    verdict = label(decision, result, finding)
-                    if quiet and not fails(verdict, fail_on):
-                        continue
-                    command = "error" if fails(verdict, fail_on) else _COMMANDS[verdict]
-                    lines.append(_command(command, item, str(result.policy),
-                                          f"{decision.resource}: {finding.message}", finding))
+        for found in annotated(judged, self.options):
+            if found.verdict == "error":
+                command, title = "error", "invalid manifest"
+            else:
+                failed = fails(found.verdict, self.options.fail_on)
+                command, title = "error" if failed else _COMMANDS[found.verdict], \
+                    str(found.result.policy)
+            lines.append(_command(command, found.item, title, found.message, found.finding))
         return "".join(lines)
 
     def finish(self, counts: Counter[str]) -> None:

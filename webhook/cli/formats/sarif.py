@@ -17,7 +17,7 @@ from typing import Any
 
 import orjson
 
-from webhook.cli.formats import Format, fails, label
+from webhook.cli.formats import Format, annotated
 from webhook.cli.judge import Judged
 from webhook.cli.summary import exit_code
 from webhook.engine.policy import PolicySet
@@ -48,29 +48,19 @@ class Sarif(Format):
 
     def render(self, judged: Sequence[Judged]) -> list[dict[str, Any]]:
         results: list[dict[str, Any]] = []
-        quiet = self.options.quiet
-        for item in judged:
-            decision = item.decision
-            for result in decision.results:
-                if result.status == "error":  # at the first field the API server refuses
-                    problem = "; ".join(f.message for f in result.findings) or result.reason
-                    results.append(self._result(item, INVALID, "error",
-                                                f"{decision.resource}: {problem}", {},
-                                                next(iter(result.findings), None)))
-                    continue
-                if result.status != "fail":
-                    continue
-                for finding in result.findings:
-                    verdict = label(decision, result, finding)
-                    if quiet and not fails(verdict, self.options.fail_on):
-                        continue
-                    properties = {"resource": str(decision.resource), "field": finding.path,
-                                  "action": result.action, "verdict": verdict}
-                    if finding.container:
-                        properties["container"] = finding.container
-                    results.append(self._result(item, str(result.policy), _LEVELS[verdict],
-                                                f"{decision.resource}: {finding.message}",
-                                                properties, finding))
+        for found in annotated(judged, self.options):
+            if found.verdict == "error":
+                results.append(self._result(found.item, INVALID, "error", found.message, {},
+                                            found.finding))
+                continue
+            result, finding = found.result, found.finding
+            assert finding is not None  # a failed result's annotations are its findings
+            properties = {"resource": str(found.item.decision.resource), "field": finding.path,
+                          "action": result.action, "verdict": found.verdict}
+            if finding.container:
+                properties["container"] = finding.container
+            results.append(self._result(found.item, str(result.policy), _LEVELS[found.verdict],
+                                        found.message, properties, finding))
         return results
 
     def _result(self, item: Judged, rule: str, level: str, message: str,
