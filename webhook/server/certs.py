@@ -162,12 +162,8 @@ def load_ca(cert_path: Path, key_path: Path) -> tuple[ec.EllipticCurvePrivateKey
     return key, cert
 
 
-def expiry(cert_path: str | Path) -> float:
-    """The certificate's notAfter as a Unix time, for the expiry metric."""
-    return expiry_of(Path(cert_path).read_bytes())
-
-
 def expiry_of(cert_pem: bytes) -> float:
+    """The certificate's notAfter as a Unix time, for the expiry metric."""
     return x509.load_pem_x509_certificate(cert_pem).not_valid_after_utc.timestamp()
 
 

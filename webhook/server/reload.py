@@ -97,7 +97,7 @@ class ServingCert:
         cert_pem, key_pem = self._read()
         self.context = certs.server_context(self.cert, self.key, self.client_ca)
         self.fingerprint = _hash(cert_pem, key_pem)
-        self.expiry = certs.expiry(self.cert)
+        self.expiry = certs.expiry_of(cert_pem)
 
     def changed(self) -> tuple[bytes, bytes] | None:
         """The files' contents when they differ from what is loaded."""
