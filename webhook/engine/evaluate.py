@@ -8,8 +8,10 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from dataclasses import replace
+from datetime import datetime
 from typing import Any
 
+from webhook.engine import exceptions as granted
 from webhook.engine.apiserver import REFUSED, refused_fields
 from webhook.engine.cel import EvaluationError
 from webhook.engine.globs import matches_any
@@ -41,6 +43,8 @@ def evaluate(
     dry_run: bool = False,
     namespace_object: Any = None,
     from_api_server: bool = False,
+    exceptions: granted.Exceptions = granted.NONE,
+    now: datetime | None = None,
 ) -> Decision:
     """Judge one object as the API server would hand it to the webhook.
 
@@ -51,12 +55,16 @@ def evaluate(
     CEL policies read as `request.dryRun` and `namespaceObject`. `from_api_server` (the
     webhook's objects) says the API server has decoded the object already: what it would refuse
     cannot be in it, so that check is left out (offline it is how the CLI says why an object
-    can never reach the webhook).
+    can never reach the webhook). `exceptions` (see webhook.engine.exceptions) turn the
+    validate findings they cover into warnings, as of `now`, the evaluation time; a
+    PolicyException object itself is checked as the webhook checks it.
     """
     resource = describe(obj, namespace, source)
     groups = tuple(groups)
     config = policies.config
     in_dry_run_mode = config.mode == "dry-run"
+    if granted.is_exception(obj):
+        return granted.judge(obj, policies, resource, now, in_dry_run_mode)
     try:
         workload = read_workload(obj, config.nodeTemplateGroups,
                                  custom_kinds=config.workload_kinds, decoded=from_api_server)
@@ -122,6 +130,9 @@ def evaluate(
         old_keys = _violation_keys(old_object, policies, request)
         if old_keys:
             validated = [_mark_preexisting(result, old_keys) for result in validated]
+    if exceptions and any(result.status == "fail" for result in validated):
+        validated = granted.apply(validated, exceptions, config, _time(now), workload.kind,
+                                  namespace, resource.name, workload.labels)
     if not from_api_server and any(result.status == "fail" for result in validated):
         validated = _note_api_server_refusals(validated, workload)
     results += validated
@@ -146,6 +157,12 @@ def describe(obj: Any, namespace: str | None = None, source: str = "") -> Resour
         name=_text(name),
         source=source,
     )
+
+
+def _time(now: datetime | None) -> datetime:
+    if now is None:
+        raise ValueError("evaluate(): exceptions apply as of a time: pass now=")
+    return now
 
 
 def _text(value: Any) -> str:
@@ -326,7 +343,12 @@ def _decide(resource: Resource, results: tuple[Result, ...], dry_run: bool,
         # would have patched.
         would_patch = "would patch: " if result.status == "patch" else ""
         for found in result.findings:
-            if result.action == "audit":
+            if found.exception:  # never denies, never silent
+                warnings.append(f"[{result.policy}] {found.message} (excepted by "
+                                f"{found.exception})")
+                audit.setdefault(f"excepted.{result.policy}", []).append(
+                    f"{found.exception}: {found.message}")
+            elif result.action == "audit":
                 audit.setdefault(str(result.policy), []).append(would_patch + found.message)
             elif result.action == "warn":
                 warnings.append(f"[{result.policy}] {would_patch}{found.message}")
@@ -372,7 +394,8 @@ def _outcome(results: tuple[Result, ...], dry_run: bool, denied: bool, patched: 
         return "patched"
     if dry_run:
         enforced = [result for result in results if result.action == "enforce"]
-        if any(result.status == "fail" and not all(f.preexisting for f in result.findings)
+        if any(result.status == "fail"
+               and not all(f.preexisting or f.exception for f in result.findings)
                for result in enforced):
             return "would-deny"
         if any(result.status == "patch" for result in enforced):

@@ -232,7 +232,8 @@ class CustomKind(Model):
 
 class Config(Model):
     """The global config: mode, exclusions, accepted NodeTemplate groups, custom kinds, policy
-    overrides, the Pod Security Standards profiles switched on."""
+    overrides, the Pod Security Standards profiles switched on, where PolicyExceptions are
+    honoured from."""
 
     mode: Literal["enforce", "dry-run"] = "enforce"
     excludeNamespaces: tuple[str, ...] = ("kube-system", "kube-public", "kube-node-lease")
@@ -242,6 +243,11 @@ class Config(Model):
     customKinds: tuple[CustomKind, ...] = ()
     policies: dict[str, PolicyOverride] = Field(default_factory=dict)
     podSecurity: PodSecurity = PodSecurity()
+    # PolicyExceptions are honoured only from these namespaces (globs; the chart lists its
+    # release namespace): whoever may write there grants exceptions, no one else.
+    exceptionNamespaces: tuple[str, ...] = ()
+    exceptionMaxDays: int = Field(default=90, ge=1, le=3650)
+    exceptionWildcards: bool = False  # may an exception name policies by glob (`*`)?
 
     @field_validator("nodeTemplateGroups")
     @classmethod

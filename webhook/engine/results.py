@@ -40,7 +40,8 @@ class Finding:
     """One thing to change: `message` says what to do, naming the container and field.
 
     `path` is the field in dotted form (spec.containers[0].resources.requests.cpu);
-    `patch` holds the JSON-patch operations of a mutate rule.
+    `patch` holds the JSON-patch operations of a mutate rule. An excepted finding never
+    denies: it warns, naming its `exception`.
     """
 
     message: str
@@ -48,6 +49,8 @@ class Finding:
     container: str | None = None
     patch: tuple[dict[str, Any], ...] = field(default=(), hash=False)
     preexisting: bool = False
+    # The PolicyException that excepts this finding (name, expiry, reason), or "".
+    exception: str = ""
 
 
 @dataclass(frozen=True, slots=True)
