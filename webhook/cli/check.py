@@ -7,9 +7,10 @@ import os
 import sys
 from collections import Counter
 from collections.abc import Callable
+from datetime import UTC, datetime
 from typing import Any
 
-from webhook.cli import judge
+from webhook.cli import exceptions, judge
 from webhook.cli.exits import EXIT_ERROR, CliError, error, note
 from webhook.cli.formats import NAMES, Options, formats
 from webhook.cli.summary import FAIL_ON, exit_code
@@ -52,6 +53,11 @@ def add_parser(commands: Any) -> None:
     parser.add_argument("--in-place", action="store_true",
                         help="with --fix: write each file back (atomically) instead of "
                              "printing")
+    parser.add_argument("--exceptions", action="append", default=[], metavar="PATH",
+                        help="PolicyExceptions to apply (a file or directory of them; "
+                             "repeatable), besides those among the manifests; honoured as "
+                             "the webhook honours them: from the config's "
+                             "exceptionNamespaces, until they expire")
     parser.add_argument("--jobs", "-j", default=0, metavar="N",
                         type=count_of("must be 1 or more (leave it out: one per CPU)"),
                         help="processes to judge with, 1 or more (default: one per CPU when "
@@ -101,9 +107,16 @@ def check(args: argparse.Namespace) -> int:
     options = Options(color=color, quiet=args.quiet, fail_on=args.fail_on)
     writer = formats()[args.output](out, options)
     work = judge.tasks(args.paths, args.exclude, stdin)
+    now = datetime.now(UTC)  # the one time the whole run judges at
+    notes: list[str] = []
+    granted = judge.Granted(exceptions.load(args.exceptions, args.paths, args.exclude, stdin,
+                                            policies, now, notes), now)
+    if not args.quiet:
+        for line in notes:
+            note(line)
     counts: Counter[str] = Counter()
     writer.start(policies)
-    for part in judge.judge_all(work, policies, writer.render, args.jobs, stdin):
+    for part in judge.judge_all(work, policies, writer.render, args.jobs, stdin, granted):
         for line in part.errors:
             error(line)
         if not args.quiet:

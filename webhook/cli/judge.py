@@ -17,11 +17,13 @@ import tempfile
 from collections import Counter, deque
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
 from webhook.cli.exits import hint
 from webhook.engine.evaluate import error_decision, evaluate
+from webhook.engine.exceptions import NONE, Exceptions
 from webhook.engine.policy import PolicySet
 from webhook.engine.results import Decision, Resource
 from webhook.manifests import Document, Source, manifest_sources, read_source, split
@@ -39,6 +41,17 @@ class Judged:
     decision: Decision
 
 
+@dataclass(frozen=True, slots=True)
+class Granted:
+    """The PolicyExceptions a run applies and the time it applies them at."""
+
+    exceptions: Exceptions = NONE
+    now: datetime | None = None
+
+
+NOTHING_GRANTED = Granted()
+
+
 # What a format makes of a task's verdicts, in whichever process judged them.
 Render = Callable[[Sequence[Judged]], Any]
 
@@ -53,12 +66,14 @@ class Part:
     notes: list[str] = field(default_factory=list)
 
 
-def judge(document: Document, policies: PolicySet) -> Decision:
+def judge(document: Document, policies: PolicySet,
+          granted: Granted = NOTHING_GRANTED) -> Decision:
     if document.error:
         resource = Resource("", "", "", "", document.source)
         return error_decision(resource, document.error,
                               f"{document.source}: {document.error}", dry_run=False)
-    return evaluate(document.obj, policies, source=document.source)
+    return evaluate(document.obj, policies, source=document.source,
+                    exceptions=granted.exceptions, now=granted.now)
 
 
 def count(decision: Decision, counts: Counter[str]) -> None:
@@ -94,18 +109,18 @@ def is_object(obj: Any) -> bool:
 
 
 def run_task(task: Sequence[Source], policies: PolicySet, render: Render,
-             stdin: bytes | None) -> Part:
+             stdin: bytes | None, granted: Granted = NOTHING_GRANTED) -> Part:
     """Read, judge and render the sources of one task."""
     part = Part(None)
     with _without_cyclic_gc():
         # The verdicts are freed as soon as they are rendered, while the collector is still
         # off: switched back on, it would otherwise scan all of them once more first.
-        part.rendered = render(_judge_task(task, policies, stdin, part))
+        part.rendered = render(_judge_task(task, policies, stdin, part, granted))
     return part
 
 
 def _judge_task(task: Sequence[Source], policies: PolicySet, stdin: bytes | None,
-                part: Part) -> list[Judged]:
+                part: Part, granted: Granted) -> list[Judged]:
     judged: list[Judged] = []
     for source in task:
         documents: Iterator[Document] = read_source(
@@ -115,7 +130,7 @@ def _judge_task(task: Sequence[Source], policies: PolicySet, stdin: bytes | None
         # Read the piece whole, then judge: alternating parser and engine document by
         # document is measurably slower, and a piece is at most about TASK_BYTES.
         for document in list(documents):
-            decision = judge(document, policies)
+            decision = judge(document, policies, granted)
             judged.append(Judged(document, decision))
             count(decision, part.counts)
             if decision.outcome == "error":
@@ -195,7 +210,7 @@ def _size(source: Source, stdin: bytes | None) -> int:
 
 
 def judge_all(work: list[list[Source]], policies: PolicySet, render: Render, jobs: int,
-              stdin: bytes | None) -> Iterator[Part]:
+              stdin: bytes | None, granted: Granted = NOTHING_GRANTED) -> Iterator[Part]:
     """Each task's Part, in order. jobs: 0 = one process per CPU when the input is large
     enough to gain from it, 1 = this process only."""
     workers = min(jobs if jobs > 0 else _cpus(), len(work))
@@ -203,11 +218,11 @@ def judge_all(work: list[list[Source]], policies: PolicySet, render: Render, job
     if (workers <= 1 or "fork" not in mp.get_all_start_methods()
             or (jobs <= 0 and total < PARALLEL_MIN_BYTES)):
         for task in work:
-            yield run_task(task, policies, render, stdin)
+            yield run_task(task, policies, render, stdin, granted)
         return
     global _worker_job
     with tempfile.TemporaryDirectory(prefix="quickq-guard-") as parts:
-        _worker_job = (policies, render, stdin, parts)
+        _worker_job = (policies, render, stdin, parts, granted)
         try:
             with mp.get_context("fork").Pool(workers) as pool:
                 _worker_job = None  # the workers have their copy; the parent needs none
@@ -223,9 +238,9 @@ def judge_all(work: list[list[Source]], policies: PolicySet, render: Render, job
 
 
 # Set in the parent just before the fork, so the workers inherit the policies, the renderer,
-# stdin's bytes and the folder parts come back through, instead of having them pickled for
-# every task.
-_worker_job: tuple[PolicySet, Render, bytes | None, str] | None = None
+# stdin's bytes, the folder parts come back through and the exceptions, instead of having
+# them pickled for every task.
+_worker_job: tuple[PolicySet, Render, bytes | None, str, Granted] | None = None
 
 
 def _run_in_worker(task: list[Source]) -> str:
@@ -233,8 +248,8 @@ def _run_in_worker(task: list[Source]) -> str:
     through the pool's pipe: the pipe moves a large output (a JSON report is 14x its input)
     in 64 KB reads that cost the parent more than writing it."""
     assert _worker_job is not None
-    policies, render, stdin, parts = _worker_job
-    part = run_task(task, policies, render, stdin)
+    policies, render, stdin, parts, granted = _worker_job
+    part = run_task(task, policies, render, stdin, granted)
     handle, name = tempfile.mkstemp(dir=parts)
     with open(handle, "wb") as file:
         pickle.dump(part, file, protocol=pickle.HIGHEST_PROTOCOL)

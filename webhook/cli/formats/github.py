@@ -11,7 +11,8 @@ from webhook.cli.judge import Judged
 from webhook.cli.summary import summary_line
 from webhook.engine.results import Finding
 
-_COMMANDS = {"deny": "error", "would-deny": "warning", "warn": "warning", "audit": "notice"}
+_COMMANDS = {"deny": "error", "would-deny": "warning", "warn": "warning", "audit": "notice",
+             "excepted": "notice"}
 
 
 class GitHub(Format):

@@ -82,7 +82,8 @@ def _result(result: Result, document: Document) -> dict[str, Any]:
     for f in findings:
         line, column = document.field(f.path)
         described.append({"container": f.container, "path": f.path, "message": f.message,
-                          "preexisting": f.preexisting, "line": line, "column": column})
+                          "preexisting": f.preexisting, "line": line, "column": column,
+                          **({"exception": f.exception} if f.exception else {})})
     return {
         "policy": result.policy,
         "action": result.action,

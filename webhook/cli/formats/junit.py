@@ -62,7 +62,14 @@ class JUnit(Format):
                     lines = "\n".join(f"{verdict}: {f.message} (field: {f.path})"
                                       for verdict, f in zip(labels, result.findings, strict=True))
                     failed = [v for v in labels if fails(v, fail_on)]
-                    if failed:
+                    if all(v == "excepted" for v in labels):  # every finding is excepted
+                        totals["skipped"] += 1
+                        excepted = "excepted by " + "; ".join(
+                            dict.fromkeys(f.exception for f in result.findings))
+                        cases.append(f'{head}>\n      <skipped message={attr(excepted)}/>\n'
+                                     f'      <system-out>{text(lines)}</system-out>\n'
+                                     '    </testcase>\n')
+                    elif failed:
                         totals["failures"] += 1
                         message = "; ".join(f.message for v, f in
                                             zip(labels, result.findings, strict=True)

@@ -117,5 +117,8 @@ def _result(decision: Any, result: Any) -> tuple[str, str]:
     if result.status == "patch":
         return "pass", "would patch: " + "; ".join(f.message for f in result.findings)
     labels = [label(decision, result, f) for f in result.findings]
+    if all(verdict == "excepted" for verdict in labels):
+        excepted = "; ".join(dict.fromkeys(f.exception for f in result.findings))
+        return "skip", f"excepted by {excepted}: " + "; ".join(f.message for f in result.findings)
     outcome = "fail" if "deny" in labels else "warn"
     return outcome, "; ".join(f.message for f in result.findings)

@@ -26,7 +26,8 @@ from webhook.engine.results import Finding
 SCHEMA = ("https://docs.oasis-open.org/sarif/sarif/v2.1.0/errata01/os/schemas/"
           "sarif-schema-2.1.0.json")
 INVALID = "invalid-manifest"
-_LEVELS = {"deny": "error", "would-deny": "warning", "warn": "warning", "audit": "note"}
+_LEVELS = {"deny": "error", "would-deny": "warning", "warn": "warning", "audit": "note",
+           "excepted": "note"}
 _ACTION_LEVELS = {"enforce": "error", "warn": "warning", "audit": "note", "off": "none"}
 
 
@@ -61,6 +62,9 @@ class Sarif(Format):
                 properties["container"] = finding.container
             results.append(self._result(found.item, str(result.policy), _LEVELS[found.verdict],
                                         found.message, properties, finding))
+            if finding.exception:  # suppressed, and by what: code scanning shows it so
+                results[-1]["suppressions"] = [{"kind": "external", "status": "accepted",
+                                                "justification": finding.exception}]
         return results
 
     def _result(self, item: Judged, rule: str, level: str, message: str,

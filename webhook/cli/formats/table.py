@@ -12,7 +12,7 @@ from webhook.engine.results import Finding
 from webhook.engine.workload import UNKNOWN_KIND
 
 _COLORS = {"skip": "33", "deny": "31", "would-deny": "33", "warn": "33", "audit": "36",
-           "patch": "32", "would-patch": "32"}
+           "patch": "32", "would-patch": "32", "excepted": "36"}
 
 
 class Table(Format):
@@ -37,6 +37,8 @@ class Table(Format):
                     if quiet and not fails(verdict, self.options.fail_on):
                         continue
                     message = finding.message + (" (existing)" if finding.preexisting else "")
+                    if finding.exception:
+                        message += f" (excepted by {finding.exception})"
                     if result.reason:  # next to findings, a note on all of them
                         message += f" ({result.reason})"
                     lines.append(self.line(verdict, result.policy or "-", item, message,

@@ -1,0 +1,90 @@
+"""The PolicyExceptions `check` applies: from `--exceptions PATH` and from the manifests.
+
+The webhook refuses a PolicyException with problems, so offline such an exception is not
+applied either (with a note saying why); whether an applied one is honoured (its namespace,
+its expiry) is the engine's call, as online.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from datetime import datetime
+
+from webhook.cli.exits import CliError
+from webhook.engine.exceptions import (
+    KIND,
+    ExceptionError,
+    Exceptions,
+    PolicyException,
+    index,
+    is_exception,
+    problems,
+    read_exception,
+    unheard,
+)
+from webhook.engine.policy import PolicySet
+from webhook.manifests import Document, Source, manifest_sources, read_source
+
+
+def load(files: Sequence[str], manifests: Sequence[str], exclude: Sequence[str],
+         stdin: bytes | None, policies: PolicySet, now: datetime,
+         notes: list[str]) -> Exceptions:
+    """The exceptions of `files` (every object in them must be one) and those among the
+    manifests (judged there too, as the webhook judges them), as of `now`."""
+    found: list[PolicyException] = []
+    for document in _documents(manifest_sources(files), stdin):
+        where = f"--exceptions {document.source}"
+        if document.error:
+            raise CliError(f"{where}: {document.error}")
+        if not is_exception(document.obj):
+            raise CliError(f"{where}: not a {KIND} (apiVersion quickq.io/v1alpha1, kind "
+                           f"{KIND}); pass only exceptions to --exceptions")
+        try:
+            found.append(read_exception(document.obj))
+        except ExceptionError as error:
+            raise CliError(f"{where}: {error}") from None
+    for document in _documents(manifest_sources(manifests, exclude), stdin, KIND.encode()):
+        if not document.error and is_exception(document.obj):
+            try:
+                found.append(read_exception(document.obj))
+            except ExceptionError:
+                continue  # judged with the manifests: its denial says what is wrong
+    applied = []
+    for exception in found:
+        refused = problems(exception, policies, now)
+        if refused:
+            notes.append(f"not applying {KIND} {exception.key}: the webhook refuses it: "
+                         + "; ".join(refused))
+            continue
+        ignored = unheard(exception, policies.config)
+        if ignored:
+            notes.append(ignored)
+            continue
+        applied.append(exception)
+    return index(applied)
+
+
+def _documents(sources: list[Source], stdin: bytes | None,
+               needle: bytes | None = None) -> Iterator[Document]:
+    """The documents of the sources; with `needle`, only of those whose bytes hold it (the
+    manifests are read in full once more only where an exception may be)."""
+    for source in sources:
+        if not source.exists:
+            if needle is None:
+                raise CliError(f"--exceptions {source.name}: no such file or directory")
+            continue
+        if needle is not None:
+            data = stdin if source.name == "-" else _read(source.name)
+            if data is None or needle not in data:
+                continue
+            yield from read_source(source, data)
+        else:
+            yield from read_source(source, stdin if source.name == "-" else None)
+
+
+def _read(name: str) -> bytes | None:
+    try:
+        with open(name, "rb") as file:
+            return file.read()
+    except OSError:
+        return None
