@@ -1,4 +1,4 @@
-"""Turn the NodeTemplate pydantic JSON Schema into a CRD's structural schema.
+"""Turn the NodeTemplate and PolicyException pydantic JSON Schemas into CRDs' structural schemas.
 
 `quickq-guard lint` validates NodeTemplates with a pydantic model; the
 optional CustomResourceDefinition in the Helm chart carries the same rules
@@ -20,8 +20,9 @@ from typing import Any
 
 Schema = dict[str, Any]
 
-SCHEMA_FILE = (Path(__file__).resolve().parent.parent
-               / "charts" / "quickq-guard" / "files" / "nodetemplate-schema.json")
+FILES = Path(__file__).resolve().parent.parent / "charts" / "quickq-guard" / "files"
+SCHEMA_FILE = FILES / "nodetemplate-schema.json"
+EXCEPTION_SCHEMA_FILE = FILES / "policyexception-schema.json"
 
 # Keywords a CRD schema may carry unchanged (value validations and docs).
 KEPT = frozenset({
@@ -163,7 +164,7 @@ def structural(schema: Schema) -> Schema:
     defs = schema.get("$defs", {})
     root = convert(schema, defs)
     if root.get("type") != "object":
-        raise ValueError("a NodeTemplate schema must describe an object")
+        raise ValueError("a CRD schema must describe an object")
     root["properties"] = {**root.get("properties", {}), **SERVER_OWNED}
     root["required"] = [r for r in root.get("required", []) if r not in SERVER_OWNED]
     if not root["required"]:
@@ -181,24 +182,47 @@ def openapi_v3_schema(source: Callable[[], Schema] | None = None) -> Schema:
     return structural(source())
 
 
+def exception_schema() -> Schema:
+    """The PolicyException CRD's openAPIV3Schema, from the model the engine reads them with."""
+    from webhook.engine.exceptions import json_schema
+
+    return structural(json_schema())
+
+
+def definition(kind: str, version: str, schema: Schema) -> Schema:
+    """A CustomResourceDefinition of group quickq.io, as the chart renders it (without the
+    chart's labels), for `quickq-guard crd`."""
+    plural = kind.lower() + "s"
+    return {"apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+            "metadata": {"name": f"{plural}.quickq.io"},
+            "spec": {"group": "quickq.io", "scope": "Namespaced",
+                     "names": {"kind": kind, "listKind": f"{kind}List", "plural": plural,
+                               "singular": kind.lower()},
+                     "versions": [{"name": version, "served": True, "storage": True,
+                                   "schema": {"openAPIV3Schema": schema}}]}}
+
+
 def render(schema: Schema) -> str:
     """Stable text, so the committed file diffs cleanly when the model changes."""
     return json.dumps(schema, indent=2, sort_keys=True) + "\n"
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Write the chart's CRD schema (or, with --check, fail if it is stale)."""
+    """Write the chart's CRD schemas (or, with --check, fail if one is stale)."""
     args = sys.argv[1:] if argv is None else argv
-    text = render(openapi_v3_schema())
-    if "--check" in args:
-        if not SCHEMA_FILE.is_file() or SCHEMA_FILE.read_text() != text:
-            print(f"{SCHEMA_FILE} is stale: run `python -m webhook.crd`", file=sys.stderr)
-            return 1
-        return 0
-    SCHEMA_FILE.parent.mkdir(parents=True, exist_ok=True)
-    SCHEMA_FILE.write_text(text)
-    print(f"wrote {SCHEMA_FILE}")
-    return 0
+    stale = 0
+    for path, schema in ((SCHEMA_FILE, openapi_v3_schema()),
+                         (EXCEPTION_SCHEMA_FILE, exception_schema())):
+        text = render(schema)
+        if "--check" in args:
+            if not path.is_file() or path.read_text() != text:
+                print(f"{path} is stale: run `python -m webhook.crd`", file=sys.stderr)
+                stale = 1
+            continue
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text)
+        print(f"wrote {path}")
+    return stale
 
 
 if __name__ == "__main__":

@@ -35,6 +35,13 @@ def add_parser(commands: Any) -> None:
                              "(the default when the certificate does not exist)")
     parser.add_argument("--client-ca", metavar="FILE",
                         help="require client certificates signed by this CA (default: none)")
+    parser.add_argument("--watch-exceptions", action="store_true",
+                        help="honour the PolicyExceptions of the config's exceptionNamespaces, "
+                             "read from a watch of the API server (read-only; default: "
+                             "none is honoured)")
+    parser.add_argument("--kubeconfig", metavar="FILE",
+                        help="with --watch-exceptions: the API server and credentials "
+                             "(default: the pod's service account, then $KUBECONFIG)")
     parser.set_defaults(command=run)
 
 

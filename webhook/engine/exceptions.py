@@ -165,8 +165,7 @@ def problems(exception: PolicyException, policies: PolicySet,
 
 def unheard(exception: PolicyException, config: Config) -> str:
     """Why an exception that may be created is never honoured, or ''."""
-    namespace = exception.metadata.namespace
-    if matches_any(namespace, config.exceptionNamespaces):
+    if exception.metadata.namespace in config.exceptionNamespaces:
         return ""
     listed = ", ".join(config.exceptionNamespaces) or "none"
     return (f"{KIND} {exception.key} has no effect: exceptions are honoured only from the "
@@ -256,7 +255,7 @@ def honoured(exception: PolicyException, config: Config, now: datetime,
     webhook checks these when the exception is created; they are checked again here since
     the config (or the clock) may have moved on since."""
     expires = exception.spec.expires
-    return (matches_any(exception.metadata.namespace, config.exceptionNamespaces)
+    return (exception.metadata.namespace in config.exceptionNamespaces
             and now < expires <= now + timedelta(days=config.exceptionMaxDays)
             and (config.exceptionWildcards or not wildcard))
 
@@ -309,3 +308,13 @@ def _excepted(finding: Finding, exceptions: Exceptions, policy_id: str, config: 
 
 def _rfc3339(moment: datetime) -> str:
     return moment.isoformat().replace("+00:00", "Z")
+
+
+def json_schema() -> dict[str, Any]:
+    """The JSON Schema of a PolicyException (the spec the model reads), for the CRD."""
+    spec = ExceptionSpec.model_json_schema()
+    defs = spec.pop("$defs", {})
+    return {"type": "object", "title": KIND,
+            "description": "Exceptions to quickq-guard policies for named objects, until "
+                           "`expires`; honoured only from the config's exceptionNamespaces.",
+            "properties": {"spec": spec}, "required": ["spec"], "$defs": defs}

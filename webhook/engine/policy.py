@@ -11,7 +11,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from functools import cached_property
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
@@ -36,6 +36,7 @@ Action = Literal["enforce", "warn", "audit", "off"]
 Operation = Literal["CREATE", "UPDATE"]
 # Policy ids are audit-annotation keys, so they must be qualified names (at most 63 chars).
 _POLICY_ID = r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$"
+_NAMESPACE = r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$"  # a DNS label
 
 
 class PolicyError(ValueError):
@@ -243,9 +244,10 @@ class Config(Model):
     customKinds: tuple[CustomKind, ...] = ()
     policies: dict[str, PolicyOverride] = Field(default_factory=dict)
     podSecurity: PodSecurity = PodSecurity()
-    # PolicyExceptions are honoured only from these namespaces (globs; the chart lists its
-    # release namespace): whoever may write there grants exceptions, no one else.
-    exceptionNamespaces: tuple[str, ...] = ()
+    # PolicyExceptions are honoured only from these namespaces (names, not globs: the webhook
+    # watches each; the chart lists its release namespace): whoever may write there grants
+    # exceptions, no one else.
+    exceptionNamespaces: tuple[Annotated[str, Field(pattern=_NAMESPACE)], ...] = ()
     exceptionMaxDays: int = Field(default=90, ge=1, le=3650)
     exceptionWildcards: bool = False  # may an exception name policies by glob (`*`)?
 

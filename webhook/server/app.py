@@ -16,6 +16,7 @@ import signal
 import time
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
+from datetime import UTC, datetime
 
 from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
@@ -24,9 +25,10 @@ from starlette.responses import JSONResponse, PlainTextResponse, Response
 from starlette.routing import Route
 
 from webhook.engine.evaluate import error_decision, evaluate
+from webhook.engine.exceptions import NONE, Exceptions
 from webhook.engine.policy import PolicyError, PolicySet
 from webhook.engine.results import Decision, Resource
-from webhook.server import admission, metrics
+from webhook.server import admission, granted, metrics
 from webhook.server.admission import AdmissionError, Review
 from webhook.server.logs import log_review
 from webhook.server.reload import PolicySets, PolicySource, ServingCert
@@ -52,6 +54,10 @@ class Settings:
     workers: int = 1
     max_body: int = MAX_BODY
     reload_interval: float = RELOAD_INTERVAL
+    # Watch the PolicyExceptions of the config's exceptionNamespaces (kubeconfig: the
+    # in-cluster service account when None).
+    watch_exceptions: bool = False
+    kubeconfig: str | None = None
 
     @property
     def source(self) -> PolicySource:
@@ -70,6 +76,7 @@ class Guard:
         self.policies: PolicySets = settings.source.load()
         self.tls = ServingCert(settings.cert, settings.key, settings.client_ca)
         metrics.CERT_EXPIRY.set(self.tls.expiry)
+        self.exceptions = granted.Granted.start(settings, self.policies.validate.config)
         self.ready = True
 
     async def reload_policies(self, force: bool = False) -> None:
@@ -139,11 +146,14 @@ def build_app(guard: Guard) -> Starlette:
         with contextlib.suppress(ValueError, RuntimeError, NotImplementedError):
             loop.add_signal_handler(signal.SIGHUP, wake.set)  # main thread only
         watcher = asyncio.create_task(guard.watch(wake))
+        watching = guard.exceptions.tasks()
         try:
             yield
         finally:
             guard.ready = False
             watcher.cancel()
+            for task in watching:
+                task.cancel()
             metrics.worker_exited(os.getpid())
 
     async def validate(request: Request) -> Response:
@@ -196,8 +206,8 @@ async def answer_review(request: Request, guard: Guard, endpoint: str) -> Respon
         return JSONResponse({"error": error.problem}, error.status, headers)
     sets = guard.policies
     policies = sets.mutate if endpoint == "mutate" else sets.validate
-    decision = judge(review, policies) if review.operation in admission.JUDGED_OPERATIONS \
-        else None
+    decision = judge(review, policies, guard.exceptions.current(policies)) \
+        if review.operation in admission.JUDGED_OPERATIONS else None
     answer = admission.respond(review, decision, mutating=endpoint == "mutate")
     latency = time.perf_counter() - started
     metrics.record_review(endpoint, review.kind, review.operation, decision,
@@ -206,13 +216,15 @@ async def answer_review(request: Request, guard: Guard, endpoint: str) -> Respon
     return Response(admission.dumps(answer), media_type="application/json")
 
 
-def judge(review: Review, policies: PolicySet) -> Decision:
-    """evaluate() for a review; an engine failure is an error verdict, never a 500."""
+def judge(review: Review, policies: PolicySet, exceptions: Exceptions = NONE) -> Decision:
+    """evaluate() for a review, as of now; an engine failure is an error verdict, never a
+    500."""
     try:
         return evaluate(review.object, policies, operation=review.operation,
                         old_object=review.old_object, namespace=review.namespace,
                         username=review.username, groups=review.groups,
-                        dry_run=review.dry_run, from_api_server=True)
+                        dry_run=review.dry_run, from_api_server=True,
+                        exceptions=exceptions, now=datetime.now(UTC))
     except Exception as error:  # the engine catches rule bugs; this is the last resort
         log.exception("evaluation failed", extra={"fields": {"uid": review.uid}})
         problem = f"quickq-guard could not judge this object ({type(error).__name__})"

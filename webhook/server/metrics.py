@@ -51,6 +51,14 @@ RELOADS = Counter(
 RELOAD_FAILURES = Counter(
     "quickq_guard_reload_failures", "Reloads rejected (the previous set stays in force): "
     "what is policies or certificate.", ["what"], registry=REGISTRY)
+EXCEPTED = Counter(
+    "quickq_guard_excepted_findings", "Findings a PolicyException turned into a warning, by "
+    "policy.", ["policy"], registry=REGISTRY)
+VIEW_AGE = Gauge(
+    "quickq_guard_cluster_view_age_seconds", "Seconds since the webhook's view of cluster "
+    "objects (by kind: PolicyException) was last known current: 0 while its watch is open, "
+    "+Inf before it was ever listed (then no exception applies).",
+    ["kind"], registry=REGISTRY, multiprocess_mode="livemax")
 CERT_EXPIRY = Gauge(
     "quickq_guard_certificate_expiry_timestamp_seconds",
     "notAfter of the serving certificate in use (Unix time); the soonest over live workers.",
@@ -68,6 +76,9 @@ def record_review(endpoint: str, kind: str, operation: str, decision: Decision |
             action = "error" if result.status == "error" else result.action
             FINDINGS.labels(result.policy or "none", action, mode).inc(
                 max(1, len(result.findings)))
+            excepted = sum(1 for finding in result.findings if finding.exception)
+            if excepted:
+                EXCEPTED.labels(result.policy or "none").inc(excepted)
 
 
 def multiprocess() -> bool:

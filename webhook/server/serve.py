@@ -97,6 +97,8 @@ def settings_from(args: argparse.Namespace) -> Settings:
         host=args.host, port=args.port, workers=args.workers,
         max_body=getattr(args, "max_body", None) or MAX_BODY,
         reload_interval=getattr(args, "reload_interval", None) or RELOAD_INTERVAL,
+        watch_exceptions=getattr(args, "watch_exceptions", False),
+        kubeconfig=getattr(args, "kubeconfig", None),
     )
 
 

@@ -1,0 +1,107 @@
+"""The PolicyExceptions the webhook applies: those of a cluster view of the config's
+exceptionNamespaces, read into the engine's index whenever the view or the policies change.
+
+No view (not asked for, or not listed yet): no exception applies, so nothing is admitted
+that the policies deny. A view whose watch is down is kept, and its age is in the metric
+quickq_guard_cluster_view_age_seconds.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import math
+from typing import TYPE_CHECKING, Any
+
+from lightkube import AsyncClient, KubeConfig
+
+from webhook.engine import exceptions as engine
+from webhook.engine.exceptions import NONE, Exceptions
+from webhook.engine.policy import Config, PolicySet
+from webhook.server import metrics
+from webhook.server.cluster_view import ClusterView, Kind, Snapshot
+
+if TYPE_CHECKING:
+    from webhook.server.app import Settings
+
+log = logging.getLogger("quickq_guard.server")
+
+KIND = Kind(engine.GROUP, engine.VERSION, engine.KIND, engine.PLURAL)
+AGE_INTERVAL = 1.0
+
+
+class Granted:
+    """One worker's exceptions: the view, and the index last built from it."""
+
+    def __init__(self, view: ClusterView | None) -> None:
+        self.view = view
+        self._built: tuple[Snapshot, PolicySet, Exceptions] | None = None
+
+    @classmethod
+    def start(cls, settings: Settings, config: Config) -> Granted:
+        if not settings.watch_exceptions:
+            return cls(None)
+        if not config.exceptionNamespaces:
+            log.warning("--watch-exceptions: the config's exceptionNamespaces is empty, so "
+                        "no exception is honoured", extra={"fields": {"event": "no-view"}})
+            return cls(None)
+        path = settings.kubeconfig
+        return cls(ClusterView(KIND, config.exceptionNamespaces, lambda: client(path)))
+
+    def tasks(self) -> list[asyncio.Task[Any]]:
+        """Start watching (in the running loop); the tasks run until cancelled."""
+        if self.view is None:
+            return []
+        return [asyncio.create_task(self.view.run()), asyncio.create_task(self._report())]
+
+    def current(self, policies: PolicySet) -> Exceptions:
+        """The exceptions as the view has them now, indexed once per change."""
+        snapshot = self.view.snapshot() if self.view is not None else None
+        if snapshot is None:
+            return NONE
+        built = self._built
+        if built is not None and built[0] is snapshot and built[1] is policies:
+            return built[2]
+        exceptions = read(snapshot, policies)
+        self._built = (snapshot, policies, exceptions)
+        return exceptions
+
+    async def _report(self) -> None:
+        assert self.view is not None
+        gauge = metrics.VIEW_AGE.labels(KIND.kind)
+        while True:
+            age = self.view.age()
+            gauge.set(math.inf if age is None else age)
+            await asyncio.sleep(AGE_INTERVAL)
+
+
+def read(snapshot: Snapshot, policies: PolicySet) -> Exceptions:
+    """The exceptions of a snapshot the webhook would admit today (time aside: the engine
+    checks expiry at every review); one it would refuse is logged and left out."""
+    kept = []
+    for obj in snapshot.values():
+        try:
+            exception = engine.read_exception(obj)
+        except engine.ExceptionError as error:
+            _left_out(obj, str(error))
+            continue
+        refused = engine.problems(exception, policies, None)
+        if refused:
+            _left_out(obj, "; ".join(refused))
+            continue
+        kept.append(exception)
+    return engine.index(kept)
+
+
+def _left_out(obj: Any, problem: str) -> None:
+    metadata = obj.get("metadata") or {}
+    log.warning("PolicyException not applied", extra={"fields": {
+        "event": "exception-refused", "exception":
+        f"{metadata.get('namespace', '')}/{metadata.get('name', '')}", "problem": problem}})
+
+
+def client(kubeconfig: str | None) -> AsyncClient:
+    """A client from the kubeconfig file, or the pod's service account (then KUBECONFIG);
+    no proxy from the environment: the webhook talks to its API server only."""
+    config = KubeConfig.from_file(kubeconfig) if kubeconfig else KubeConfig.from_env()
+    return AsyncClient(config=config, trust_env=False)
