@@ -1,0 +1,202 @@
+"""PolicyExceptions through the real API server: the chart's CRD and webhook, and a webhook
+that watches the exceptions of the release namespace (`serve --watch-exceptions`)."""
+
+from __future__ import annotations
+
+import json
+import ssl
+import subprocess
+import sys
+import time
+import urllib.request
+from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from cluster_helpers import (
+    RELEASE,
+    RELEASE_NAMESPACE,
+    ControlPlane,
+    Guard,
+    Webhook,
+    chart_runtime_files,
+    container,
+    denies_bad_pod,
+    pod,
+    release_values,
+    rendered,
+    wait_until,
+    warnings_of,
+)
+
+TEAM = "gpu-team"
+GRANTERS = "platform-admins"
+VALUES = {"exceptions.enabled": "true", "exceptions.granteeGroup": GRANTERS}
+ROOT = {"securityContext": {"runAsUser": 0}}
+
+
+def root_pod(name: str = "device-plugin") -> dict[str, Any]:
+    return pod(name, TEAM, container("plugin", **ROOT))
+
+
+def exception(name: str, namespace: str = RELEASE_NAMESPACE, seconds: float = 3600,
+              **spec: Any) -> dict[str, Any]:
+    expires = datetime.now(UTC) + timedelta(seconds=seconds)
+    return {"apiVersion": "quickq.io/v1alpha1", "kind": "PolicyException",
+            "metadata": {"name": name, "namespace": namespace},
+            "spec": {"policies": [{"id": "disallow-root-user"}],
+                     "match": {"namespaces": [TEAM], "names": [f"{name}-*"]},
+                     "expires": expires.strftime("%Y-%m-%dT%H:%M:%SZ"),
+                     "reason": "the device plugin needs root", **spec}}
+
+
+@pytest.fixture(scope="module")
+def watcher(guard: Guard, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Webhook]:
+    """The chart with exceptions on, its webhooks calling a webhook that watches them."""
+    plane = guard.plane
+    workdir = tmp_path_factory.mktemp("exceptions")
+    documents = rendered(plane, RELEASE, RELEASE_NAMESPACE,
+                         release_values("https://127.0.0.1:1", guard.ca_bundle, **VALUES))
+    policies, config = chart_runtime_files(documents, workdir / "chart-files")
+    assert "exceptionNamespaces" in config.read_text()
+    webhook = Webhook(workdir, guard.certs, "--policies", str(policies), "--config",
+                      str(config), "--watch-exceptions", "--kubeconfig", str(plane.kubeconfig))
+    try:
+        with guard.pointed_at(webhook.url, lambda: denies_bad_pod(plane), **VALUES):
+            plane.namespace(TEAM)
+            yield webhook
+    finally:
+        webhook.stop()
+
+
+@pytest.fixture(scope="module")
+def kube(guard: Guard, watcher: Webhook) -> ControlPlane:
+    return guard.plane
+
+
+def admitted(plane: ControlPlane, obj: dict[str, Any]) -> subprocess.CompletedProcess[str]:
+    """A server-side dry run: admission runs in full, nothing is stored."""
+    return plane.apply(obj, "--dry-run=server")
+
+
+def test_a_denied_pod_is_admitted_once_an_exception_is_granted(kube: ControlPlane) -> None:
+    workload = root_pod("grant-1-plugin")
+    denied = admitted(kube, workload)
+    assert denied.returncode != 0 and "disallow-root-user" in denied.stderr
+    created = kube.apply(exception("grant-1"))
+    assert created.returncode == 0, created.stderr
+    wait_until(lambda: admitted(kube, workload).returncode == 0, timeout=15,
+               what="the exception to be honoured")
+    done = admitted(kube, workload)
+    [warning] = [w for w in warnings_of(done.stderr) if "disallow-root-user" in w]
+    assert f"PolicyException {RELEASE_NAMESPACE}/grant-1" in warning
+    assert "the device plugin needs root" in warning and "until 20" in warning
+
+
+def test_the_same_exception_in_the_workloads_namespace_has_no_effect(kube: ControlPlane) -> None:
+    own = kube.apply(exception("grant-2", namespace=TEAM))
+    assert own.returncode == 0, own.stderr
+    assert any("has no effect" in w for w in warnings_of(own.stderr))
+    # Whatever API version it was written through; give a watch time to (not) see it.
+    time.sleep(3)
+    denied = admitted(kube, root_pod("grant-2-plugin"))
+    assert denied.returncode != 0 and "disallow-root-user" in denied.stderr
+
+
+def test_an_exception_stops_applying_at_its_expiry(kube: ControlPlane) -> None:
+    workload = root_pod("grant-3-plugin")
+    assert kube.apply(exception("grant-3", seconds=12)).returncode == 0
+    wait_until(lambda: admitted(kube, workload).returncode == 0, timeout=10,
+               what="the exception to be honoured")
+    started = time.monotonic()
+    wait_until(lambda: admitted(kube, workload).returncode != 0, timeout=20,
+               what="the exception to expire")
+    assert time.monotonic() - started < 16  # at its expiry, give or take a second or two
+
+
+@pytest.mark.parametrize(("change", "refusal"), [
+    ({"expires": None}, "spec.expires"),  # the CRD's schema refuses it
+    ({"reason": ""}, "spec.reason"),
+    ({"policies": [{"id": "disallow-rot-user"}]}, "no policy 'disallow-rot-user'"),
+    ({"policies": [{"id": "*"}]}, "is a wildcard"),
+])
+def test_malformed_exceptions_are_refused(kube: ControlPlane, change: dict[str, Any],
+                                          refusal: str) -> None:
+    bad = exception("bad")
+    bad["spec"].update(change)
+    bad["spec"] = {k: v for k, v in bad["spec"].items() if v is not None}
+    done = kube.apply(bad, "--dry-run=server")
+    assert done.returncode != 0 and refusal in done.stderr, done.stderr
+
+
+def test_an_over_long_exception_is_refused_with_the_latest_expiry(kube: ControlPlane) -> None:
+    done = kube.apply(exception("too-long", seconds=200 * 86400), "--dry-run=server")
+    assert done.returncode != 0
+    assert "more than 90 days away" in done.stderr and "or earlier" in done.stderr
+
+
+def test_an_exception_in_the_past_is_refused(kube: ControlPlane) -> None:
+    done = kube.apply(exception("past", seconds=-60), "--dry-run=server")
+    assert done.returncode != 0 and "is in the past" in done.stderr
+
+
+def can_i(kube: ControlPlane, *who: str) -> bool:
+    done = kube.kubectl("auth", "can-i", "create", "policyexceptions.quickq.io", "-n",
+                        RELEASE_NAMESPACE, *who, check=False)
+    return done.stdout.strip() == "yes"
+
+
+def test_only_the_grantee_group_may_create_exceptions(kube: ControlPlane) -> None:
+    binding = {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding",
+               "metadata": {"name": "alice-admin", "namespace": TEAM},
+               "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole",
+                           "name": "admin"},
+               "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "User",
+                             "name": "alice"}]}
+    kube.apply(binding, check=True)
+    assert not can_i(kube, "--as", "alice")
+    assert can_i(kube, "--as", "bob", "--as-group", GRANTERS)
+    # Impersonated, alice's create is refused by RBAC before any webhook is asked.
+    done = kube.apply(exception("alice"), "--as", "alice")
+    assert done.returncode != 0 and "forbidden" in done.stderr.lower()
+    service_account = f"system:serviceaccount:{TEAM}:default"
+    assert not can_i(kube, "--as", service_account)
+
+
+def test_check_offline_gives_the_webhooks_verdicts(kube: ControlPlane, tmp_path: Path) -> None:
+    granted = exception("grant-4")
+    assert kube.apply(granted).returncode == 0
+    workloads = [root_pod("grant-4-plugin"), root_pod("other-plugin")]
+    wait_until(lambda: admitted(kube, workloads[0]).returncode == 0, timeout=15,
+               what="the exception to be honoured")
+    online = [admitted(kube, w).returncode == 0 for w in workloads]
+    manifests = tmp_path / "pods.yaml"
+    manifests.write_text(yaml.safe_dump_all(workloads))
+    (tmp_path / "exception.yaml").write_text(yaml.safe_dump(granted))
+    config = tmp_path / "config.yaml"
+    config.write_text(f"exceptionNamespaces: [{RELEASE_NAMESPACE}]\n")
+    done = subprocess.run([sys.executable, "-m", "webhook.cli", "check", str(manifests),
+                           "--config", str(config), "--exceptions",
+                           str(tmp_path / "exception.yaml"), "-o", "json"],
+                          capture_output=True, text=True, check=False)
+    report = json.loads(done.stdout)
+    offline = {}
+    for row in report["results"]:
+        name = row["resource"]["name"]
+        offline.setdefault(name, True)
+        if row["result"] == "fail" and row["action"] == "enforce" and not all(
+                "exception" in f for f in row["findings"]):
+            offline[name] = False
+    assert [offline[w["metadata"]["name"]] for w in workloads] == online == [True, False]
+
+
+def test_the_view_age_is_a_metric(kube: ControlPlane, guard: Guard, watcher: Webhook) -> None:
+    context = ssl.create_default_context(cafile=str(guard.certs / "ca.crt"))
+    with urllib.request.urlopen(f"{watcher.url}/metrics", context=context,
+                                timeout=10) as answer:
+        text = answer.read().decode()
+    assert 'quickq_guard_cluster_view_age_seconds{kind="PolicyException"} 0.0' in text
+    assert 'quickq_guard_excepted_findings_total{policy="disallow-root-user"}' in text
