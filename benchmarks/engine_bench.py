@@ -8,6 +8,7 @@ of --repeat timed loops of about --seconds each.
 
     python benchmarks/engine_bench.py            # the table
     python benchmarks/engine_bench.py --json     # the same figures, machine-readable
+    python benchmarks/engine_bench.py --exceptions 0   # without the rows with exceptions
     PYTHONPATH=/tmp/old python benchmarks/engine_bench.py   # another checkout's webhook/
 """
 
@@ -21,6 +22,7 @@ import sys
 import time
 from collections import defaultdict
 from collections.abc import Sequence
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -29,7 +31,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import corpus
 
 from webhook.engine.evaluate import evaluate
-from webhook.engine.policy import PolicySet, load_policies
+from webhook.engine.exceptions import Exceptions, index, read_exception
+from webhook.engine.policy import Config, PolicySet, load_policies
 from webhook.manifests import read_text
 from webhook.testing import typical_pod
 
@@ -82,6 +85,23 @@ def rate(objects: Sequence[Any], policies: PolicySet, seconds: float, repeat: in
     return statistics.median(rates)
 
 
+EXCEPTION_NAMESPACE = "quickq-guard"
+NOW = datetime(2026, 12, 1, tzinfo=UTC)  # the evaluation time of the rows with exceptions
+
+
+def exceptions(count: int, policies: PolicySet) -> Exceptions:
+    """`count` honoured exceptions, spread over the validate policies and over team
+    namespaces, as a large cluster's would be; none covers the corpus's namespaces."""
+    ids = [policy.id for policy in policies.validating]
+    expires = (NOW + timedelta(days=30)).isoformat()
+    return index(read_exception({
+        "apiVersion": "quickq.io/v1alpha1", "kind": "PolicyException",
+        "metadata": {"name": f"team-{number}", "namespace": EXCEPTION_NAMESPACE},
+        "spec": {"policies": [{"id": ids[number % len(ids)]}],
+                 "match": {"namespaces": [f"team-{number}"], "names": ["vendor-*"]},
+                 "expires": expires, "reason": "vendor image"}}) for number in range(count))
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--count", type=int, default=2000, help="corpus objects (default 2000)")
@@ -89,9 +109,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--seconds", type=float, default=0.5, help="per timed loop")
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--json", action="store_true", help="print JSON instead of a table")
+    parser.add_argument("--exceptions", type=int, default=1000, metavar="N",
+                        help="also measure with N PolicyExceptions loaded (default 1000; 0: "
+                             "not)")
     args = parser.parse_args(argv)
 
-    policies = load_policies()
+    policies = load_policies(None, Config(exceptionNamespaces=(EXCEPTION_NAMESPACE,)))
     by_kind = load_objects(args.count, args.seed)
     # The corpus stays in memory for the whole run, which a webhook's heap never holds: keep
     # the cyclic GC from rescanning it (the server likewise freezes what it loads at start).
@@ -122,6 +145,20 @@ def main(argv: Sequence[str] | None = None) -> int:
     rows.append(("all (mixed corpus)", len(mixed), rate(mixed, policies, args.seconds,
                                                         args.repeat)))
 
+    if args.exceptions:
+        loaded = {"exceptions": exceptions(args.exceptions, policies), "now": NOW}
+        with_them = f"with {args.exceptions:,} exceptions"
+        rows.append((f"Pod (examples/good/pod.yaml) {with_them}", 1,
+                     rate(typical, policies, args.seconds, args.repeat, loaded)))
+        rows.append((f"webhook /validate, review Pod {with_them}", 1,
+                     rate(review, split(policies, "validate"), args.seconds, args.repeat,
+                          {**WEBHOOK_REQUEST, **loaded})))
+        rows.append((f"Pod {with_them}", len(by_kind.get("Pod", [])),
+                     rate(by_kind.get("Pod", []), policies, args.seconds, args.repeat,
+                          loaded)))
+        rows.append((f"all (mixed corpus) {with_them}", len(mixed),
+                     rate(mixed, policies, args.seconds, args.repeat, loaded)))
+
     typical_rate = rows[0][2]
     pod_rate = next(r for name, _, r in rows if name == "Pod")
     if args.json:
@@ -135,9 +172,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     print(f"evaluate() with {len(policies.policies)} default policies, one process "
           f"(Python {sys.version.split()[0]}); median of {args.repeat} x {args.seconds}s; "
           f"webhook from {Path(sys.modules['webhook'].__file__ or '').parent}")
-    print(f"{'kind':<44}{'objects':>8}{'evals/s':>12}{'us/eval':>10}")
+    print(f"{'kind':<58}{'objects':>8}{'evals/s':>12}{'us/eval':>10}")
     for name, count, value in rows:
-        print(f"{name:<44}{count:>8}{value:>12,.0f}{1e6 / value:>10.1f}")
+        print(f"{name:<58}{count:>8}{value:>12,.0f}{1e6 / value:>10.1f}")
     def verdict(value: float) -> str:
         return f"{value:,.0f}/s, " + ("met" if value >= TARGET_POD_EVALS else "NOT met")
 

@@ -132,12 +132,17 @@ def test_exceptions_need_the_evaluation_time() -> None:
         judge(root_pod(), POLICIES, exceptions=index([read_exception(exception())]))
 
 
-def test_a_thousand_exceptions_are_indexed_by_policy() -> None:
-    many = [read_exception(exception(name=f"e{i}", policies=[{"id": "require-labels"}]))
-            for i in range(1000)]
-    loaded = index([*many, read_exception(exception())])
-    assert len(loaded) == 1001
-    assert len(list(loaded.candidates("disallow-root-user"))) == 1
+def test_a_thousand_exceptions_are_indexed_by_policy_and_namespace() -> None:
+    many = [read_exception(exception(name=f"e{i}", policies=[{"id": "require-labels"}],
+                                     namespaces=[f"team-{i}"])) for i in range(1000)]
+    globbed = read_exception(exception(name="g", namespaces=["gpu-*"]))
+    loaded = index([*many, read_exception(exception()), globbed])
+    assert len(loaded) == 1002
+    assert [e.key for e, _ in loaded.candidates("disallow-root-user", "gpu-operator")] == [
+        "quickq-guard/gpu-root", "quickq-guard/g"]
+    assert [e.key for e, _ in loaded.candidates("require-labels", "team-7")] == [
+        "quickq-guard/e7"]
+    assert list(loaded.candidates("require-labels", "default")) == []
     assert judge(root_pod(), POLICIES, exceptions=loaded, now=NOW).allowed
 
 
@@ -224,3 +229,36 @@ def test_the_namespace_comes_from_the_request_when_metadata_has_none() -> None:
     del obj["metadata"]["namespace"]
     assert read_exception(obj, "quickq-guard").key == "quickq-guard/gpu-root"
     assert "metadata.namespace: Field required" in denial(obj)
+
+
+def readme_exceptions() -> list[dict[str, Any]]:
+    import re
+    from pathlib import Path
+
+    import yaml
+
+    text = (Path(__file__).resolve().parent.parent / "README.md").read_text()
+    section = text.split("## Exceptions\n", 1)[1].split("\n## ", 1)[0]
+    return [document for block in re.findall(r"```yaml\n(.*?)```", section, re.S)
+            for document in yaml.safe_load_all(block) if granted.is_exception(document)]
+
+
+def test_the_readme_examples_are_exceptions_the_webhook_admits() -> None:
+    examples = readme_exceptions()
+    assert len(examples) == 2
+    for example in examples:
+        assert judge(example, POLICIES, now=NOW).allowed
+
+
+def test_the_readme_gpu_operator_example_excepts_the_device_plugin_only() -> None:
+    gpu = read_exception(readme_exceptions()[0])
+    labels = {"app": "nvidia-device-plugin-daemonset"}
+    plugin = workload("DaemonSet", container("nvidia-device-plugin", **ROOT),
+                      container("sidecar", **ROOT), name="nvidia-device-plugin-daemonset",
+                      namespace="gpu-operator", labels=labels)
+    decision = judge(plugin, POLICIES, exceptions=index([gpu]), now=NOW)
+    assert not decision.allowed and "sidecar" in decision.message
+    alone = workload("DaemonSet", container("nvidia-device-plugin", **ROOT),
+                     name="nvidia-device-plugin-daemonset", namespace="gpu-operator",
+                     labels=labels)
+    assert judge(alone, POLICIES, exceptions=index([gpu]), now=NOW).allowed

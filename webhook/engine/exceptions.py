@@ -204,45 +204,66 @@ def judge(obj: Any, policies: PolicySet, resource: Resource, now: datetime | Non
                     warnings=warnings)
 
 
+Entry = tuple[PolicyException, ExceptedPolicy]
+_GLOB = frozenset("*?[")
+
+
 @dataclass(frozen=True, slots=True)
 class Exceptions:
-    """Exceptions indexed by policy id, so a failed result looks at its own policy's few:
-    an evaluation with a thousand exceptions loaded costs what one with none does."""
+    """Exceptions indexed by policy id and the namespace they cover, so a failed result looks
+    only at those that may cover it: a thousand exceptions for other namespaces cost a
+    dictionary look-up."""
 
-    by_policy: Mapping[str, tuple[PolicyException, ...]] = field(default_factory=dict)
-    wildcards: tuple[tuple[str, PolicyException], ...] = ()
+    # (policy id, namespace) -> entries, for exceptions that name their namespaces
+    exact: Mapping[tuple[str, str], tuple[Entry, ...]] = field(default_factory=dict)
+    # policy id -> entries whose namespaces are globs (`team-*`)
+    globbed: Mapping[str, tuple[Entry, ...]] = field(default_factory=dict)
+    wildcards: tuple[Entry, ...] = ()  # entries whose policy id is a glob
+    count: int = 0
 
     def __bool__(self) -> bool:
-        return bool(self.by_policy or self.wildcards)
+        return self.count > 0
 
     def __len__(self) -> int:
-        return len({id(e) for group in self.by_policy.values() for e in group}
-                   | {id(e) for _, e in self.wildcards})
+        return self.count
 
-    def candidates(self, policy_id: str) -> Iterable[tuple[PolicyException, ExceptedPolicy]]:
-        for exception in self.by_policy.get(policy_id, ()):
-            for entry in exception.spec.policies:
-                if entry.id == policy_id:
-                    yield exception, entry
-        for pattern, exception in self.wildcards:
-            if matches_any(policy_id, (pattern,)):
-                for entry in exception.spec.policies:
-                    if entry.id == pattern:
-                        yield exception, entry
+    def candidates(self, policy_id: str, namespace: str | None = None) -> Iterable[Entry]:
+        """The entries that may cover a finding of `policy_id` in `namespace` (None: in any
+        namespace); `covers` decides."""
+        if namespace is None:
+            yield from (entry for (policy, _), group in self.exact.items()
+                        if policy == policy_id for entry in group)
+        else:
+            yield from self.exact.get((policy_id, namespace), ())
+        yield from self.globbed.get(policy_id, ())
+        for exception, entry in self.wildcards:
+            if matches_any(policy_id, (entry.id,)):
+                yield exception, entry
 
 
 def index(exceptions: Iterable[PolicyException]) -> Exceptions:
     """The exceptions as evaluate() takes them."""
-    by_policy: dict[str, list[PolicyException]] = {}
-    wildcards: list[tuple[str, PolicyException]] = []
+    # Entries keyed by identity (a label selector's dict makes them unhashable), each once.
+    exact: dict[tuple[str, str], dict[tuple[int, int], Entry]] = {}
+    globbed: dict[str, dict[tuple[int, int], Entry]] = {}
+    wildcards: dict[tuple[int, int], Entry] = {}
+    count = 0
     for exception in exceptions:
+        count += 1
+        namespaces = exception.spec.match.namespaces
+        literal = not any(_GLOB & set(namespace) for namespace in namespaces)
         for entry in exception.spec.policies:
+            key = (id(exception), id(entry))
             if "*" in entry.id:
-                wildcards.append((entry.id, exception))
-            elif exception not in by_policy.setdefault(entry.id, []):
-                by_policy[entry.id].append(exception)
-    return Exceptions({key: tuple(group) for key, group in by_policy.items()},
-                      tuple(dict.fromkeys(wildcards)))
+                wildcards[key] = (exception, entry)
+            elif literal:
+                for namespace in namespaces:
+                    exact.setdefault((entry.id, namespace), {})[key] = (exception, entry)
+            else:
+                globbed.setdefault(entry.id, {})[key] = (exception, entry)
+    return Exceptions({key: tuple(group.values()) for key, group in exact.items()},
+                      {key: tuple(group.values()) for key, group in globbed.items()},
+                      tuple(wildcards.values()), count)
 
 
 NONE = Exceptions()
@@ -299,7 +320,7 @@ def _excepted(finding: Finding, exceptions: Exceptions, policy_id: str, config: 
               labels: Mapping[str, Any]) -> Finding:
     if finding.preexisting:
         return finding  # a warning already
-    for exception, entry in exceptions.candidates(policy_id):
+    for exception, entry in exceptions.candidates(policy_id, namespace):
         if honoured(exception, config, now, "*" in entry.id) and covers(
                 exception, entry, finding, kind, namespace, name, labels):
             return replace(finding, exception=exception.note)
