@@ -126,3 +126,23 @@ def test_every_format_reports_the_exception(capsys: Any, files: dict[str, str]) 
 
     code, out, _ = check(capsys, files, *given, "-o", "github")
     assert code == 0 and "::notice " in out and "::error" not in out
+
+
+def test_crd_prints_both_definitions(capsys: Any) -> None:
+    import kubernetes_validate
+
+    from webhook import crd
+
+    code, out, _ = run_cli(capsys, "crd")
+    assert code == 0
+    definitions = list(yaml.safe_load_all(out))
+    assert [d["metadata"]["name"] for d in definitions] == [
+        "policyexceptions.quickq.io", "nodetemplates.quickq.io"]
+    for definition in definitions:
+        kubernetes_validate.validate(definition, "1.35.0", strict=True)
+    schema = definitions[0]["spec"]["versions"][0]["schema"]["openAPIV3Schema"]
+    assert schema == crd.exception_schema()
+    assert schema["properties"]["spec"]["required"] == ["policies", "match", "expires",
+                                                        "reason"]
+    code, out, _ = run_cli(capsys, "crd", "--kind", "nodetemplate")
+    assert [d["spec"]["names"]["kind"] for d in yaml.safe_load_all(out)] == ["NodeTemplate"]
