@@ -206,7 +206,9 @@ async def answer_review(request: Request, guard: Guard, endpoint: str) -> Respon
         return JSONResponse({"error": error.problem}, error.status, headers)
     sets = guard.policies
     policies = sets.mutate if endpoint == "mutate" else sets.validate
-    decision = judge(review, policies, guard.exceptions.current(policies)) \
+    # Exceptions except validate findings: /mutate has none to apply.
+    exceptions = guard.exceptions.current(policies) if endpoint == "validate" else NONE
+    decision = judge(review, policies, exceptions) \
         if review.operation in admission.JUDGED_OPERATIONS else None
     answer = admission.respond(review, decision, mutating=endpoint == "mutate")
     latency = time.perf_counter() - started
