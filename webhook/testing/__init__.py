@@ -24,6 +24,8 @@ from typing import TYPE_CHECKING, Any
 
 from cryptography import x509
 
+from webhook.testing.assets import REPO as REPO  # the checkout, for tests that read its files
+
 if TYPE_CHECKING:
     import httpx
 
@@ -203,7 +205,6 @@ def typical_pod() -> dict[str, Any]:
 SERVICE = "quickq-guard"
 NAMESPACE = "quickq-guard"
 SERVICE_DNS = f"{SERVICE}.{NAMESPACE}.svc"
-REPO = Path(__file__).resolve().parents[1]
 
 
 def free_port() -> int:
