@@ -201,7 +201,8 @@ async def answer_review(request: Request, guard: Guard, endpoint: str) -> Respon
     answer = admission.respond(review, decision, mutating=endpoint == "mutate")
     latency = time.perf_counter() - started
     metrics.record_review(endpoint, review.kind, review.operation, decision,
-                          policies.config.mode, latency)
+                          policies.config.mode, latency,
+                          [kind for _, kind in policies.config.workload_kinds])
     log_review(endpoint, review, decision, policies.config.mode, latency)
     return Response(admission.dumps(answer), media_type="application/json")
 
