@@ -113,9 +113,15 @@ def _shallow_copy(value: Any) -> Any:
     return value
 
 
+_ARRAY_INDEX = re.compile(r"0|[1-9][0-9]*")  # RFC 6901: ASCII digits, no leading zero
+
+
 def _index(array: list[Any], token: str, operation: Operation, allow_end: bool = False) -> int:
-    if not token.isdigit() or (len(token) > 1 and token.startswith("0")):
-        raise PatchError(f"{operation['path']}: {token!r} is not an array index")
+    # Not str.isdigit(): it takes "\u0661" (int() reads it as 1) and "\u00b2" (int() refuses).
+    if not _ARRAY_INDEX.fullmatch(token):
+        append = ", or '-' to append" if allow_end else ""
+        raise PatchError(f"{operation['path']}: {token!r} is not an array index (ASCII "
+                         f"digits without leading zeros{append})")
     index = int(token)
     limit = len(array) if allow_end else len(array) - 1
     if index > limit:
@@ -134,6 +140,7 @@ def _child(parent: Any, token: str, operation: Operation) -> Any:
 
 
 def _set(parent: Any, token: str, value: Any) -> None:
+    """Set a member or an element; `_child` has checked the token is a valid index."""
     if isinstance(parent, dict):
         parent[token] = value
     else:

@@ -226,7 +226,7 @@ async def read_body(request: Request, limit: int) -> bytes:
     Content-Length before reading, and by counting while it streams (chunked bodies)."""
     declared = request.headers.get("content-length")
     if declared is not None:
-        if not declared.isdigit():
+        if not (declared.isascii() and declared.isdigit()):  # "²".isdigit() is true
             raise AdmissionError(400, f"Content-Length is not a number: {declared[:40]!r}")
         if int(declared) > limit:
             raise AdmissionError(413, f"body of {declared} bytes exceeds the limit of "
