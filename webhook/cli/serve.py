@@ -31,8 +31,9 @@ def add_parser(commands: Any) -> None:
     parser.add_argument("--mode", choices=("enforce", "dry-run"),
                         help="override the config's mode (default: the config's, enforce)")
     parser.add_argument("--self-signed", action="store_true",
-                        help="create a CA and serving certificate under certs/ first "
-                             "(the default when the certificate does not exist)")
+                        help="create a CA and a serving certificate in the --cert "
+                             "file's directory first (never done unasked: a missing "
+                             "--cert or --key is an error)")
     parser.add_argument("--client-ca", metavar="FILE",
                         help="require client certificates signed by this CA (default: none)")
     parser.set_defaults(command=run)

@@ -100,6 +100,23 @@ def settings_from(args: argparse.Namespace) -> Settings:
     )
 
 
+def missing_file(settings: Settings) -> str:
+    """What is wrong with the certificate, key or client CA file named, or ''."""
+    for option, name in (("--cert", settings.cert), ("--key", settings.key),
+                         ("--client-ca", settings.client_ca)):
+        if name is None:
+            continue
+        path = Path(name)
+        if not path.exists():
+            hint = "" if option == "--client-ca" else (
+                "; pass --self-signed to make a self-signed pair there (for a try only: "
+                "nothing trusts it)")
+            return f"{option} {name}: no such file{hint}"
+        if not path.is_file():
+            return f"{option} {name}: not a file"
+    return ""
+
+
 def run(args: argparse.Namespace) -> int:
     """`quickq-guard serve`: check everything loads, then serve until SIGTERM; 0 on a clean
     stop, 2 when policies or certificates do not load, 3 when the server cannot start."""
@@ -107,7 +124,7 @@ def run(args: argparse.Namespace) -> int:
     if settings.workers < 1:
         print("quickq-guard serve: --workers must be at least 1", file=sys.stderr)
         return 2
-    if getattr(args, "self_signed", False) or not Path(settings.cert).exists():
+    if getattr(args, "self_signed", False):
         out = Path(settings.cert).parent
         try:
             files = certs.ensure_certs(out, "quickq-guard", "quickq-guard")
@@ -118,6 +135,13 @@ def run(args: argparse.Namespace) -> int:
         settings = replace(settings, cert=str(files.cert), key=str(files.key))
         print(f"quickq-guard: self-signed serving certificate {files.cert}; trust the CA "
               f"{files.ca_cert} (caBundle: quickq-guard certs --out {out})", file=sys.stderr)
+    else:
+        # A mistyped path or an unmounted Secret must stop the server, not give it a
+        # certificate nobody trusts: a self-signed pair is made only with --self-signed.
+        problem = missing_file(settings)
+        if problem:
+            print(f"quickq-guard serve: {problem}", file=sys.stderr)
+            return 2
     try:
         settings.source.load()
         certs.server_context(settings.cert, settings.key, settings.client_ca)
