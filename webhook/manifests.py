@@ -13,13 +13,14 @@ import re
 import sys
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
-from functools import lru_cache
 from itertools import islice
 from pathlib import Path
 from typing import Any
 
 import pathspec
 import yaml
+
+from webhook.engine.patch import undotted
 
 MANIFEST_SUFFIXES = (".yaml", ".yml", ".json")
 
@@ -269,7 +270,7 @@ class Positions:
         found = None
         node = obj
         table = self.marks
-        for segment in _segments(path):
+        for segment in undotted(path):
             marks = table.get(id(node))
             if marks is None:
                 break
@@ -294,30 +295,6 @@ class Positions:
                 for mark in self.marks.get(id(sequence), ())]
 
 
-@lru_cache(maxsize=4096)
-def _segments(path: str) -> tuple[str | int, ...]:
-    """`spec.containers[0].resources.limits[nvidia.com/gpu]` -> ("spec", "containers", 0,
-    "resources", "limits", "nvidia.com/gpu"): the dotted form findings name fields in."""
-    segments: list[str | int] = []
-    position = 0
-    while position < len(path):
-        if path[position] == "[":
-            end = path.find("]", position)
-            end = len(path) if end < 0 else end
-            inside = path[position + 1:end]
-            segments.append(int(inside) if inside.isascii() and inside.isdigit() else inside)
-            position = end + 1
-        elif path[position] == ".":
-            position += 1
-        else:
-            end = len(path)
-            for stop in ".[":
-                found = path.find(stop, position)
-                if found >= 0:
-                    end = min(end, found)
-            segments.append(path[position:end])
-            position = end
-    return tuple(segments)
 
 
 # (line, column, object, error, where its fields are (None after an error))

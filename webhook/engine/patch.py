@@ -8,6 +8,7 @@ object stays cheap (jsonpatch deep-copies the whole document on every call).
 from __future__ import annotations
 
 import re
+from functools import lru_cache
 from typing import Any
 
 Path = tuple[str | int, ...]
@@ -161,3 +162,30 @@ def dotted(path: Path) -> str:
         else:
             text += f"[{segment}]"
     return text
+
+
+@lru_cache(maxsize=4096)
+def undotted(path: str) -> Path:
+    """The inverse of `dotted`: `spec.containers[0].resources.limits[nvidia.com/gpu]` ->
+    ("spec", "containers", 0, "resources", "limits", "nvidia.com/gpu"). Cached: findings
+    name the same few fields in every object."""
+    segments: list[str | int] = []
+    position = 0
+    while position < len(path):
+        if path[position] == "[":
+            end = path.find("]", position)
+            end = len(path) if end < 0 else end
+            inside = path[position + 1:end]
+            segments.append(int(inside) if inside.isascii() and inside.isdigit() else inside)
+            position = end + 1
+        elif path[position] == ".":
+            position += 1
+        else:
+            end = len(path)
+            for stop in ".[":
+                found = path.find(stop, position)
+                if found >= 0:
+                    end = min(end, found)
+            segments.append(path[position:end])
+            position = end
+    return tuple(segments)
