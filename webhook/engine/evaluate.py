@@ -13,6 +13,7 @@ from typing import Any
 from webhook.engine.apiserver import REFUSED, refused_fields
 from webhook.engine.cel import EvaluationError
 from webhook.engine.globs import matches_any
+from webhook.engine.hidden import hidden_values, hide
 from webhook.engine.patch import PatchError, Path, apply_patch, undotted
 from webhook.engine.policy import Policy, PolicySet
 from webhook.engine.results import Decision, Finding, Outcome, Resource, Result
@@ -169,7 +170,9 @@ def _run(policy: Policy, workload: Workload, request: Request) -> Result:
         else:
             findings = []
     except EvaluationError as error:  # a CEL expression that fails on this object
-        return _result(policy, "error", reason=f"CEL {error}")
+        # A function's error can quote what the expression read: never an env value.
+        values = hidden_values(workload.obj, request.old_object, request.namespace_object)
+        return _result(policy, "error", reason=hide(f"CEL {error}", values))
     except Exception as error:  # a rule bug must not take the webhook down with it
         name = rule.name if rule is not None else "cel"
         return _result(policy, "error", reason=f"rule {name} failed ({type(error).__name__})")

@@ -9,8 +9,9 @@ built-in rules' do. In `scope: object` the expressions see the whole object once
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
-from dataclasses import dataclass, field
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field, replace
+from functools import cache
 from typing import Any, NamedTuple
 
 from webhook.engine.cel import (
@@ -20,6 +21,7 @@ from webhook.engine.cel import (
     activation,
     evaluate,
 )
+from webhook.engine.hidden import hidden_values, hide, redacted
 from webhook.engine.patch import PatchError, Path, apply_patch, pointer, split_pointer
 from webhook.engine.results import Finding
 from webhook.engine.rules._base import finding
@@ -125,25 +127,41 @@ class CelPolicy:
         """The findings of the validations, or of the mutations with their patches. Raises
         EvaluationError, naming the expression."""
         base = self._base(workload, request)
+
+        @cache
+        def hidden_base() -> dict[str, Any]:  # for messageExpressions: see webhook.engine.hidden
+            return {name: redacted(value) for name, value in base.items()}
+
         if self.scope == "object":
-            return self._judge(base, workload, _first_pod_path(workload), None)
+            return self._judge(base, workload, _first_pod_path(workload), None, hidden_base)
         findings = []
         reads_pod = "podSpec" in self.reads
         for pod_spec in workload.pod_specs:  # a container sees the pod spec it belongs to
             pod = _EMPTY if workload.is_node_template else pod_spec.data
+            hidden_pod = cache(lambda pod=pod: redacted(pod))
             for container in pod_spec.containers:
                 data = {**base, "container": container.data, "containerGroup": container.group}
                 if reads_pod:
                     data["podSpec"] = pod
-                findings += self._judge(data, workload, pod_spec.path, container)
+
+                def hidden(container: Container = container,
+                           hidden_pod: Callable[[], Any] = hidden_pod) -> dict[str, Any]:
+                    shown = {**hidden_base(), "container": redacted(container.data),
+                             "containerGroup": container.group}
+                    if reads_pod:
+                        shown["podSpec"] = hidden_pod()
+                    return shown
+
+                findings += self._judge(data, workload, pod_spec.path, container, hidden)
         # A finding about the pod (see _about) comes from every container alike: say it once.
         return list(dict.fromkeys(findings))
 
     def _judge(self, data: dict[str, Any], workload: Workload, pod_spec_path: Path,
-               container: Container | None) -> list[Finding]:
+               container: Container | None,
+               hidden: Callable[[], dict[str, Any]]) -> list[Finding]:
         if self.mutations:
             return self._mutate(data, workload, container)
-        return self._validate(data, pod_spec_path, container)
+        return self._validate(data, pod_spec_path, container, hidden)
 
     def _mutate(self, data: dict[str, Any], workload: Workload,
                 container: Container | None) -> list[Finding]:
@@ -172,7 +190,11 @@ class CelPolicy:
         if not kept:
             return []
         first = split_pointer(kept[0]["path"])
-        return [finding(container, "; ".join(described), first, tuple(kept))]
+        found = finding(container, "; ".join(described), first, tuple(kept))
+        # The paths are the expression's: one built from an env value must not show it.
+        values = hidden_values(workload.obj)
+        return [replace(found, message=hide(found.message, values),
+                        path=hide(found.path, values))]
 
     # The top-level names the expressions use, worked out once.
     reads: frozenset[str] = field(init=False, default=frozenset())
@@ -210,8 +232,10 @@ class CelPolicy:
         return data
 
     def _validate(self, data: dict[str, Any], pod_spec_path: Path,
-                  container: Container | None) -> list[Finding]:
+                  container: Container | None,
+                  hidden: Callable[[], dict[str, Any]]) -> list[Finding]:
         bound = activation(self.scope, data)
+        shown: Any = None  # the activation messageExpressions see, made when one is needed
         findings = []
         for index, validation in enumerate(self.validations):
             where = f"validations[{index}].expression"
@@ -220,17 +244,21 @@ class CelPolicy:
                 continue
             if value is not False:
                 raise EvaluationError(f"{where}: yields {_type(value)}, not a bool")
-            message = self._message(validation, bound)
+            if validation.message_expression is not None and shown is None:
+                shown = _hidden_activation(self.scope, hidden)
+            message = self._message(validation, shown)
             path = _field(validation.field_path, pod_spec_path, container)
             findings.append(finding(_about(validation.field_path, container), message, path))
         return findings
 
-    def _message(self, validation: Validation, bound: Any) -> str:
+    def _message(self, validation: Validation, shown: Any) -> str:
         """messageExpression's string when it yields one, else `message`, else the
-        expression, as ValidatingAdmissionPolicy falls back."""
+        expression, as ValidatingAdmissionPolicy falls back. The messageExpression sees the
+        object with its env values and secrets replaced (`shown`), never the values."""
         if validation.message_expression is not None:
             try:
-                text = _run(validation.message_expression, bound, "messageExpression")
+                text = _run(validation.message_expression, shown, "messageExpression") \
+                    if shown is not False else None
             except EvaluationError:
                 text = None
             if isinstance(text, str) and text.strip():
@@ -328,6 +356,15 @@ def _about(path: Path, container: Container | None) -> Container | None:
     object (a pod-level setting such as spec.securityContext.runAsUser), even in container
     scope, so that a pod-level violation is reported once and not once per container."""
     return None if path[:1] in (("podSpec",), ("object",)) else container
+
+
+def _hidden_activation(scope: Scope, hidden: Callable[[], dict[str, Any]]) -> Any:
+    """The activation of the redacted data, or False when it cannot be made (an object
+    nested too deep to copy, one CEL cannot represent): the message then falls back."""
+    try:
+        return activation(scope, hidden())
+    except (RecursionError, EvaluationError):
+        return False
 
 
 def _run(expression: Expression, bound: Any, where: str) -> Any:
