@@ -33,6 +33,10 @@ from webhook.server.reload import PolicySets, PolicySource, ServingCert
 
 MAX_BODY = 3 * 1024 * 1024
 RELOAD_INTERVAL = 2.0
+# Open connections (and requests in progress) one worker serves at once; past it uvicorn
+# answers 503 and closes. Each idle TLS connection holds about 45 KB, so 256 of them stay
+# far inside the chart's memory limit, where 3,000 slow clients took +135 MiB unbounded.
+MAX_CONNECTIONS = 256
 
 log = logging.getLogger("quickq_guard.server")
 
@@ -51,6 +55,7 @@ class Settings:
     port: int = 8443
     workers: int = 1
     max_body: int = MAX_BODY
+    max_connections: int = MAX_CONNECTIONS
     reload_interval: float = RELOAD_INTERVAL
 
     @property

@@ -24,7 +24,14 @@ from uvicorn.supervisors import Multiprocess
 
 from webhook.engine.policy import PolicyError
 from webhook.server import certs, metrics
-from webhook.server.app import MAX_BODY, RELOAD_INTERVAL, Guard, Settings, build_app
+from webhook.server.app import (
+    MAX_BODY,
+    MAX_CONNECTIONS,
+    RELOAD_INTERVAL,
+    Guard,
+    Settings,
+    build_app,
+)
 from webhook.server.logs import log_config
 
 # The API server keeps connections open between calls (Go's idle timeout is 90 s); closing
@@ -96,6 +103,7 @@ def settings_from(args: argparse.Namespace) -> Settings:
         mode=getattr(args, "mode", None), client_ca=getattr(args, "client_ca", None),
         host=args.host, port=args.port, workers=args.workers,
         max_body=getattr(args, "max_body", None) or MAX_BODY,
+        max_connections=getattr(args, "max_connections", None) or MAX_CONNECTIONS,
         reload_interval=getattr(args, "reload_interval", None) or RELOAD_INTERVAL,
     )
 
@@ -159,6 +167,8 @@ def run(args: argparse.Namespace) -> int:
         settings, host=settings.host, port=settings.port, workers=settings.workers,
         log_config=log_config(), access_log=False, server_header=False, proxy_headers=False,
         lifespan="on", timeout_keep_alive=KEEP_ALIVE,
+        # uvicorn counts the new connection itself: N + 1 lets N be served at once
+        limit_concurrency=settings.max_connections + 1,
         timeout_graceful_shutdown=GRACEFUL_SHUTDOWN)
     try:
         sock = config.bind_socket()
