@@ -20,6 +20,7 @@ from webhook.engine.cel import (
     Scope,
     activation,
     evaluate,
+    selects_only,
 )
 from webhook.engine.hidden import hidden_values, hide, redacted
 from webhook.engine.patch import PatchError, Path, apply_patch, pointer, split_pointer
@@ -28,6 +29,7 @@ from webhook.engine.rules._base import finding
 from webhook.engine.workload import Container, Workload, api_group, dotted, read_workload
 
 _EMPTY: Mapping[str, Any] = {}
+_POD_CONTAINER_LISTS = frozenset({"containers", "initContainers", "ephemeralContainers"})
 
 
 class Request(NamedTuple):
@@ -138,6 +140,13 @@ class CelPolicy:
         reads_pod = "podSpec" in self.reads
         for pod_spec in workload.pod_specs:  # a container sees the pod spec it belongs to
             pod = _EMPTY if workload.is_node_template else pod_spec.data
+            if reads_pod and not self.reads_pod_containers:
+                # Each container's activation converts podSpec anew: with its container
+                # lists that grows with the square of the containers. The expressions only
+                # select other fields of it (the Pod Security controls read os, hostNetwork,
+                # securityContext...), so the lists are left out, once per pod spec.
+                pod = {key: value for key, value in pod.items()
+                       if key not in _POD_CONTAINER_LISTS}
             hidden_pod = cache(lambda pod=pod: redacted(pod))
             for container in pod_spec.containers:
                 data = {**base, "container": container.data, "containerGroup": container.group}
@@ -198,6 +207,8 @@ class CelPolicy:
 
     # The top-level names the expressions use, worked out once.
     reads: frozenset[str] = field(init=False, default=frozenset())
+    # Whether any expression may see podSpec's container lists (see check).
+    reads_pod_containers: bool = field(init=False, default=True)
 
     def __post_init__(self) -> None:
         expressions = [*(v.expression for v in self.variables),
@@ -207,6 +218,9 @@ class CelPolicy:
                          if v.message_expression is not None),
                        *(m.expression for m in self.mutations)]
         object.__setattr__(self, "reads", frozenset().union(*(e.names for e in expressions)))
+        object.__setattr__(self, "reads_pod_containers", not all(
+            selects_only(e.compiled or e.text, "podSpec", _POD_CONTAINER_LISTS)
+            for e in expressions))
 
     def _base(self, workload: Workload, request: Request) -> dict[str, Any]:
         """The variables the expressions read: converting an object the policy never reads
