@@ -134,8 +134,11 @@ class CelPolicy:
         def hidden_base() -> dict[str, Any]:  # for messageExpressions: see webhook.engine.hidden
             return {name: redacted(value) for name, value in base.items()}
 
+        # The values a mutation's paths must not show, found once per check.
+        secrets = cache(lambda: hidden_values(workload.obj))
         if self.scope == "object":
-            return self._judge(base, workload, _first_pod_path(workload), None, hidden_base)
+            return self._judge(base, workload, _first_pod_path(workload), None, hidden_base,
+                               secrets)
         findings = []
         reads_pod = "podSpec" in self.reads
         for pod_spec in workload.pod_specs:  # a container sees the pod spec it belongs to
@@ -161,19 +164,21 @@ class CelPolicy:
                         shown["podSpec"] = hidden_pod()
                     return shown
 
-                findings += self._judge(data, workload, pod_spec.path, container, hidden)
+                findings += self._judge(data, workload, pod_spec.path, container, hidden,
+                                        secrets)
         # A finding about the pod (see _about) comes from every container alike: say it once.
         return list(dict.fromkeys(findings))
 
     def _judge(self, data: dict[str, Any], workload: Workload, pod_spec_path: Path,
-               container: Container | None,
-               hidden: Callable[[], dict[str, Any]]) -> list[Finding]:
+               container: Container | None, hidden: Callable[[], dict[str, Any]],
+               secrets: Callable[[], frozenset[str]]) -> list[Finding]:
         if self.mutations:
-            return self._mutate(data, workload, container)
+            return self._mutate(data, workload, container, secrets)
         return self._validate(data, pod_spec_path, container, hidden)
 
     def _mutate(self, data: dict[str, Any], workload: Workload,
-                container: Container | None) -> list[Finding]:
+                container: Container | None,
+                secrets: Callable[[], frozenset[str]]) -> list[Finding]:
         """One finding holding the operations that change something: an `add` of the value a
         field already has is dropped, so that a patch stays minimal."""
         bound = activation(self.scope, data)
@@ -201,7 +206,7 @@ class CelPolicy:
         first = split_pointer(kept[0]["path"])
         found = finding(container, "; ".join(described), first, tuple(kept))
         # The paths are the expression's: one built from an env value must not show it.
-        values = hidden_values(workload.obj)
+        values = secrets()
         return [replace(found, message=hide(found.message, values),
                         path=hide(found.path, values))]
 
