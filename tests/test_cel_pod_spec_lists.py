@@ -75,3 +75,21 @@ def test_a_large_pod_under_the_restricted_profile_is_judged_as_a_small_one() -> 
     large = evaluate(pod(*[container(f"c{i}") for i in range(300)]), policy_set)
     assert {r.policy: r.status for r in small.results} == \
         {r.policy: r.status for r in large.results}
+
+
+@pytest.mark.parametrize(("expression", "without_spec", "allowed"), [
+    ("object.metadata.name == 'web'", ("object",), True),
+    ("has(object.metadata.labels) && object.?kind.orValue('') == 'Pod'", ("object",), True),
+    ("object.spec.containers.size() == 2", (), True),
+    ("object.spec.containers.size() == 3", (), False),
+    ("size(object) > 2", (), True),
+    ("oldObject == null || oldObject.metadata.name == 'web'", (), True),
+])
+def test_container_scope_gets_object_without_spec_only_when_nothing_can_see_it(
+        tmp_path: Path, expression: str, without_spec: tuple[str, ...], allowed: bool) -> None:
+    policy_set = policies(tmp_path, _policy(expression))
+    [policy] = [p for p in policy_set.policies if p.id == "reads-pod"]
+    assert policy.cel is not None and policy.cel.objects_without_spec == without_spec
+    obj = pod(container("a"), container("b"))
+    decision = evaluate(obj, policy_set, from_api_server=True)
+    assert decision.allowed is allowed, decision.message

@@ -30,6 +30,7 @@ from webhook.engine.workload import Container, Workload, api_group, dotted, read
 
 _EMPTY: Mapping[str, Any] = {}
 _POD_CONTAINER_LISTS = frozenset({"containers", "initContainers", "ephemeralContainers"})
+_OBJECT_BULK = frozenset({"spec", "status"})  # where an object's size is
 
 
 class Request(NamedTuple):
@@ -139,6 +140,10 @@ class CelPolicy:
         if self.scope == "object":
             return self._judge(base, workload, _first_pod_path(workload), None, hidden_base,
                                secrets)
+        for name in self.objects_without_spec:  # see reads_pod_containers: the same reason
+            if isinstance(base.get(name), Mapping):
+                base[name] = {key: value for key, value in base[name].items()
+                              if key not in _OBJECT_BULK}
         findings = []
         reads_pod = "podSpec" in self.reads
         for pod_spec in workload.pod_specs:  # a container sees the pod spec it belongs to
@@ -214,6 +219,8 @@ class CelPolicy:
     reads: frozenset[str] = field(init=False, default=frozenset())
     # Whether any expression may see podSpec's container lists (see check).
     reads_pod_containers: bool = field(init=False, default=True)
+    # object and oldObject, when read, if no expression may see their spec or status.
+    objects_without_spec: tuple[str, ...] = field(init=False, default=())
 
     def __post_init__(self) -> None:
         expressions = [*(v.expression for v in self.variables),
@@ -226,6 +233,9 @@ class CelPolicy:
         object.__setattr__(self, "reads_pod_containers", not all(
             selects_only(e.compiled or e.text, "podSpec", _POD_CONTAINER_LISTS)
             for e in expressions))
+        object.__setattr__(self, "objects_without_spec", tuple(
+            name for name in ("object", "oldObject") if name in self.reads and all(
+                selects_only(e.compiled or e.text, name, _OBJECT_BULK) for e in expressions)))
 
     def _base(self, workload: Workload, request: Request) -> dict[str, Any]:
         """The variables the expressions read: converting an object the policy never reads
