@@ -32,6 +32,9 @@ def dumps(value: Any) -> bytes:
 
 API_VERSIONS = ("admission.k8s.io/v1", "admission.k8s.io/v1beta1")
 JUDGED_OPERATIONS = ("CREATE", "UPDATE")
+# The operations an AdmissionReview can carry (admission.k8s.io/v1 Operation). Anything else
+# is not from an API server, and would become an unbounded metric label and log field.
+OPERATIONS = ("CREATE", "UPDATE", "DELETE", "CONNECT")
 
 # The API server drops a warning that is empty, a duplicate, not UTF-8 or holds control
 # characters. It sends each as a `Warning: 299 - "<text>"` header; once those headers pass
@@ -120,6 +123,9 @@ def parse_review(body: bytes) -> Review:
     if not isinstance(uid, str) or not uid:
         raise AdmissionError(400, "request.uid must be a non-empty string")
     operation = _string(request, "operation", required=True)
+    if operation not in OPERATIONS:
+        raise AdmissionError(400, f"request.operation must be one of {', '.join(OPERATIONS)}, "
+                                  f"got {_shown(operation)}")
     namespace = _string(request, "namespace") or None
     name = _string(request, "name")
     kind_info = request.get("kind")
