@@ -32,6 +32,11 @@ def dumps(value: Any) -> bytes:
 
 API_VERSIONS = ("admission.k8s.io/v1", "admission.k8s.io/v1beta1")
 JUDGED_OPERATIONS = ("CREATE", "UPDATE")
+# The subresources whose requests carry the judged object itself: `kubectl debug` writes a
+# Pod's ephemeral containers through pods/ephemeralcontainers, and the review holds the
+# whole Pod, judged like any Pod UPDATE (what the old Pod broke already only warns). Other
+# subresources (status, binding, eviction, scale) carry other things and are never judged.
+JUDGED_SUBRESOURCES = ("", "ephemeralcontainers")
 
 # The API server drops a warning that is empty, a duplicate, not UTF-8 or holds control
 # characters. It sends each as a `Warning: 299 - "<text>"` header; once those headers pass
@@ -74,6 +79,7 @@ class Review:
     namespace: str | None
     name: str
     kind: str
+    sub_resource: str
     username: str | None
     groups: tuple[str, ...]
     dry_run: bool
@@ -122,6 +128,7 @@ def parse_review(body: bytes) -> Review:
     operation = _string(request, "operation", required=True)
     namespace = _string(request, "namespace") or None
     name = _string(request, "name")
+    sub_resource = _string(request, "subResource")
     kind_info = request.get("kind")
     kind_name = ""
     if isinstance(kind_info, dict) and isinstance(kind_info.get("kind"), str):
@@ -140,8 +147,13 @@ def parse_review(body: bytes) -> Review:
         kind_name = obj["kind"]
     return Review(api_version=api_version, uid=uid, operation=operation, object=obj,
                   old_object=request.get("oldObject"), namespace=namespace, name=name,
-                  kind=kind_name, username=username, groups=groups_tuple,
+                  kind=kind_name, sub_resource=sub_resource, username=username, groups=groups_tuple,
                   dry_run=request.get("dryRun") is True)
+
+
+def judged(review: Review) -> bool:
+    """Whether the review's object is judged at all (else it is admitted untouched)."""
+    return review.operation in JUDGED_OPERATIONS and review.sub_resource in JUDGED_SUBRESOURCES
 
 
 def respond(review: Review, decision: Decision | None, *, mutating: bool) -> dict[str, Any]:
@@ -169,8 +181,7 @@ def respond(review: Review, decision: Decision | None, *, mutating: bool) -> dic
             response["auditAnnotations"] = audit
         # An empty patch is sent as no patch, and a patch on DELETE is an error: patch only
         # what is judged, and only when there are operations to apply.
-        if (mutating and decision.allowed and decision.patch
-                and review.operation in JUDGED_OPERATIONS):
+        if mutating and decision.allowed and decision.patch and judged(review):
             encoded = dumps(list(decision.patch))
             response["patchType"] = "JSONPatch"
             response["patch"] = base64.b64encode(encoded).decode()

@@ -196,8 +196,7 @@ async def answer_review(request: Request, guard: Guard, endpoint: str) -> Respon
         return JSONResponse({"error": error.problem}, error.status, headers)
     sets = guard.policies
     policies = sets.mutate if endpoint == "mutate" else sets.validate
-    decision = judge(review, policies) if review.operation in admission.JUDGED_OPERATIONS \
-        else None
+    decision = judge(review, policies) if admission.judged(review) else None
     answer = admission.respond(review, decision, mutating=endpoint == "mutate")
     latency = time.perf_counter() - started
     metrics.record_review(endpoint, review.kind, review.operation, decision,
