@@ -37,6 +37,10 @@ JUDGED_OPERATIONS = ("CREATE", "UPDATE")
 # whole Pod, judged like any Pod UPDATE (what the old Pod broke already only warns). Other
 # subresources (status, binding, eviction, scale) carry other things and are never judged.
 JUDGED_SUBRESOURCES = ("", "ephemeralcontainers")
+# `quickq-guard cluster arm` and `helm test` dry-run create a Pod with this annotation: the
+# answer then carries a warning saying which endpoint answered, which tells an answer from a
+# call that failed open whatever the policies say. Dry runs only: nothing is ever stored.
+PROBE_ANNOTATION = "quickq.io/probe"
 
 # The API server drops a warning that is empty, a duplicate, not UTF-8 or holds control
 # characters. It sends each as a `Warning: 299 - "<text>"` header; once those headers pass
@@ -166,6 +170,9 @@ def respond(review: Review, decision: Decision | None, *, mutating: bool) -> dic
     API (`allowed` a boolean).
     """
     response: dict[str, Any] = {"uid": review.uid, "allowed": True}
+    probe = [probe_warning("mutate" if mutating else "validate")] if _probed(review) else []
+    if probe and decision is None:
+        response["warnings"] = probe
     if decision is not None:
         response["allowed"] = bool(decision.allowed)
         if not decision.allowed:
@@ -173,7 +180,7 @@ def respond(review: Review, decision: Decision | None, *, mutating: bool) -> dic
             # `code` as the HTTP status of its request (a code below 400 becomes 400).
             response["status"] = {"status": "Failure", "code": 403, "reason": "Forbidden",
                                   "message": denial_message(decision.message)}
-        warnings = clean_warnings(decision.warnings)
+        warnings = clean_warnings([*probe, *decision.warnings])
         if warnings:
             response["warnings"] = warnings
         audit = clean_audit(decision.audit_annotations)
@@ -186,6 +193,18 @@ def respond(review: Review, decision: Decision | None, *, mutating: bool) -> dic
             response["patchType"] = "JSONPatch"
             response["patch"] = base64.b64encode(encoded).decode()
     return {"apiVersion": review.api_version, "kind": "AdmissionReview", "response": response}
+
+
+def probe_warning(endpoint: str) -> str:
+    return f"quickq-guard: {endpoint} answered the probe"
+
+
+def _probed(review: Review) -> bool:
+    if not review.dry_run or not isinstance(review.object, dict):
+        return False
+    metadata = review.object.get("metadata")
+    annotations = metadata.get("annotations") if isinstance(metadata, dict) else None
+    return isinstance(annotations, dict) and PROBE_ANNOTATION in annotations
 
 
 def denial_message(message: str) -> str:
