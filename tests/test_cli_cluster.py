@@ -110,12 +110,17 @@ def test_arm_waits_for_both_answers_then_sets_each_policy(capsys: Any,
     state, url = stub
     state.config("validatingwebhookconfigurations", "qg", "validate.quickq-guard.quickq.io")
     state.config("mutatingwebhookconfigurations", "qg", "mutate.quickq-guard.quickq.io")
-    state.answers = [admitted(), refused(FAILED), admitted(probe_warning("validate")),
-                     refused(DENIED, probe_warning("mutate"))]
-    code, out, err = run_cli(capsys, *ARM, "--server", url)
+    mine = "qg-system/qg"
+    state.answers = [admitted(), refused(FAILED), admitted(probe_warning("validate", mine)),
+                     # another install's answers do not count
+                     admitted(probe_warning("validate", "other/qg"),
+                              probe_warning("mutate", "other/qg")),
+                     refused(DENIED, probe_warning("mutate", mine),
+                             probe_warning("validate", mine))]
+    code, out, err = run_cli(capsys, *ARM, "--instance", mine, "--server", url)
     assert code == 0, err
     posts = [r for r in state.requests if r[0] == "POST"]
-    assert len(posts) == 4
+    assert len(posts) == 5
     assert all(path == "/api/v1/namespaces/default/pods?dryRun=All" for _, path, _ in posts)
     assert "mutate, validate not answering: admitted, no answer" in err
     assert "failed calling webhook" in err
@@ -144,13 +149,15 @@ def test_arm_gives_up_and_changes_nothing_when_no_answer_comes(capsys: Any,
 
 
 @pytest.mark.parametrize(("expect", "answer", "code"), [
-    ("denied", refused(DENIED, probe_warning("validate")), 0),
-    ("denied", admitted(probe_warning("validate")), 1),
+    ("denied", refused(DENIED, probe_warning("validate", "ns/qg")), 0),
+    ("denied", refused(DENIED), 1),  # denied, but not by this install
+    ("denied", admitted(probe_warning("validate", "ns/qg")), 1),
     ("denied", refused(FAILED), 1),
-    ("warned", admitted(probe_warning("validate"),
+    ("warned", admitted(probe_warning("validate", "ns/qg"),
                         "[disallow-latest-tag] would deny: container 'probe': ..."), 0),
     ("warned", admitted(), 1),
-    ("answered", admitted(probe_warning("validate")), 0),
+    ("answered", admitted(probe_warning("validate", "ns/qg")), 0),
+    ("answered", admitted(probe_warning("validate", "other/qg")), 1),
     ("answered", admitted(), 1),
 ])
 def test_probe_checks_what_quickq_guard_said(capsys: Any, stub: tuple[Stub, str], expect: str,
@@ -159,6 +166,7 @@ def test_probe_checks_what_quickq_guard_said(capsys: Any, stub: tuple[Stub, str]
     state.answers = [answer]
     got, out, err = run_cli(capsys, "cluster", "probe", "--namespace", "team-a", "--expect",
                             expect, "--policy", "disallow-latest-tag", "--image", "x:latest",
+                            "--instance", "ns/qg",
                             "--server", url)
     assert got == code, out + err
     [(_, path, body)] = state.requests

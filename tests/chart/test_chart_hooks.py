@@ -49,7 +49,7 @@ def test_helm_test_expects_what_the_settings_make_of_a_latest_image(
     assert hook_of(pod) == "test"
     assert pod["spec"]["restartPolicy"] == "Never"
     assert command(pod) == [
-        "probe", "--namespace", "default", "--image",
+        "probe", "--namespace", "default", "--instance", f"{NAMESPACE}/{FULLNAME}", "--image",
         "registry.invalid/quickq-guard-probe:latest", "--expect", expect,
         "--policy", "disallow-latest-tag"]
 
@@ -96,6 +96,8 @@ def test_the_hooks_account_may_touch_only_this_releases_webhooks_and_probe(
 def test_the_webhook_server_still_has_no_token(docs: list[dict[str, Any]]) -> None:
     pod = find(docs, "Deployment")["spec"]["template"]["spec"]
     assert pod["automountServiceAccountToken"] is False
+    # The name its answers to a probe carry: the one the hooks wait for.
+    assert f"--instance={NAMESPACE}/{FULLNAME}" in pod["containers"][0]["args"]
     assert pod["serviceAccountName"] == FULLNAME
 
 

@@ -129,7 +129,8 @@ def test_a_first_install_registers_both_webhooks_as_ignore() -> None:
     assert job["metadata"]["annotations"]["helm.sh/hook"] == "post-install,post-upgrade"
     (container,) = job["spec"]["template"]["spec"]["containers"]
     assert container["command"] == [
-        "quickq-guard", "cluster", "arm", "--namespace", "default", "--timeout", "300",
+        "quickq-guard", "cluster", "arm", "--namespace", "default",
+        "--instance", f"{NAMESPACE}/{FULLNAME}", "--timeout", "300",
         "--validating", f"{FULLNAME}=Fail", "--mutating", f"{FULLNAME}=Ignore"]
 
 

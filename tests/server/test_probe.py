@@ -26,6 +26,7 @@ def test_a_dry_run_probe_says_which_endpoint_answered(client: httpx.Client,
                                                    dry_run=True))
     assert response["allowed"] is True
     assert response["warnings"] == [probe_warning(endpoint)]
+    assert probe_warning(endpoint, "ns/qg") == f"quickq-guard ns/qg: {endpoint} answered the probe"
 
 
 def test_a_denied_probe_says_it_too(client: httpx.Client) -> None:

@@ -9,8 +9,9 @@
   pointing at a Service that is about to go.
 
 A probe is a Pod with the annotation PROBE_ANNOTATION: on a dry-run request the server adds
-the warning `quickq-guard: <endpoint> answered the probe`, which tells an answer from a call
-that failed open, whatever the policies in force say about the Pod.
+the warning `quickq-guard <instance>: <endpoint> answered the probe` (`serve --instance`),
+which tells an answer from a call that failed open, whatever the policies in force say about
+the Pod, and this install's answer from another's.
 """
 
 from __future__ import annotations
@@ -27,8 +28,6 @@ ARMED_ANNOTATION = "quickq.io/failure-policy-armed"
 VALIDATING = "validatingwebhookconfigurations"
 MUTATING = "mutatingwebhookconfigurations"
 ENDPOINT = {VALIDATING: "validate", MUTATING: "mutate"}
-WEBHOOK_NAME = {VALIDATING: "validate.quickq-guard.quickq.io",
-                MUTATING: "mutate.quickq-guard.quickq.io"}
 POLICIES = ("Fail", "Ignore")
 
 
@@ -77,6 +76,8 @@ def _configurations(parser: argparse.ArgumentParser, with_policy: bool) -> None:
 def _probe_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--namespace", required=True,
                         help="where the probe Pod is dry-run created (a judged namespace)")
+    parser.add_argument("--instance", default="",
+                        help="the install whose answer counts: its `serve --instance`")
     _connection(parser)
 
 
@@ -139,13 +140,10 @@ def dry_run_create(api: kubeapi.Api, namespace: str, image: str) -> kubeapi.Answ
                         probe_pod(namespace, image))
 
 
-def answered(answer: kubeapi.Answer, resource: str) -> bool:
-    """Whether the webhook of `resource` judged the probe (and did not fail open)."""
-    if probe_warning(ENDPOINT[resource]) in answer.warnings:
-        return True
-    return (resource == VALIDATING and answer.status >= 400
-            and f'admission webhook "{WEBHOOK_NAME[resource]}" denied'
-            in kubeapi.message(answer))
+def answered(answer: kubeapi.Answer, resource: str, instance: str) -> bool:
+    """Whether this install's webhook of `resource` judged the probe (and did not fail open):
+    its warning comes with a denial too."""
+    return probe_warning(ENDPOINT[resource], instance) in answer.warnings
 
 
 def run_arm(args: argparse.Namespace) -> int:
@@ -156,7 +154,7 @@ def run_arm(args: argparse.Namespace) -> int:
     while True:
         answer = dry_run_create(api, args.namespace, "registry.invalid/quickq-guard-probe:1.0")
         waiting = [resource for resource in {t[0] for t in targets}
-                   if not answered(answer, resource)]
+                   if not answered(answer, resource, args.instance)]
         if not waiting:
             break
         said = kubeapi.message(answer) if answer.status >= 400 else "admitted, no answer"
@@ -202,11 +200,11 @@ def run_probe(args: argparse.Namespace) -> int:
     said = kubeapi.message(answer) if answer.status >= 400 else "admitted"
     tag = f"[{args.policy}]" if args.policy else "["
     if args.expect == "answered":
-        good = answered(answer, VALIDATING)
+        good = answered(answer, VALIDATING, args.instance)
     elif args.expect == "denied":
-        good = answered(answer, VALIDATING) and answer.status >= 400 and tag in said
+        good = answered(answer, VALIDATING, args.instance) and answer.status >= 400 and tag in said
     else:
-        good = (answered(answer, VALIDATING) and answer.status < 400
+        good = (answered(answer, VALIDATING, args.instance) and answer.status < 400
                 and any(w.startswith(tag) for w in answer.warnings))
     for warning in answer.warnings:
         print(f"Warning: {warning}")

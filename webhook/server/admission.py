@@ -38,8 +38,9 @@ JUDGED_OPERATIONS = ("CREATE", "UPDATE")
 # subresources (status, binding, eviction, scale) carry other things and are never judged.
 JUDGED_SUBRESOURCES = ("", "ephemeralcontainers")
 # `quickq-guard cluster arm` and `helm test` dry-run create a Pod with this annotation: the
-# answer then carries a warning saying which endpoint answered, which tells an answer from a
-# call that failed open whatever the policies say. Dry runs only: nothing is ever stored.
+# answer then carries a warning naming the install (`serve --instance`) and the endpoint that
+# answered, which tells an answer from a call that failed open whatever the policies say, and
+# one install's answer from another's. Dry runs only: nothing is ever stored.
 PROBE_ANNOTATION = "quickq.io/probe"
 
 # The API server drops a warning that is empty, a duplicate, not UTF-8 or holds control
@@ -160,7 +161,8 @@ def judged(review: Review) -> bool:
     return review.operation in JUDGED_OPERATIONS and review.sub_resource in JUDGED_SUBRESOURCES
 
 
-def respond(review: Review, decision: Decision | None, *, mutating: bool) -> dict[str, Any]:
+def respond(review: Review, decision: Decision | None, *, mutating: bool,
+            instance: str = "") -> dict[str, Any]:
     """The AdmissionReview answer to `review`; `decision` None means allowed untouched.
 
     The API server checks, in order: a `response` object whose `uid` equals `request.uid`;
@@ -170,7 +172,8 @@ def respond(review: Review, decision: Decision | None, *, mutating: bool) -> dic
     API (`allowed` a boolean).
     """
     response: dict[str, Any] = {"uid": review.uid, "allowed": True}
-    probe = [probe_warning("mutate" if mutating else "validate")] if _probed(review) else []
+    probe = [probe_warning("mutate" if mutating else "validate", instance)] \
+        if _probed(review) else []
     if probe and decision is None:
         response["warnings"] = probe
     if decision is not None:
@@ -195,8 +198,9 @@ def respond(review: Review, decision: Decision | None, *, mutating: bool) -> dic
     return {"apiVersion": review.api_version, "kind": "AdmissionReview", "response": response}
 
 
-def probe_warning(endpoint: str) -> str:
-    return f"quickq-guard: {endpoint} answered the probe"
+def probe_warning(endpoint: str, instance: str = "") -> str:
+    named = f"quickq-guard {instance}" if instance else "quickq-guard"
+    return f"{named}: {endpoint} answered the probe"
 
 
 def _probed(review: Review) -> bool:

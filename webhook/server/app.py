@@ -50,6 +50,7 @@ class Settings:
     host: str = "0.0.0.0"
     port: int = 8443
     workers: int = 1
+    instance: str = ""  # named in the answer to a probe (PROBE_ANNOTATION)
     max_body: int = MAX_BODY
     reload_interval: float = RELOAD_INTERVAL
 
@@ -197,7 +198,8 @@ async def answer_review(request: Request, guard: Guard, endpoint: str) -> Respon
     sets = guard.policies
     policies = sets.mutate if endpoint == "mutate" else sets.validate
     decision = judge(review, policies) if admission.judged(review) else None
-    answer = admission.respond(review, decision, mutating=endpoint == "mutate")
+    answer = admission.respond(review, decision, mutating=endpoint == "mutate",
+                               instance=guard.settings.instance)
     latency = time.perf_counter() - started
     metrics.record_review(endpoint, review.kind, review.operation, decision,
                           policies.config.mode, latency)
