@@ -3,6 +3,7 @@ must trust the serving certificate through the caBundle it injects."""
 
 from __future__ import annotations
 
+import ssl
 from typing import Any
 
 import pytest
@@ -147,7 +148,11 @@ def test_upgrade_keeps_existing_certificates(helm_mode: list[dict[str, Any]]) ->
         assert find(docs, kind)["webhooks"][0]["clientConfig"]["caBundle"] == old["ca.crt"]
 
 def pem_certificates(data: str) -> list[x509.Certificate]:
-    return x509.load_pem_x509_certificates(b64decode(data))
+    """The certificates of a base64 PEM bundle, which OpenSSL must load too (it is stricter
+    than cryptography's parser about where a PEM line ends)."""
+    pem = b64decode(data)
+    ssl.create_default_context(cadata=pem.decode())
+    return x509.load_pem_x509_certificates(pem)
 
 
 SECRET_PATH = f"/api/v1/namespaces/{NAMESPACE}/secrets/{FULLNAME}-tls"
