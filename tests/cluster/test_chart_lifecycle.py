@@ -43,9 +43,10 @@ FAILED_CALL = "failed calling webhook"
 
 
 def chart_flags(url: str, ca_bundle: str, **extra: Any) -> list[str]:
+    """The harness's values, with the chart's own defaults for what this module tests."""
     return [*release_values(url, ca_bundle, **{
-        "crd.install": "false", "webhook.failSafe.probeNamespace": VICTIM,
-        "config.excludeUsers": ["ci-*"], **extra})]
+        "crd.install": "false", "webhook.failSafe.enabled": "true", "cleanup.enabled": "true",
+        "webhook.failSafe.probeNamespace": VICTIM, "config.excludeUsers": ["ci-*"], **extra})]
 
 
 @pytest.fixture(scope="module")
@@ -112,6 +113,16 @@ def hook_command(kube: ControlPlane, flags: list[str], name: str) -> list[str]:
     raise AssertionError(f"the chart renders no {name}")
 
 
+def instance_arg(kube: ControlPlane, flags: list[str]) -> str:
+    """The chart's `--instance=` server argument: the webhook here runs as its pods do."""
+    for doc in rendered(kube, RELEASE, NAMESPACE, flags):
+        if doc["kind"] == "Deployment":
+            args: list[str] = doc["spec"]["template"]["spec"]["containers"][0]["args"]
+            [instance] = [arg for arg in args if arg.startswith("--instance=")]
+            return instance
+    raise AssertionError("the chart renders no Deployment")
+
+
 def run_hook(kube: ControlPlane, command: list[str], token: Path,
              *extra: str) -> subprocess.CompletedProcess[str]:
     """Run a hook's command from here, as its Pod would, with the hooks' token."""
@@ -138,15 +149,23 @@ def webhook_files(kube: ControlPlane, certs: Path,
 def test_install_arm_upgrade_down_and_uninstall(kube: ControlPlane, certs: Path,
                                                 webhook_files: tuple[Path, Path, str]) -> None:
     workdir, policies_dir, bundle = webhook_files
-    config = workdir / "files" / "config.yaml"
     flags = chart_flags(DEAD, bundle)
 
     # Installing: the pods have not answered (here: nothing listens). Both webhooks are
-    # Ignore, so a Pod that breaks every policy is admitted in a judged namespace.
+    # Ignore, so Pods are admitted in a judged namespace.
     kube.helm("install", RELEASE, str(CHART), "-n", NAMESPACE, "--no-hooks", *flags)
+    try:
+        lifecycle(kube, certs, workdir, policies_dir, bundle, flags)
+    finally:
+        kube.helm("uninstall", RELEASE, "-n", NAMESPACE, "--no-hooks", check=False)
+
+
+def lifecycle(kube: ControlPlane, certs: Path, workdir: Path, policies_dir: Path, bundle: str,
+              flags: list[str]) -> None:
+    config = workdir / "files" / "config.yaml"
     assert policies(kube) == ("Ignore", "Ignore")
-    wait_until(lambda: create(kube, VICTIM, "early", image="nginx:latest") == "",
-               what="Pods admitted while no webhook answers")
+    wait_until(lambda: create(kube, VICTIM, "early") == "",
+               what="Pods admitted while no webhook answers")  # under Fail: refused
 
     # The arm hook that never sees an answer gives up and changes nothing.
     token = hook_account(kube, flags, workdir)
@@ -158,7 +177,8 @@ def test_install_arm_upgrade_down_and_uninstall(kube: ControlPlane, certs: Path,
     assert "admitted, no answer" in gave_up.stderr  # the call failed open, silently
     assert policies(kube) == ("Ignore", "Ignore")
 
-    webhook = Webhook(workdir, certs, "--policies", str(policies_dir), "--config", str(config))
+    webhook = Webhook(workdir, certs, "--policies", str(policies_dir), "--config", str(config),
+                      instance_arg(kube, flags))
     try:
         flags = chart_flags(webhook.url, bundle)
         kube.helm("upgrade", RELEASE, str(CHART), "-n", NAMESPACE, "--no-hooks", *flags)
@@ -211,6 +231,8 @@ def test_kubectl_debug_adds_only_what_the_policies_admit(
     try:
         kube.helm("install", RELEASE, str(CHART), "-n", NAMESPACE, "--no-hooks",
                   *chart_flags(webhook.url, bundle, **{"webhook.failSafe.enabled": "false"}))
+        # Another release's webhooks (the session's) may judge this namespace too: the
+        # denial below must be this release's, and both come from the same policies.
         target = pod("debugged", VICTIM, container(),
                      securityContext={"runAsNonRoot": True, "runAsUser": 1000})
         wait_until(lambda: kube.apply(target).returncode == 0, what="the Pod to be created")
