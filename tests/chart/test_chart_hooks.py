@@ -3,10 +3,20 @@ the ServiceAccount they share: what each runs, and that they can do no more than
 
 from __future__ import annotations
 
+import tempfile
 from typing import Any
 
 import pytest
-from chart_helpers import FULLNAME, NAMESPACE, find, helm_template
+from chart_helpers import (
+    CHART,
+    FULLNAME,
+    NAMESPACE,
+    RELEASE,
+    find,
+    helm_template,
+    run,
+    tool,
+)
 
 from webhook.cli.main import parser
 
@@ -106,3 +116,24 @@ def test_every_hook_can_be_switched_off() -> None:
                           "cleanup": {"enabled": False}, "test": {"enabled": False}})
     assert not [d for d in docs if d["kind"] in ("Job", "Pod", "ClusterRole", "Role")
                 or d["metadata"]["name"].endswith("-hooks")]
+
+
+def notes(*sets: str) -> str:
+    """NOTES.txt as `helm install` prints it (a client-side dry run needs no cluster)."""
+    with tempfile.TemporaryDirectory() as home:
+        proc = run([tool("helm"), "install", RELEASE, CHART, "-n", NAMESPACE,
+                    "--dry-run=client",
+                    *[arg for item in sets for arg in ("--set", item)]], env={"HOME": home})
+    assert proc.returncode == 0, proc.stderr
+    return proc.stdout.split("NOTES:", 1)[1]
+
+
+@pytest.mark.parametrize(("sets", "kinds"), [
+    ((), "validatingwebhookconfiguration,mutatingwebhookconfiguration"),
+    (("webhook.mutating=false",), "validatingwebhookconfiguration"),
+    (("webhook.validating=false",), "mutatingwebhookconfiguration"),
+])
+def test_notes_delete_only_the_webhooks_that_exist(sets: tuple[str, ...], kinds: str) -> None:
+    text = notes(*sets)
+    assert f"kubectl delete {kinds} {FULLNAME}\n" in text
+    assert ("helm test" in text) is ("webhook.validating=false" not in sets)
