@@ -137,3 +137,9 @@ def test_notes_delete_only_the_webhooks_that_exist(sets: tuple[str, ...], kinds:
     text = notes(*sets)
     assert f"kubectl delete {kinds} {FULLNAME}\n" in text
     assert ("helm test" in text) is ("webhook.validating=false" not in sets)
+
+
+def test_notes_mention_the_arm_job_only_when_there_is_one() -> None:
+    assert "job/quickq-guard-arm" in notes()
+    assert "job/quickq-guard-arm" not in notes("webhook.failurePolicy.validating=Ignore")
+    assert "job/quickq-guard-arm" not in notes("webhook.failSafe.enabled=false")
