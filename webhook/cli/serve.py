@@ -39,6 +39,9 @@ def add_parser(commands: Any) -> None:
                              "--cert or --key is an error)")
     parser.add_argument("--client-ca", metavar="FILE",
                         help="require client certificates signed by this CA (default: none)")
+    parser.add_argument("--instance", default="", metavar="NAME",
+                        help="the name a probe's answer carries, so `quickq-guard cluster "
+                             "arm` knows which install answered (the chart: ns/fullname)")
     parser.set_defaults(command=run)
 
 

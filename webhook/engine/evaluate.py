@@ -22,6 +22,7 @@ from webhook.engine.workload import (
     InvalidObject,
     RefusedObject,
     Workload,
+    api_group,
     not_judged,
     read_workload,
 )
@@ -81,9 +82,10 @@ def evaluate(
     results: list[Result] = []  # in the order they run: mutate policies, then validate ones
     current: Any = obj
     patch: list[dict[str, Any]] = []
-    if workload.is_pod and operation != "CREATE":
-        results = [_result(policy, "skip", reason="a Pod is mutated on CREATE only")
-                   for policy in policies.mutating]
+    unpatched = _not_mutated(workload, operation)
+    if unpatched:
+        # The chart sends neither to the mutating webhook: offline says the same.
+        results = [_result(policy, "skip", reason=unpatched) for policy in policies.mutating]
     elif operation == "UPDATE" and _same_pod_template(workload, obj, old_object):
         # A patched pod template rolls out new pods: an update that leaves the template alone
         # (a label edit, a scale) is admitted unchanged, with a warning of what it lacks.
@@ -205,6 +207,30 @@ def _note_api_server_refusals(results: list[Result], workload: Workload) -> list
     return [replace(result, reason=REFUSED)
             if result.status == "fail" and any(f.path in refused for f in result.findings)
             else result for result in results]
+
+
+def _not_mutated(workload: Workload, operation: str) -> str:
+    """Why mutate policies leave the object alone, or '' when they run. A Pod is patched on
+    CREATE only. A ReplicaSet its Deployment controls is patched through the Deployment: a
+    patch on the ReplicaSet alone would make the Deployment controller, which compares its
+    own template with the ReplicaSet's, create another ReplicaSet for ever."""
+    if workload.is_pod and operation != "CREATE":
+        return "a Pod is mutated on CREATE only"
+    if workload.kind == "ReplicaSet" and api_group(str(workload.obj.get("apiVersion"))) == "apps":
+        owner = _controller_owner(workload.obj)
+        if owner == ("apps", "Deployment"):
+            return "a ReplicaSet its Deployment controls is patched through the Deployment"
+    return ""
+
+
+def _controller_owner(obj: Mapping[str, Any]) -> tuple[str, str] | None:
+    """(API group, kind) of the object's controlling owner, if it names one."""
+    metadata = obj.get("metadata")
+    owners = metadata.get("ownerReferences") if isinstance(metadata, Mapping) else None
+    for owner in owners if isinstance(owners, list) else ():
+        if isinstance(owner, Mapping) and owner.get("controller") is True:
+            return api_group(str(owner.get("apiVersion"))), str(owner.get("kind"))
+    return None
 
 
 def _same_pod_template(workload: Workload, obj: Any, old_object: Any) -> bool:

@@ -54,6 +54,7 @@ class Settings:
     host: str = "0.0.0.0"
     port: int = 8443
     workers: int = 1
+    instance: str = ""  # named in the answer to a probe (PROBE_ANNOTATION)
     max_body: int = MAX_BODY
     max_connections: int = MAX_CONNECTIONS
     reload_interval: float = RELOAD_INTERVAL
@@ -201,9 +202,9 @@ async def answer_review(request: Request, guard: Guard, endpoint: str) -> Respon
         return JSONResponse({"error": error.problem}, error.status, headers)
     sets = guard.policies
     policies = sets.mutate if endpoint == "mutate" else sets.validate
-    decision = judge(review, policies) if review.operation in admission.JUDGED_OPERATIONS \
-        else None
-    answer = admission.respond(review, decision, mutating=endpoint == "mutate")
+    decision = judge(review, policies) if admission.judged(review) else None
+    answer = admission.respond(review, decision, mutating=endpoint == "mutate",
+                               instance=guard.settings.instance)
     latency = time.perf_counter() - started
     metrics.record_review(endpoint, review.kind, review.operation, decision,
                           policies.config.mode, latency,

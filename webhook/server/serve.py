@@ -102,6 +102,7 @@ def settings_from(args: argparse.Namespace) -> Settings:
         cert=args.cert, key=args.key, policies=args.policies, config=args.config,
         mode=getattr(args, "mode", None), client_ca=getattr(args, "client_ca", None),
         host=args.host, port=args.port, workers=args.workers,
+        instance=getattr(args, "instance", "") or "",
         max_body=getattr(args, "max_body", None) or MAX_BODY,
         max_connections=getattr(args, "max_connections", None) or MAX_CONNECTIONS,
         reload_interval=getattr(args, "reload_interval", None) or RELOAD_INTERVAL,
