@@ -29,7 +29,7 @@ def config_of(docs: list[dict[str, Any]]) -> Config:
 
 def test_off_by_default() -> None:
     docs = helm_template()
-    assert not [d for d in docs if d["kind"] in ("Role", "RoleBinding", "CustomResourceDefinition")]
+    assert not [d for d in docs if "exceptions" in d["metadata"]["name"]]
     assert config_of(docs).exceptionNamespaces == ()
     deployment = find(docs, "Deployment")
     assert deployment["spec"]["template"]["spec"]["automountServiceAccountToken"] is False
@@ -72,7 +72,8 @@ def test_the_webhook_reads_exceptions_and_nothing_else(docs: list[dict[str, Any]
     pod = find(docs, "Deployment")["spec"]["template"]["spec"]
     assert pod["automountServiceAccountToken"] is True
     assert "--watch-exceptions" in pod["containers"][0]["args"]
-    bindings = [d for d in docs if d["kind"] == "RoleBinding"]
+    bindings = [d for d in docs if d["kind"] == "RoleBinding"
+                and "-exceptions-" in d["metadata"]["name"]]
     subjects = {(s["kind"], s["name"]) for b in bindings for s in b["subjects"]}
     assert subjects == {("ServiceAccount", pod["serviceAccountName"]),
                         ("Group", "platform-admins")}
@@ -94,7 +95,10 @@ def test_every_exception_is_checked_in_every_namespace(docs: list[dict[str, Any]
     webhooks = find(docs, "ValidatingWebhookConfiguration")["webhooks"]
     [checks] = [w for w in webhooks if w["name"] == "exceptions.quickq-guard.quickq.io"]
     assert "namespaceSelector" not in checks  # the release namespace, where they live, too
-    assert checks["matchPolicy"] == "Equivalent" and checks["failurePolicy"] == "Fail"
+    assert checks["matchPolicy"] == "Equivalent"
+    # The validating webhook's policy: Ignore until the install is armed (failSafe).
+    [main] = [w for w in webhooks if w["name"] == "validate.quickq-guard.quickq.io"]
+    assert checks["failurePolicy"] == main["failurePolicy"]
     assert checks["rules"] == [{"apiGroups": ["quickq.io"], "apiVersions": ["*"],
                                 "resources": ["policyexceptions"],
                                 "operations": ["CREATE", "UPDATE"], "scope": "Namespaced"}]

@@ -20,8 +20,9 @@ exceptionWildcards: {{ .Values.exceptions.wildcards }}
 {{- $root := .root -}}
 admissionReviewVersions: [v1]
 sideEffects: None
-# Down, it only stops new exceptions: the cluster heals without them.
-failurePolicy: Fail
+# The validating webhook's policy (Ignore until armed): an exception it did not see is
+# still checked by the engine at every review before it is honoured.
+failurePolicy: {{ .failurePolicy }}
 timeoutSeconds: {{ $root.Values.webhook.timeoutSeconds }}
 # Every version of the group comes here as the one it was written in: none gets past.
 matchPolicy: Equivalent
