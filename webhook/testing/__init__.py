@@ -24,8 +24,6 @@ from typing import TYPE_CHECKING, Any
 
 from cryptography import x509
 
-from webhook.testing.assets import REPO as REPO  # the checkout, for tests that read its files
-
 if TYPE_CHECKING:
     import httpx
 
@@ -205,6 +203,7 @@ def typical_pod() -> dict[str, Any]:
 SERVICE = "quickq-guard"
 NAMESPACE = "quickq-guard"
 SERVICE_DNS = f"{SERVICE}.{NAMESPACE}.svc"
+REPO = Path(__file__).resolve().parents[2]  # the checkout (an editable install)
 
 
 def free_port() -> int:

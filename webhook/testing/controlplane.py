@@ -34,8 +34,8 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec, rsa
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
-from webhook.testing import Server, free_port, stop_process
-from webhook.testing.assets import REPO, default_release
+from webhook.testing import REPO, Server, free_port, stop_process
+from webhook.testing.assets import default_release
 
 CHART = REPO / "charts" / "quickq-guard"
 TOOLS = REPO / ".tools"
