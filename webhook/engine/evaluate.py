@@ -13,6 +13,7 @@ from typing import Any
 from webhook.engine.apiserver import REFUSED, refused_fields
 from webhook.engine.cel import EvaluationError
 from webhook.engine.globs import matches_any
+from webhook.engine.normalize import normalize
 from webhook.engine.patch import PatchError, apply_patch
 from webhook.engine.policy import Policy, PolicySet
 from webhook.engine.results import Decision, Finding, Outcome, Resource, Result
@@ -41,6 +42,7 @@ def evaluate(
     dry_run: bool = False,
     namespace_object: Any = None,
     from_api_server: bool = False,
+    as_applied: bool = False,
 ) -> Decision:
     """Judge one object as the API server would hand it to the webhook.
 
@@ -51,15 +53,27 @@ def evaluate(
     CEL policies read as `request.dryRun` and `namespaceObject`. `from_api_server` (the
     webhook's objects) says the API server has decoded the object already: what it would refuse
     cannot be in it, so that check is left out (offline it is how the CLI says why an object
-    can never reach the webhook).
+    can never reach the webhook). `as_applied` (the CLI's manifests) judges an object as written
+    the way the API server would hand it to the webhook at `kubectl apply`: decoded, defaulted,
+    normalized (webhook.engine.normalize), `old_object` too; the decision's patch then applies
+    to that object, and one that lacks a required field is refused.
     """
     resource = describe(obj, namespace, source)
+    refused: list[tuple[str, str]] = []
+    decoded = from_api_server
+    if as_applied and not from_api_server:
+        written = obj
+        obj, refused = normalize(obj)
+        decoded = obj is not written  # a built-in kind, checked as it was normalized
+        old_object, _ = normalize(old_object)
     groups = tuple(groups)
     config = policies.config
     in_dry_run_mode = config.mode == "dry-run"
     try:
+        if refused:
+            raise RefusedObject(refused)
         workload = read_workload(obj, config.nodeTemplateGroups,
-                                 custom_kinds=config.workload_kinds, decoded=from_api_server)
+                                 custom_kinds=config.workload_kinds, decoded=decoded)
     except RefusedObject as error:
         findings = tuple(Finding(problem if path == "apiVersion" else f"{path}: {problem}", path)
                          for path, problem in error.problems)

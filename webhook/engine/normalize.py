@@ -22,12 +22,14 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from webhook.engine import schema
 from webhook.engine.kubernetes_defaults import DEFAULTS, KEPT_EMPTY, QUANTITIES, REQUIRED
 from webhook.engine.kubernetes_fields import KINDS, TYPES
+from webhook.engine.patch import Path, dotted
 from webhook.engine.quantity import canonical_quantity
+from webhook.engine.schema import MAX_PROBLEMS
 
-# A problem: the field's path (dotted) and what is wrong with it, as schema.Problem.
-Problem = tuple[str, str]
+Problem = schema.Problem  # the field's path (dotted) and what is wrong with it
 MISSING_FIELD = "required value: the API server refuses the object without it"
 
 # (object type, field) whose default depends on other fields: set by the hooks below, never
@@ -52,9 +54,11 @@ _EMPTY: Mapping[str, Any] = {}
 
 
 def normalize(obj: Any) -> tuple[Any, list[Problem]]:
-    """(the object as the API server would hand it to a webhook, the required fields it
-    lacks). Kinds other than the built-in ones judged, and values of the wrong type, are
-    left as written (the schema check names those)."""
+    """(the object as the API server would hand it to a webhook, what the API server would
+    refuse in it). The object is checked as it is normalized, in the same walk: a field it
+    does not know, a value of the wrong type (named as webhook.engine.schema names them), a
+    required field missing. Kinds other than the built-in ones judged come back as they are,
+    unchecked (`normalize(obj)[0] is obj`)."""
     if not isinstance(obj, Mapping):
         return obj, []
     root = KINDS.get(f"{obj.get('apiVersion')} {obj.get('kind')}")
@@ -65,74 +69,121 @@ def normalize(obj: Any) -> tuple[Any, list[Problem]]:
     for name in RESET_ON_CREATE:
         normalized.pop(name, None)
     _POST[root](normalized)
-    return normalized, walk.problems
+    # An object that does not decode is refused for that alone, before validation asks for
+    # the required fields.
+    return normalized, walk.problems or walk.missing
 
 
 class _Walk:
     """One object's walk: its kind's defaults, and the problems found."""
 
-    __slots__ = ("defaults", "kind", "problems")
+    __slots__ = ("defaults", "kind", "missing", "problems")
 
     def __init__(self, kind: str) -> None:
         self.kind = kind
         self.defaults = DEFAULTS.get(kind, {})
-        self.problems: list[Problem] = []
+        self.problems: list[Problem] = []  # what does not decode
+        self.missing: list[Problem] = []  # required fields left out
 
-    def object(self, value: Mapping[str, Any], type_name: str,
-               path: tuple[str | int, ...]) -> dict[str, Any]:
+    def object(self, value: Mapping[str, Any], type_name: str, path: Path) -> dict[str, Any]:
         fields = TYPES[type_name]
         kept = KEPT_EMPTY.get(type_name, ())
         quantities = QUANTITIES.get(type_name, _EMPTY)
+        problems = self.problems
         out: dict[str, Any] = {}
         for key, item in value.items():
             kind = fields.get(key)
-            if kind is None:  # unknown: the schema check refuses it
+            if kind is None:
+                if len(problems) <= MAX_PROBLEMS:
+                    problems.append(schema.unknown_field(path, key, fields))
                 out[key] = item
                 continue
             if item is None:
                 continue
-            shape = quantities.get(key)
-            if shape is not None:
-                item = _quantities(item, shape)
-            elif item.__class__ is dict or isinstance(item, (Mapping, list, float)):
+            cls = item.__class__
+            if kind == "string":
+                if cls is not str:
+                    problems.append(schema.wrong_type(path, key, kind, item))
+            elif kind in _SCALAR_KINDS:
+                if cls is not _FAST_SCALAR.get(kind) and cls is not int:
+                    item = self._scalar(item, kind, path, key)
+                elif cls is int and kind == "boolean":
+                    problems.append(schema.wrong_type(path, key, kind, item))
+            elif key in quantities:
+                item = _quantities(item, quantities[key])
+            elif kind != "any":  # an object, a list or a map
                 item = self.value(item, kind, (*path, key))
-            if (item == "" or item == 0 or item == [] or item == {}) and key not in kept:
+            if not item and key not in kept:
                 continue  # omitempty: the API server drops the empty value
             out[key] = item
         for key, default in self.defaults.get(type_name, _EMPTY).items():
             if key not in out:
-                out[key] = _copy(default)
+                cls = default.__class__
+                out[key] = _copy(default) if cls is dict or cls is list else default
         hook = _HOOKS.get(type_name)
         if hook is not None:
             hook(out, self.kind)
         for key in REQUIRED.get(type_name, ()):
             if key not in out:
-                self.problems.append((_dotted((*path, key)), MISSING_FIELD))
+                self.missing.append((dotted((*path, key)), MISSING_FIELD))
         if type_name in _CONTAINER_TYPES and "image" not in out:  # validation, not schema
-            self.problems.append((_dotted((*path, "image")), MISSING_FIELD))
+            self.missing.append((dotted((*path, "image")), MISSING_FIELD))
         return out
 
-    def value(self, item: Any, kind: str, path: tuple[str | int, ...]) -> Any:
+    def value(self, item: Any, kind: str, path: Path) -> Any:
+        """A mapping or a list of type `kind`, normalized; a value of another shape is a
+        problem, and stays as written."""
         if kind in TYPES:
-            return self.object(item, kind, path) if isinstance(item, Mapping) else item
+            if item.__class__ is dict or isinstance(item, Mapping):
+                return self.object(item, kind, path)
+            return self._wrong_shape(item, "a mapping", path)
         if kind.startswith("[]"):
-            if not isinstance(item, list):
-                return item
+            if item.__class__ is not list:
+                return self._wrong_shape(item, "a list", path)
             inner = kind[2:]
-            if inner in TYPES:  # a null item decodes to the type's empty value
-                return [self.object(x if x is not None else {}, inner, (*path, i))
-                        if isinstance(x, Mapping) or x is None else x
-                        for i, x in enumerate(item)]
-            return [self.value(x, inner, (*path, i)) for i, x in enumerate(item)]
+            if inner in TYPES:  # a null item decodes to no object: refused
+                return [self.object(x, inner, (*path, i)) if x.__class__ is dict
+                        else self.value(x, inner, (*path, i)) for i, x in enumerate(item)]
+            if inner in _LEAF_KINDS:
+                return [self._scalar(x, inner, path, i) for i, x in enumerate(item)]
+            if inner == "any":
+                return item
+            return [x if x is None else self.value(x, inner, (*path, i))
+                    for i, x in enumerate(item)]
         if kind.startswith("{}"):
-            if not isinstance(item, Mapping):
-                return item
+            if item.__class__ is not dict and not isinstance(item, Mapping):
+                return self._wrong_shape(item, "a mapping", path)
             inner = kind[2:]
-            return {k: self.value(v, inner, (*path, k)) for k, v in item.items()}
-        if item.__class__ is float and kind in ("integer", "int-or-string") \
-                and item.is_integer():
-            return int(item)  # kubectl sends YAML's 60.0 as 60
+            if inner in TYPES:
+                return {k: self.value(v, inner, (*path, k)) for k, v in item.items()}
+            if inner in _LEAF_KINDS:
+                return {k: self._scalar(v, inner, path, k) for k, v in item.items()}
+            if inner == "any":
+                return item
+            return {k: v if v is None else self.value(v, inner, (*path, k))
+                    for k, v in item.items()}
         return item
+
+    def _scalar(self, item: Any, kind: str, path: Path, key: str | int) -> Any:
+        if item is None:
+            return item
+        if not schema.scalar_ok(kind, item):
+            self.problems.append(schema.wrong_type(path, key, kind, item))
+        elif item.__class__ is float and kind != "number" and item.is_integer():
+            return int(item)
+        return item
+
+    def _wrong_shape(self, item: Any, expected: str, path: Path) -> Any:
+        if len(self.problems) <= MAX_PROBLEMS:
+            self.problems.append((dotted(path),
+                                  f"expected {expected}, got {schema.type_name(item)}"))
+        return item
+
+
+_SCALAR_KINDS = frozenset({"integer", "number", "boolean", "int-or-string"})
+_LEAF_KINDS = _SCALAR_KINDS | {"string"}
+# The class a scalar kind's values mostly have (int is checked beside it: a boolean is no int)
+_FAST_SCALAR = {"boolean": bool, "int-or-string": str}
 
 
 def _quantities(item: Any, shape: str) -> Any:
@@ -151,13 +202,6 @@ def _copy(value: Any) -> Any:
     if isinstance(value, list):
         return [_copy(item) for item in value]
     return value
-
-
-def _dotted(path: tuple[str | int, ...]) -> str:
-    text = ""
-    for key in path:
-        text += f"[{key}]" if isinstance(key, int) else (f".{key}" if text else key)
-    return text
 
 
 # --- the defaults that depend on other fields ---------------------------------------------
