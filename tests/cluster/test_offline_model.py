@@ -226,9 +226,17 @@ def _refusal(stderr: str, label: str) -> str:
 
 
 @pytest.fixture(scope="module")
-def model_plane(plane: ControlPlane) -> ControlPlane:
-    plane.namespace(NAMESPACE)
-    return plane
+def model_plane(plane: ControlPlane,
+                tmp_path_factory: pytest.TempPathFactory) -> Iterator[ControlPlane]:
+    """An API server of its own (the session's `plane` made sure one can run): the other
+    cluster tests install webhooks and policies that would change or refuse the objects."""
+    own = ControlPlane(plane.assets, tmp_path_factory.mktemp("offline-model"))
+    try:
+        own.start()
+        own.namespace(NAMESPACE)
+        yield own
+    finally:
+        own.stop()
 
 
 def test_the_fixtures_examples_and_corpus_are_what_the_api_server_makes_of_them(
