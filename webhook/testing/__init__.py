@@ -24,6 +24,8 @@ from typing import TYPE_CHECKING, Any
 
 from cryptography import x509
 
+from webhook.testing.assets import REPO as REPO  # the checkout, for tests that read its files
+
 if TYPE_CHECKING:
     import httpx
 
@@ -203,7 +205,6 @@ def typical_pod() -> dict[str, Any]:
 SERVICE = "quickq-guard"
 NAMESPACE = "quickq-guard"
 SERVICE_DNS = f"{SERVICE}.{NAMESPACE}.svc"
-REPO = Path(__file__).resolve().parents[1]
 
 
 def free_port() -> int:
@@ -218,7 +219,8 @@ class Server:
     def __init__(self, workdir: Path, certs: Path | None, *extra: str, workers: int = 1,
                  port: int | None = None, client_ca: Path | None = None,
                  client_cert: tuple[Path, Path] | None = None) -> None:
-        """`certs` None: run with the default --cert/--key, as a newcomer's first run does.
+        """`certs` None: run with the default --cert/--key, which exist only where `extra`
+        holds --self-signed (then the server makes them in `workdir/certs`).
         `client_ca`: serve with --client-ca; `client_cert` (cert, key): what this side's
         connections present then."""
         self.port = port or free_port()

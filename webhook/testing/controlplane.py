@@ -418,7 +418,10 @@ def release_values(url: str, ca_bundle: str, **extra: Any) -> list[str]:
     a value that is not a string goes in as JSON (--set-json)."""
     values = {"webhook.url": url, "certs.mode": "secret",
               "certs.secret.name": "quickq-guard-tls", "certs.secret.caBundle": ca_bundle,
-              "crd.install": "true", **extra}
+              "crd.install": "true",
+              # The hook Jobs (arming the webhooks, removing them before delete) need a
+              # kubelet, and none runs here; tests run the hooks' commands themselves.
+              "webhook.failSafe.enabled": "false", "cleanup.enabled": "false", **extra}
     flags: list[str] = []
     for key, value in values.items():
         flags += (["--set", f"{key}={value}"] if isinstance(value, str)
