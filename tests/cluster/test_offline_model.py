@@ -63,9 +63,33 @@ def fixture_objects() -> Iterator[dict[str, Any]]:
         yield workload(kind)
         yield workload(kind, container(image="registry.example.com/app"),
                        container("side", image="registry.example.com/side:latest"))
+    deployments = 0
     for _kind, obj in corpus.objects(800, seed=18):
         if judged(obj):
             yield obj
+        if obj.get("kind") == "Deployment":
+            deployments += 1
+            if deployments % 3 == 0:
+                yield from other_controllers(obj)
+
+
+def other_controllers(deployment: dict[str, Any]) -> Iterator[dict[str, Any]]:
+    """A Deployment's pod template in a ReplicaSet, a DaemonSet and a ReplicationController
+    (which the corpus has none of)."""
+    spec = deployment["spec"]
+    kept = {key: copy.deepcopy(value) for key, value in spec.items()
+            if key in ("selector", "template", "minReadySeconds")}
+    yield {**copy.deepcopy(deployment), "kind": "ReplicaSet",
+           "spec": {**kept, "replicas": spec.get("replicas", 1)}}
+    yield {**copy.deepcopy(deployment), "kind": "DaemonSet", "spec": kept}
+    labels = dict(spec["template"]["metadata"]["labels"])
+    controller = {"apiVersion": "v1", "kind": "ReplicationController",
+                  "metadata": copy.deepcopy(deployment["metadata"]),
+                  "spec": {"template": copy.deepcopy(spec["template"])}}
+    if len(labels) > 1:  # else the selector and the labels are the template's, by default
+        controller["spec"]["selector"] = labels
+        controller["metadata"].pop("labels", None)
+    yield controller
 
 
 def refused_resources(obj: dict[str, Any]) -> bool:
@@ -244,7 +268,8 @@ def test_the_fixtures_examples_and_corpus_are_what_the_api_server_makes_of_them(
     objects = [obj for obj in fixture_objects() if not refused_resources(obj)]
     assert len(objects) >= 500
     kinds = {obj["kind"] for obj in objects}
-    assert kinds >= {"Pod", "Deployment", "StatefulSet", "Job"}
+    assert kinds == {"Pod", "Deployment", "ReplicaSet", "StatefulSet", "DaemonSet", "Job",
+                     "CronJob", "ReplicationController"}
     compared, problems = compare(model_plane, objects)
     assert not problems, f"{len(problems)} differences:\n" + "\n".join(problems[:40])
     assert compared == len(objects)
