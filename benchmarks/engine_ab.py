@@ -12,6 +12,7 @@ rewritten) into a temporary directory and imported beside this one's.
 from __future__ import annotations
 
 import argparse
+import inspect
 import re
 import shutil
 import sys
@@ -70,17 +71,27 @@ def main(argv: Sequence[str] | None = None) -> int:
         before = import_other(args.before.resolve(), Path(tmp))
         sides = {"before": (before.evaluate, before.load_policies()),
                  "after": (webhook.evaluate, webhook.load_policies())}
-        objects = {"Pod (examples/good/pod.yaml)":
-                   next(read_text(TYPICAL_POD.read_bytes(), str(TYPICAL_POD))).obj,
-                   "webhook review Pod": typical_pod()}
+        typical = next(read_text(TYPICAL_POD.read_bytes(), str(TYPICAL_POD))).obj
+        # name -> (object, keyword arguments before, after)
+        objects: dict[str, tuple[Any, dict[str, Any], dict[str, Any]]] = {
+            "Pod (examples/good/pod.yaml)": (typical, {}, {}),
+            "webhook review Pod": (typical_pod(), {}, {}),
+            "webhook review Pod, from_api_server": (typical_pod(), {"from_api_server": True},
+                                                    {"from_api_server": True})}
+        if "as_applied" in inspect.signature(webhook.evaluate).parameters:
+            # What `quickq-guard check` runs on each side: as written before, as kubectl apply
+            # hands it to the webhook after (webhook.engine.normalize).
+            objects["check's path, typical Pod"] = (typical, {}, {"as_applied": True})
         print(f"default policies: before {len(sides['before'][1].policies)}, after "
               f"{len(sides['after'][1].policies)}; best of {args.rounds} alternating rounds of "
               f"{args.seconds}s per side")
-        for name, obj in objects.items():
+        for name, (obj, *keywords) in objects.items():
             best = dict.fromkeys(sides, 0.0)
             for _ in range(args.rounds):
-                for side, (evaluate, policies) in sides.items():
-                    rate = best_rate(lambda e=evaluate, p=policies, o=obj: e(o, p), args.seconds)
+                for (side, (evaluate, policies)), kw in zip(sides.items(), keywords,
+                                                            strict=True):
+                    rate = best_rate(lambda e=evaluate, p=policies, o=obj, k=kw: e(o, p, **k),
+                                     args.seconds)
                     best[side] = max(best[side], rate)
             print(f"  {name:<32} before {best['before']:>9,.0f}/s  after "
                   f"{best['after']:>9,.0f}/s  after/before {best['after'] / best['before']:.3f}")

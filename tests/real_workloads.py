@@ -25,9 +25,10 @@ def load(name: str) -> dict[str, Any]:
     return obj
 
 
-def decide(name: str) -> Decision:
-    """The engine's verdict on a workload file with the shipped policies."""
-    return evaluate(load(name), load_policies())
+def decide(name: str, as_applied: bool = False) -> Decision:
+    """The engine's verdict on a workload file with the shipped policies (`as_applied`: on
+    the object as the API server hands it to the webhook)."""
+    return evaluate(load(name), load_policies(), as_applied=as_applied)
 
 
 def verdict(decision: Decision) -> dict[str, Any]:

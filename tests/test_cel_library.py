@@ -45,6 +45,10 @@ TRUE = [
     "url('https://example.com/a%20b?x=1&x=2').getQuery()['x'] == ['1', '2']",
     "url('http://example.com/a%20b').getEscapedPath() == '/a%20b'",
     "isURL('/relative/ok') && !isURL('not a url')",
+    # as Go's url.ParseRequestURI, which Kubernetes' isURL asks
+    "isURL('mailto:ops@example.com') && isURL('https://') && isURL('https://a.example:8443/x')",
+    "!isURL('https://a b.example/') && !isURL('https://a.example:port/') && !isURL('/a%zz')",
+    "!isURL('') && !isURL(':80') && isURL('https://[::1]:80/') && !isURL('relative/path')",
     "ip('10.0.0.1').family() == 4 && ip('::1').family() == 6",
     "ip('127.0.0.1').isLoopback() && ip('0.0.0.0').isUnspecified()",
     "ip('169.254.1.1').isLinkLocalUnicast() && ip('224.0.0.1').isLinkLocalMulticast()",

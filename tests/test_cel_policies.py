@@ -153,6 +153,19 @@ def test_match_conditions_and_request_fields(tmp_path):
     assert evaluate(pod(PRIVILEGED), loaded, dry_run=True).results[0].status == "skip"
 
 
+def test_a_false_match_condition_wins_over_one_that_errors_before_it(tmp_path):
+    """As Kubernetes: any false condition skips the policy; an error counts only when no
+    condition is false, and then it is the first error."""
+    failing = {"name": "reads-nothing", "expression": "object.spec.nothing == 1"}
+    rule = {**NO_PRIVILEGED, "matchConditions": [
+        failing, {"name": "never", "expression": "false"}]}
+    skipped = evaluate(pod(PRIVILEGED), policies(tmp_path, rule)).results[0]
+    assert (skipped.status, skipped.reason) == ("skip", "matchCondition 'never' is false")
+    rule["matchConditions"] = [failing, {"name": "always", "expression": "true"}]
+    errored = evaluate(pod(PRIVILEGED), policies(tmp_path, rule)).results[0]
+    assert errored.status == "error" and "matchConditions[reads-nothing]" in errored.reason
+
+
 def test_namespace_object_and_old_object(tmp_path):
     loaded = policies(tmp_path, {
         "id": "ns", "description": "d", "type": "validate", "action": "enforce",

@@ -180,8 +180,10 @@ def test_json_output_has_one_result_per_resource_and_policy(capsys, tmp_path):
     patch = by_key["gpu", "inject-gpu-toleration"]
     assert (patch["result"], patch["action"], patch["path"]) == (
         "patch", "enforce", "spec.tolerations")
-    assert patch["patch"] == [{"op": "add", "path": "/spec/tolerations", "value": [
-        {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}]}]
+    # As the webhook sees the Pod: the API server has added its not-ready and unreachable
+    # tolerations already, so the patch appends to the list.
+    assert patch["patch"] == [{"op": "add", "path": "/spec/tolerations/-", "value": {
+        "key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}}]
     assert by_key["gpu", "disallow-latest-tag"]["result"] == "pass"
     assert by_key["gpu", "disallow-latest-tag"]["resource"]["source"] == f"{path}:11"
 

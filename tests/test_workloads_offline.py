@@ -18,7 +18,7 @@ from webhook.cli import main
 def test_the_cli_gives_the_engines_verdict(name, capsys):
     code = main(["check", "--output", "json", str(WORKLOADS / name)])
     report = json.loads(capsys.readouterr().out)
-    decision = decide(name)
+    decision = decide(name, as_applied=True)  # the object kubectl apply hands the webhook
     assert cli_verdict(report) == verdict(decision)
     assert code == (0 if decision.allowed else 1)
 

@@ -117,7 +117,7 @@ def fix_source(source: Source, policies: PolicySet) -> Fixed:
     by_line = _nodes_by_line(nodes)
     for document in documents:
         done.objects += 1
-        decision = judge(document, policies)
+        decision = judge(document, policies, as_applied=False)
         where = f"{name}:{document.line}:{document.column} {decision.resource}"
         if decision.outcome == "error":
             reason = next(r.reason for r in decision.results if r.status == "error")

@@ -66,14 +66,17 @@ class Part:
     notes: list[str] = field(default_factory=list)
 
 
-def judge(document: Document, policies: PolicySet,
-          granted: Granted = NOTHING_GRANTED) -> Decision:
+def judge(document: Document, policies: PolicySet, granted: Granted = NOTHING_GRANTED,
+          as_applied: bool = True) -> Decision:
+    """The verdict on one document, judged as `kubectl apply` would hand it to the webhook
+    (defaulted, normalized), with the exceptions `granted`; `as_applied=False` judges it as
+    written, for --fix, whose patches edit the manifest itself."""
     if document.error:
         resource = Resource("", "", "", "", document.source)
         return error_decision(resource, document.error,
                               f"{document.source}: {document.error}", dry_run=False)
     return evaluate(document.obj, policies, source=document.source,
-                    exceptions=granted.exceptions, now=granted.now)
+                    exceptions=granted.exceptions, now=granted.now, as_applied=as_applied)
 
 
 def count(decision: Decision, counts: Counter[str]) -> None:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import ipaddress
 import itertools
+import re
 from collections.abc import Callable
 from decimal import Decimal
 from functools import lru_cache
@@ -90,10 +91,57 @@ def url(text: str) -> str:
 
 
 def is_url(text: str) -> bool:
-    try:
-        url(text)
-    except ValueError:
+    """Kubernetes' isURL: whether Go's url.ParseRequestURI accepts the text. An absolute URL
+    (`https://` with no host too), an opaque one (`mailto:a@example.com`), or an absolute
+    path; a host with a space, a bad port or a bad %-escape is refused."""
+    if any(ord(c) < 0x20 or ord(c) == 0x7F for c in text):
         return False
+    scheme = _URL_SCHEME.match(text)
+    rest = text[scheme.end():] if scheme else text
+    if scheme is None and not rest.startswith("/"):
+        return False  # no scheme: only an absolute path will do
+    rest = rest.split("?", 1)[0]
+    if not rest.startswith("/"):
+        return True  # opaque: mailto:a@example.com
+    if scheme is not None and rest.startswith("//"):
+        authority, slash, path = rest[2:].partition("/")
+        rest = slash + path
+        userinfo, at, host = authority.rpartition("@")
+        if at and not all(c.isalnum() or c in _USERINFO for c in userinfo):
+            return False
+        if not _valid_host(host):
+            return False
+    return _valid_escapes(rest)
+
+
+_URL_SCHEME = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*:")
+_USERINFO = "-._:~!$&'()*+,;=%@"
+_HOST_CHARS = "-._~!$&'()*+,;=:[]<>\"%"
+
+
+def _valid_host(host: str) -> bool:
+    if host.startswith("["):
+        end = host.find("]")
+        if end < 0:
+            return False
+        port = host[end + 1:]
+        valid_port = port in ("", ":") or (port.startswith(":") and port[1:].isdigit())
+        return valid_port and _valid_escapes(host[:end])
+    name, colon, port = host.rpartition(":") if ":" in host else (host, "", "")
+    if colon and port and not port.isdigit():
+        return False
+    return all(ord(c) >= 0x80 or c.isalnum() or c in _HOST_CHARS for c in name) \
+        and _valid_escapes(name)
+
+
+def _valid_escapes(text: str) -> bool:
+    """Every % starts a two-digit hexadecimal escape."""
+    index = text.find("%")
+    while index >= 0:
+        pair = text[index + 1:index + 3]
+        if len(pair) < 2 or any(c not in "0123456789abcdefABCDEF" for c in pair):
+            return False
+        index = text.find("%", index + 3)
     return True
 
 

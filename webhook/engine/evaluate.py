@@ -16,6 +16,7 @@ from webhook.engine.apiserver import REFUSED, refused_fields
 from webhook.engine.cel import EvaluationError
 from webhook.engine.globs import matches_any
 from webhook.engine.hidden import hidden_values, hide
+from webhook.engine.normalize import normalize
 from webhook.engine.patch import PatchError, Path, apply_patch, undotted
 from webhook.engine.policy import Policy, PolicySet
 from webhook.engine.results import Decision, Finding, Outcome, Resource, Result
@@ -47,6 +48,7 @@ def evaluate(
     from_api_server: bool = False,
     exceptions: granted.Exceptions = granted.NONE,
     now: datetime | None = None,
+    as_applied: bool = False,
 ) -> Decision:
     """Judge one object as the API server would hand it to the webhook.
 
@@ -59,17 +61,30 @@ def evaluate(
     cannot be in it, so that check is left out (offline it is how the CLI says why an object
     can never reach the webhook). `exceptions` (see webhook.engine.exceptions) turn the
     validate findings they cover into warnings, as of `now`, the evaluation time; a
-    PolicyException object itself is checked as the webhook checks it.
+    PolicyException object itself is checked as the webhook checks it. `as_applied` (the CLI's
+    manifests) judges an object as written the way the API server would hand it to the webhook
+    at `kubectl apply`: decoded, defaulted, normalized (webhook.engine.normalize), `old_object`
+    too; the decision's patch then applies to that object, and one that lacks a required field
+    is refused.
     """
     resource = describe(obj, namespace, source)
+    refused: list[tuple[str, str]] = []
+    decoded = from_api_server
+    if as_applied and not from_api_server:
+        written = obj
+        obj, refused = normalize(obj)
+        decoded = obj is not written  # a built-in kind, checked as it was normalized
+        old_object, _ = normalize(old_object)
     groups = tuple(groups)
     config = policies.config
     in_dry_run_mode = config.mode == "dry-run"
     if granted.is_exception(obj):
         return granted.judge(obj, policies, resource, now, in_dry_run_mode)
     try:
+        if refused:
+            raise RefusedObject(refused)
         workload = read_workload(obj, config.nodeTemplateGroups,
-                                 custom_kinds=config.workload_kinds, decoded=from_api_server)
+                                 custom_kinds=config.workload_kinds, decoded=decoded)
     except RefusedObject as error:
         findings = tuple(Finding(problem if path == "apiVersion" else f"{path}: {problem}", path)
                          for path, problem in error.problems)

@@ -79,3 +79,70 @@ def _parse_text(text: str) -> Decimal | None:
 def is_whole(amount: Decimal) -> bool:
     """True when the amount is an integer count (GPUs cannot be split by a request)."""
     return amount == amount.to_integral_value()
+
+
+_DECIMAL_SUFFIXES = {-9: "n", -6: "u", -3: "m", 0: "", 3: "k", 6: "M", 9: "G", 12: "T",
+                     15: "P", 18: "E"}
+_BINARY_SUFFIXES = {0: "", 1: "Ki", 2: "Mi", 3: "Gi", 4: "Ti", 5: "Pi", 6: "Ei"}
+_NANO = Decimal("1e-9")
+
+
+def canonical_quantity(value: object) -> object:
+    """A quantity as the API server stores it (`0.5` -> `500m`, `1000m` -> `1`, `0.5Gi` ->
+    `512Mi`): Quantity.String() in k8s.io/apimachinery. What does not parse is returned as
+    written (the valid-resource-quantities policy names it)."""
+    if isinstance(value, bool):
+        return value
+    if isinstance(value, int):
+        text = str(value)
+    elif isinstance(value, float):
+        text = str(int(value)) if value.is_integer() else repr(value)
+    elif isinstance(value, str):
+        text = value
+    else:
+        return value
+    return _canonical_text(text) or value
+
+
+@lru_cache(maxsize=4096)
+def _canonical_text(text: str) -> str | None:
+    match = _QUANTITY.match(text)
+    if match is None:
+        return None
+    suffix = match.group("suffix") or ""
+    amount = Decimal(match.group("number"))
+    if suffix[:1] in ("e", "E"):
+        exponent = int(suffix[1:])
+        if abs(exponent) > 1000:
+            return None
+        amount, style = amount.scaleb(exponent), "exponent"
+    else:
+        amount = amount * _MULTIPLIERS[suffix]
+        style = "binary" if suffix.endswith("i") else "decimal"
+    # Precision beyond a nano-unit is rounded up, away from zero.
+    if _exponent(amount) < -9:
+        amount = amount.quantize(_NANO, rounding="ROUND_UP")
+    if amount == 0:
+        return "0"
+    if style == "binary" and (-1024 < amount < 1024 or amount != amount.to_integral_value()):
+        style = "decimal"
+    if style == "binary":
+        whole, power = int(amount), 0
+        while whole % 1024 == 0 and power < 6:
+            whole, power = whole // 1024, power + 1
+        return f"{whole}{_BINARY_SUFFIXES[power]}"
+    normal = amount.normalize()
+    sign, digits, _ = normal.as_tuple()
+    exponent = _exponent(normal)
+    shift = exponent % 3  # lower the exponent to a multiple of 3
+    mantissa, exponent = int("".join(map(str, digits))) * 10 ** shift, exponent - shift
+    number = f"{'-' if sign else ''}{mantissa}"
+    if style == "exponent":
+        return number + (f"e{exponent}" if exponent else "")
+    found = _DECIMAL_SUFFIXES.get(exponent)
+    return number + found if found is not None else f"{number}e{exponent}"
+
+
+def _exponent(amount: Decimal) -> int:
+    exponent = amount.as_tuple().exponent
+    return exponent if isinstance(exponent, int) else 0  # finite: the grammar has no NaN

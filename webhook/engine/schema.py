@@ -262,3 +262,26 @@ def type_name(value: Any) -> str:
         return found
     return "a mapping" if isinstance(value, Mapping) else type(value).__name__
 
+
+
+# For webhook.engine.normalize, which checks an object as it normalizes it (one walk): the
+# same problems, named the same way, for a path given as a tuple.
+
+
+def unknown_field(path: Path, key: Any, fields: Mapping[str, Any]) -> Problem:
+    return _unknown(_nest(path), key, fields)
+
+
+def wrong_type(path: Path, key: Any, kind: str, value: Any) -> Problem:
+    return _wrong(_nest(path), key, kind, value)
+
+
+def scalar_ok(kind: str, value: Any) -> bool:
+    return _scalar_ok(kind, value)
+
+
+def _nest(path: Path) -> _Where:
+    where: _Where = ()
+    for key in path:
+        where = (where, key)
+    return where

@@ -113,17 +113,25 @@ class CelPolicy:
 
     def unmatched(self, workload: Workload, request: Request) -> str:
         """Why a matchCondition leaves the object alone, or '' when all of them hold.
-        Raises EvaluationError when a condition cannot be evaluated."""
+        As in Kubernetes, a false condition wins over any error: EvaluationError (the first)
+        is raised only when no condition is false."""
         if not self.match_conditions:
             return ""
         bound = activation("object", {**self._base(workload, request), "variables": {}})
+        failed: EvaluationError | None = None
         for condition in self.match_conditions:
-            value = _run(condition.expression, bound, f"matchConditions[{condition.name}]")
+            try:
+                value = _run(condition.expression, bound, f"matchConditions[{condition.name}]")
+            except EvaluationError as error:
+                failed = failed or error
+                continue
             if value is False:
                 return f"matchCondition {condition.name!r} is false"
             if value is not True:
-                raise EvaluationError(f"matchConditions[{condition.name}]: yields "
-                                      f"{_type(value)}, not a bool")
+                failed = failed or EvaluationError(f"matchConditions[{condition.name}]: yields "
+                                                   f"{_type(value)}, not a bool")
+        if failed is not None:
+            raise failed
         return ""
 
     def check(self, workload: Workload, request: Request) -> list[Finding]:
