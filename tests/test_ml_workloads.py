@@ -112,8 +112,9 @@ def test_a_train_job_is_skipped_saying_where_its_pods_come_from():
     decision = judge(load("trainer-trainjob.yaml"))
     assert decision.outcome == "allowed"
     assert {r.reason for r in decision.results} == {
-        "kind TrainJob is not judged: a TrainJob carries no pod template: its pods come from "
-        "its TrainingRuntime or ClusterTrainingRuntime, which quickq-guard judges"}
+        "kind TrainJob (trainer.kubeflow.org) is not judged: a TrainJob carries no pod "
+        "template: its pods come from its TrainingRuntime or ClusterTrainingRuntime, which "
+        "quickq-guard judges"}
 
 
 # --- what the shipped policies say about each manifest ----------------------------------------

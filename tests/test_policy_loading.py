@@ -14,7 +14,8 @@ from webhook import Config, PolicyError, load_config, load_policies
 from webhook.engine.policy import default_policies_dir
 
 DEFAULT_IDS = [
-    "disallow-latest-tag", "disallow-root-user", "gpu-priority-class", "inject-gpu-toleration",
+    "disallow-latest-tag", "disallow-root-user", "gpu-claim-usage", "gpu-priority-class",
+    "gpu-resource-claims", "inject-gpu-toleration",
     "inject-startup-probe", "liveness-probe-tolerance", "no-plaintext-secrets",
     "require-gpu-limits", "require-labels", "require-requests", "valid-resource-quantities",
 ]
@@ -27,6 +28,8 @@ EXPECTED = {
     "no-plaintext-secrets": ("validate", "enforce"),
     "liveness-probe-tolerance": ("validate", "warn"),
     "gpu-priority-class": ("validate", "audit"),
+    "gpu-resource-claims": ("validate", "enforce"),
+    "gpu-claim-usage": ("validate", "warn"),
     "require-labels": ("validate", "audit"),
     "inject-startup-probe": ("mutate", "enforce"),
     "inject-gpu-toleration": ("mutate", "enforce"),

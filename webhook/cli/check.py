@@ -101,9 +101,10 @@ def check(args: argparse.Namespace) -> int:
     options = Options(color=color, quiet=args.quiet, fail_on=args.fail_on)
     writer = formats()[args.output](out, options)
     work = judge.tasks(args.paths, args.exclude, stdin)
+    claims = judge.input_claims(work, stdin)
     counts: Counter[str] = Counter()
     writer.start(policies)
-    for part in judge.judge_all(work, policies, writer.render, args.jobs, stdin):
+    for part in judge.judge_all(work, policies, writer.render, args.jobs, stdin, claims):
         for line in part.errors:
             error(line)
         if not args.quiet:

@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from webhook.cli.exits import hint
+from webhook.engine.claims import ClaimLookup, Claims, claims_from
 from webhook.engine.evaluate import error_decision, evaluate
 from webhook.engine.policy import PolicySet
 from webhook.engine.results import Decision, Resource
@@ -53,18 +54,54 @@ class Part:
     notes: list[str] = field(default_factory=list)
 
 
-def judge(document: Document, policies: PolicySet) -> Decision:
+def judge(document: Document, policies: PolicySet, claims: ClaimLookup | None = None) -> Decision:
     if document.error:
         resource = Resource("", "", "", "", document.source)
         return error_decision(resource, document.error,
                               f"{document.source}: {document.error}", dry_run=False)
-    return evaluate(document.obj, policies, source=document.source)
+    return evaluate(document.obj, policies, source=document.source, claims=claims)
+
+
+def input_claims(work: Sequence[Sequence[Source]], stdin: bytes | None) -> Claims:
+    """The ResourceClaims and ResourceClaimTemplates anywhere in the input, so a pod resolves
+    the claims it consumes whatever file or order they come in. Only the sources whose bytes
+    name the kind are parsed: most inputs have none, and pay one scan of their bytes."""
+    objects: list[Any] = []
+    for task in work:
+        for source in task:
+            if not source.exists:
+                continue
+            try:
+                data = stdin if source.name == "-" else _source_bytes(source)
+            except OSError:
+                continue  # reported when the source is judged
+            if data is None or _CLAIM_MARKER not in data:
+                continue
+            if source.name != "-":
+                source = Source(source.name, walked=source.walked, line=source.line)
+            objects += [document.obj for document in read_source(source, data)
+                        if not document.error]
+    return claims_from(objects)
+
+
+_CLAIM_MARKER = b"ResourceClaim"
+
+
+def _source_bytes(source: Source) -> bytes:
+    with open(source.name, "rb") as file:
+        if source.whole:
+            return file.read()
+        file.seek(source.start)
+        return file.read(-1 if source.end == -1 else source.end - source.start)
 
 
 def count(decision: Decision, counts: Counter[str]) -> None:
     """Add a decision to the summary counts (see webhook.cli.summary)."""
     counts["resources"] += 1
-    counts["outcome:" + decision.outcome] += 1
+    if decision.skipped:  # not judged at all: neither allowed by the policies nor denied
+        counts["skipped"] += 1
+    else:
+        counts["outcome:" + decision.outcome] += 1
     if decision.warnings:
         counts["level:warn"] += 1
     if decision.audit_annotations:
@@ -94,18 +131,18 @@ def is_object(obj: Any) -> bool:
 
 
 def run_task(task: Sequence[Source], policies: PolicySet, render: Render,
-             stdin: bytes | None) -> Part:
+             stdin: bytes | None, claims: ClaimLookup | None = None) -> Part:
     """Read, judge and render the sources of one task."""
     part = Part(None)
     with _without_cyclic_gc():
         # The verdicts are freed as soon as they are rendered, while the collector is still
         # off: switched back on, it would otherwise scan all of them once more first.
-        part.rendered = render(_judge_task(task, policies, stdin, part))
+        part.rendered = render(_judge_task(task, policies, stdin, part, claims))
     return part
 
 
 def _judge_task(task: Sequence[Source], policies: PolicySet, stdin: bytes | None,
-                part: Part) -> list[Judged]:
+                part: Part, claims: ClaimLookup | None) -> list[Judged]:
     judged: list[Judged] = []
     for source in task:
         documents: Iterator[Document] = read_source(
@@ -115,7 +152,7 @@ def _judge_task(task: Sequence[Source], policies: PolicySet, stdin: bytes | None
         # Read the piece whole, then judge: alternating parser and engine document by
         # document is measurably slower, and a piece is at most about TASK_BYTES.
         for document in list(documents):
-            decision = judge(document, policies)
+            decision = judge(document, policies, claims)
             judged.append(Judged(document, decision))
             count(decision, part.counts)
             if decision.outcome == "error":
@@ -195,7 +232,7 @@ def _size(source: Source, stdin: bytes | None) -> int:
 
 
 def judge_all(work: list[list[Source]], policies: PolicySet, render: Render, jobs: int,
-              stdin: bytes | None) -> Iterator[Part]:
+              stdin: bytes | None, claims: ClaimLookup | None = None) -> Iterator[Part]:
     """Each task's Part, in order. jobs: 0 = one process per CPU when the input is large
     enough to gain from it, 1 = this process only."""
     workers = min(jobs if jobs > 0 else _cpus(), len(work))
@@ -203,11 +240,11 @@ def judge_all(work: list[list[Source]], policies: PolicySet, render: Render, job
     if (workers <= 1 or "fork" not in mp.get_all_start_methods()
             or (jobs <= 0 and total < PARALLEL_MIN_BYTES)):
         for task in work:
-            yield run_task(task, policies, render, stdin)
+            yield run_task(task, policies, render, stdin, claims)
         return
     global _worker_job
     with tempfile.TemporaryDirectory(prefix="quickq-guard-") as parts:
-        _worker_job = (policies, render, stdin, parts)
+        _worker_job = (policies, render, stdin, parts, claims)
         try:
             with mp.get_context("fork").Pool(workers) as pool:
                 _worker_job = None  # the workers have their copy; the parent needs none
@@ -225,7 +262,7 @@ def judge_all(work: list[list[Source]], policies: PolicySet, render: Render, job
 # Set in the parent just before the fork, so the workers inherit the policies, the renderer,
 # stdin's bytes and the folder parts come back through, instead of having them pickled for
 # every task.
-_worker_job: tuple[PolicySet, Render, bytes | None, str] | None = None
+_worker_job: tuple[PolicySet, Render, bytes | None, str, ClaimLookup | None] | None = None
 
 
 def _run_in_worker(task: list[Source]) -> str:
@@ -233,8 +270,8 @@ def _run_in_worker(task: list[Source]) -> str:
     through the pool's pipe: the pipe moves a large output (a JSON report is 14x its input)
     in 64 KB reads that cost the parent more than writing it."""
     assert _worker_job is not None
-    policies, render, stdin, parts = _worker_job
-    part = run_task(task, policies, render, stdin)
+    policies, render, stdin, parts, claims = _worker_job
+    part = run_task(task, policies, render, stdin, claims)
     handle, name = tempfile.mkstemp(dir=parts)
     with open(handle, "wb") as file:
         pickle.dump(part, file, protocol=pickle.HIGHEST_PROTOCOL)

@@ -12,6 +12,7 @@ from typing import Any
 
 from webhook.engine.apiserver import REFUSED, refused_fields
 from webhook.engine.cel import EvaluationError
+from webhook.engine.claims import NO_CLAIMS, ClaimLookup, with_claims
 from webhook.engine.globs import matches_any
 from webhook.engine.patch import PatchError, apply_patch
 from webhook.engine.policy import Policy, PolicySet
@@ -41,6 +42,7 @@ def evaluate(
     dry_run: bool = False,
     namespace_object: Any = None,
     from_api_server: bool = False,
+    claims: ClaimLookup | None = None,
 ) -> Decision:
     """Judge one object as the API server would hand it to the webhook.
 
@@ -51,7 +53,9 @@ def evaluate(
     CEL policies read as `request.dryRun` and `namespaceObject`. `from_api_server` (the
     webhook's objects) says the API server has decoded the object already: what it would refuse
     cannot be in it, so that check is left out (offline it is how the CLI says why an object
-    can never reach the webhook).
+    can never reach the webhook). `claims` is where the Dynamic Resource Allocation claims
+    a pod consumes are looked up (webhook.engine.claims: the claims of the same input
+    offline, the webhook's view of the cluster online); without it, none resolves.
     """
     resource = describe(obj, namespace, source)
     groups = tuple(groups)
@@ -75,6 +79,8 @@ def evaluate(
         return _skipped(resource, policies, excluded)
 
     namespace = resource.namespace
+    lookup = claims or NO_CLAIMS
+    workload = with_claims(workload, lookup, namespace)
     request = Request(operation, namespace, username, groups, dry_run, old_object,
                       namespace_object)
     results: list[Result] = []  # in the order they run: mutate policies, then validate ones
@@ -102,6 +108,7 @@ def evaluate(
                                                   check=policy.cel is not None,
                                                   custom_kinds=config.workload_kinds)
                                     or workload)
+                patched_workload = with_claims(patched_workload, lookup, namespace)
             except (PatchError, InvalidObject) as error:
                 results[-1] = _result(policy, "error", reason=f"patch failed: {error}")
                 continue
@@ -119,7 +126,7 @@ def evaluate(
 
     validated = [_run(policy, workload, request) for policy in policies.validating]
     if operation == "UPDATE" and old_object is not None:
-        old_keys = _violation_keys(old_object, policies, request)
+        old_keys = _violation_keys(old_object, policies, request, lookup)
         if old_keys:
             validated = [_mark_preexisting(result, old_keys) for result in validated]
     if not from_api_server and any(result.status == "fail" for result in validated):
@@ -187,6 +194,8 @@ def _skip_reason(policy: Policy, workload: Workload, namespace: str, operation: 
         return "the policy is off"
     if not policy.node_templates and workload.is_node_template:
         return "not applicable to NodeTemplate"
+    if workload.is_claim and not policy.claims:
+        return f"not applicable to {workload.kind}"
     if not policy.applies(workload.kind, namespace, operation, workload.labels):
         return "the policy does not match this object"
     return ""
@@ -248,8 +257,8 @@ def _result(policy: Policy, status: Any, findings: tuple[Finding, ...] = (),
     return Result(policy.id, policy.type, policy.action, status, findings, reason)
 
 
-def _violation_keys(old_object: Any, policies: PolicySet,
-                    request: Request) -> frozenset[tuple[str, str | None]]:
+def _violation_keys(old_object: Any, policies: PolicySet, request: Request,
+                    lookup: ClaimLookup) -> frozenset[tuple[str, str | None]]:
     """(policy, container) of every validate violation the old object already had."""
     try:
         workload = read_workload(old_object, policies.config.nodeTemplateGroups, check=False,
@@ -258,6 +267,7 @@ def _violation_keys(old_object: Any, policies: PolicySet,
         return frozenset()
     if workload is None:
         return frozenset()
+    workload = with_claims(workload, lookup, request.namespace)
     old_request = request._replace(old_object=None)
     keys = set()
     for policy in policies.validating:
@@ -287,7 +297,7 @@ def _exclusion(workload: Workload, namespace: str, username: str | None,
 
 def _skipped(resource: Resource, policies: PolicySet, reason: str) -> Decision:
     results = tuple(_result(policy, "skip", reason=reason) for policy in policies.policies)
-    return Decision(resource, results, allowed=True, outcome="allowed")
+    return Decision(resource, results, allowed=True, outcome="allowed", skipped=reason)
 
 
 def error_decision(resource: Resource, problem: str, message: str, dry_run: bool,

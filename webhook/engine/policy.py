@@ -17,6 +17,8 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from webhook.engine import cel, podsecurity
+from webhook.engine.accelerators import Accelerators
+from webhook.engine.claims import CLAIM_KINDS
 from webhook.engine.globs import matches_any
 from webhook.engine.results import Result
 from webhook.engine.rules import RULES, Rule
@@ -242,6 +244,8 @@ class Config(Model):
     customKinds: tuple[CustomKind, ...] = ()
     policies: dict[str, PolicyOverride] = Field(default_factory=dict)
     podSecurity: PodSecurity = PodSecurity()
+    # The GPU resources, taint keys and DRA device classes every GPU policy reads.
+    accelerators: Accelerators = Accelerators()
 
     @field_validator("nodeTemplateGroups")
     @classmethod
@@ -286,6 +290,9 @@ class Policy:
     cel: CelPolicy | None = None  # the compiled expressions of a CEL policy
     # Whether the policy judges NodeTemplates (a CEL policy's `match.kinds` decides).
     node_templates: bool = True
+    # Whether it judges ResourceClaims and ResourceClaimTemplates (a CEL policy: when its
+    # `match.kinds` names them).
+    claims: bool = False
     # This policy's verdict on an object it has nothing to say about: one immutable value,
     # the same for every evaluation, as a constant is.
     passed: Result = field(init=False, repr=False, compare=False)
@@ -450,6 +457,8 @@ def _build(document: Any, where: str, config: Config) -> Policy:
                           f"not {spec.type}")
     override = config.policies.get(spec.id, PolicyOverride())
     params = {**spec.params, **override.params}
+    if "accelerators" in rule.params.model_fields and "accelerators" not in params:
+        params["accelerators"] = config.accelerators  # one setting for every GPU policy
     try:
         validated = rule.params.model_validate(params)
     except ValidationError as error:
@@ -458,7 +467,7 @@ def _build(document: Any, where: str, config: Config) -> Policy:
     return Policy(id=spec.id, description=spec.description.strip(), type=spec.type,
                   action=override.action or spec.action, rule=rule, params=validated,
                   match=spec.match, message=spec.message, source=where,
-                  node_templates=rule.node_templates)
+                  node_templates=rule.node_templates, claims=rule.claims)
 
 
 def _build_cel(spec: PolicyFile, where: str, config: Config) -> Policy:
@@ -555,7 +564,8 @@ def _build_cel(spec: PolicyFile, where: str, config: Config) -> Policy:
     return Policy(id=spec.id, description=spec.description.strip(), type=spec.type,
                   action=override.action or spec.action, rule=None,
                   params=CelParams.model_validate(params), match=spec.match, message=None,
-                  source=where, cel=program)
+                  source=where, cel=program,
+                  claims=bool(CLAIM_KINDS.intersection(spec.match.kinds)))
 
 
 def _known_variables(expression: cel.Expression, defined: set[str], where: str,

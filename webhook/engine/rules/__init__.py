@@ -27,6 +27,7 @@ class Rule:
     check: Callable[[Workload, Any], list[Finding]]
     params: builtins.type[Params]
     node_templates: bool = True  # False: the rule is about pods only
+    claims: bool = False  # True: the rule judges ResourceClaims and ResourceClaimTemplates
 
 
 RULES: dict[str, Rule] = {
@@ -50,5 +51,9 @@ RULES: dict[str, Rule] = {
              probes.StartupProbeParams),
         Rule("inject-gpu-toleration", "mutate", gpu.inject_gpu_toleration,
              gpu.GpuTolerationParams),
+        Rule("gpu-resource-claims", "validate", gpu.gpu_resource_claims,
+             gpu.ResourceClaimParams, node_templates=False, claims=True),
+        Rule("gpu-claim-usage", "validate", gpu.gpu_claim_usage, gpu.GpuParams,
+             node_templates=False),
     )
 }
