@@ -199,7 +199,8 @@ def test_paths_urls_and_header_names_pass(name, value):
 @pytest.mark.parametrize(("name", "value", "says"), [
     ("ENCRYPTION_KEY", "9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08",
      "holds what looks like key material"),
-    ("SIGNING_KEY", "kQ8vX2mZp4Lr7Tn1Wy6Bc3Hd9Fg5Js0AeUoIiYt", "holds what looks like key material"),
+    ("SIGNING_KEY", "kQ8vX2mZp4Lr7Tn1Wy6Bc3Hd9Fg5Js0AeUoIiYt",
+     "holds what looks like key material"),
     ("DATABASE_URL", "postgres://user:pw@host/db", "holds a URL with credentials in it"),
     ("REDIS_URL", "redis://:hunter2@redis:6379/0", "holds a URL with credentials in it"),
     ("WEBHOOK", "https://hooks.example.com/x?token=abc123", "holds a URL with credentials"),

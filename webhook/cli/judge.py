@@ -20,9 +20,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from webhook.cli import kustomize
 from webhook.cli.exits import hint
 from webhook.engine.claims import ClaimLookup, Claims, claims_from
-from webhook.engine.evaluate import error_decision, evaluate
+from webhook.engine.evaluate import error_decision, evaluate, skipped_decision
 from webhook.engine.policy import PolicySet
 from webhook.engine.results import Decision, Resource
 from webhook.manifests import Document, Source, manifest_sources, read_source, split
@@ -59,7 +60,16 @@ def judge(document: Document, policies: PolicySet, claims: ClaimLookup | None = 
         resource = Resource("", "", "", "", document.source)
         return error_decision(resource, document.error,
                               f"{document.source}: {document.error}", dry_run=False)
-    return evaluate(document.obj, policies, source=document.source, claims=claims)
+    decision = evaluate(document.obj, policies, source=document.source, claims=claims)
+    if decision.outcome in _REFUSED and (why := kustomize.fragment(document.obj)):
+        # a patch fragment nobody applies alone: incomplete, not denied
+        return skipped_decision(decision.resource, policies, (
+            f"incomplete: {why}, as in a kustomize patch; check the output of kustomize "
+            "build instead"))
+    return decision
+
+
+_REFUSED = frozenset({"denied", "error", "would-deny"})
 
 
 def input_claims(work: Sequence[Sequence[Source]], stdin: bytes | None) -> Claims:
@@ -145,6 +155,10 @@ def _judge_task(task: Sequence[Source], policies: PolicySet, stdin: bytes | None
                 part: Part, claims: ClaimLookup | None) -> list[Judged]:
     judged: list[Judged] = []
     for source in task:
+        if source.walked and (why := _kustomize_skip(source.name)):
+            if source.start == 0:  # once for a file split into pieces
+                part.notes.append(f"skipped {source.name}: {why}")
+            continue
         documents: Iterator[Document] = read_source(
             source, stdin if source.name == "-" else None)
         if source.walked:
@@ -158,6 +172,16 @@ def _judge_task(task: Sequence[Source], policies: PolicySet, stdin: bytes | None
             if decision.outcome == "error":
                 part.errors.append(error_line(document, decision))
     return judged
+
+
+def _kustomize_skip(name: str) -> str:
+    """Why a file found in a directory walk is kustomize's input rather than an object."""
+    if kustomize.is_kustomization(name):
+        return ("a kustomization; check what it builds: kustomize build "
+                f"{os.path.dirname(name) or '.'} | quickq-guard check -")
+    listed = kustomize.listed_patch(name)
+    return f"a kustomize patch ({listed}); check the output of kustomize build instead" \
+        if listed else ""
 
 
 def _skip_non_manifests(source: Source, documents: Iterator[Document],

@@ -10,7 +10,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import replace
 from typing import Any
 
-from webhook.engine.apiserver import REFUSED, refused_fields
+from webhook.engine.apiserver import refusal, refused_fields
 from webhook.engine.cel import EvaluationError
 from webhook.engine.claims import NO_CLAIMS, ClaimLookup, with_claims
 from webhook.engine.globs import matches_any
@@ -22,8 +22,10 @@ from webhook.engine.workload import (
     InvalidObject,
     RefusedObject,
     Workload,
+    api_group,
     not_judged,
     read_workload,
+    unseen_fields,
 )
 
 MIRROR_POD_ANNOTATION = "kubernetes.io/config.mirror"
@@ -73,10 +75,10 @@ def evaluate(
         return error_decision(resource, str(error),
                               f"{resource}: cannot be judged: {error}", in_dry_run_mode)
     if workload is None:
-        return _skipped(resource, policies, not_judged(obj, config.workload_kinds))
+        return skipped_decision(resource, policies, not_judged(obj, config.workload_kinds))
     excluded = _exclusion(workload, resource.namespace, username, groups, policies)
     if excluded:
-        return _skipped(resource, policies, excluded)
+        return skipped_decision(resource, policies, excluded)
 
     namespace = resource.namespace
     lookup = claims or NO_CLAIMS
@@ -135,7 +137,10 @@ def evaluate(
 
     by_id = {result.policy: result for result in results}
     ordered = tuple(by_id[policy.id] for policy in policies.policies)
-    return _decide(resource, ordered, in_dry_run_mode, tuple(patch), current if patch else None)
+    decision = _decide(resource, ordered, in_dry_run_mode, tuple(patch),
+                       current if patch else None)
+    unseen = unseen_fields(workload)
+    return replace(decision, warnings=(*decision.warnings, *unseen)) if unseen else decision
 
 
 def describe(obj: Any, namespace: str | None = None, source: str = "") -> Resource:
@@ -203,13 +208,19 @@ def _skip_reason(policy: Policy, workload: Workload, namespace: str, operation: 
 
 def _note_api_server_refusals(results: list[Result], workload: Workload) -> list[Result]:
     """Failed results about fields the API server refuses on its own say so in their reason:
-    such an object is judged offline only, never by the webhook."""
+    such an object (or, for another project's kind, every pod made from it) is judged
+    offline only, never by the webhook."""
     refused = refused_fields(workload)
     if not refused:
         return results
-    return [replace(result, reason=REFUSED)
-            if result.status == "fail" and any(f.path in refused for f in result.findings)
-            else result for result in results]
+    group = api_group(str(workload.obj.get("apiVersion")))
+    noted = []
+    for result in results:
+        hits = [refused[f.path] for f in result.findings if f.path in refused] \
+            if result.status == "fail" else []
+        noted.append(replace(result, reason=refusal(workload.kind, group, any(hits)))
+                     if hits else result)
+    return noted
 
 
 def _same_pod_template(workload: Workload, obj: Any, old_object: Any) -> bool:
@@ -295,7 +306,8 @@ def _exclusion(workload: Workload, namespace: str, username: str | None,
     return ""
 
 
-def _skipped(resource: Resource, policies: PolicySet, reason: str) -> Decision:
+def skipped_decision(resource: Resource, policies: PolicySet, reason: str) -> Decision:
+    """The verdict on an object not judged at all: every policy skips, for `reason`."""
     results = tuple(_result(policy, "skip", reason=reason) for policy in policies.policies)
     return Decision(resource, results, allowed=True, outcome="allowed", skipped=reason)
 

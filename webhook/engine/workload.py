@@ -61,6 +61,13 @@ class PodSite:
     # model specs, an Argo template's container or script.
     model_group: str = "model"
     model_name: str = "kserve-container"
+    # An inline pod spec's labels, below it (a KServe component's `labels`).
+    labels: Path = ("labels",)
+    # A mapping whose pod-level securityContext each pod spec without one of its own gets
+    # (an Argo Workflow's spec for each of its templates).
+    shared: Path | None = None
+    # Whether a pod spec there without containers makes no pod (an Argo steps template).
+    only_with_containers: bool = False
 
 
 def _template(*path: str | int) -> PodSite:
@@ -136,7 +143,8 @@ WORKLOAD_KINDS: dict[tuple[str, str], tuple[PodSite, ...]] = {
     # Argo: each template's container or script (a container with a `source`); the
     # template itself holds the pod-level fields (securityContext, tolerations)
     **{("argoproj.io", kind): (PodSite((*where, "templates", ANY), "inline",
-                                       ("container", "script"), "template", "main"),)
+                                       ("container", "script"), "template", "main",
+                                       ("metadata", "labels"), where, True),)
        for kind, where in (("Workflow", ("spec",)), ("WorkflowTemplate", ("spec",)),
                            ("ClusterWorkflowTemplate", ("spec",)),
                            ("CronWorkflow", ("spec", "workflowSpec")))},
@@ -329,11 +337,31 @@ def read_workload(obj: Any, node_template_groups: Sequence[str], *,
     # otherwise their types are checked as they are read (a review may not come from the
     # API server at all).
     pods = [_pod_spec(data, site, path, guard=decoded or not check) for site, path, data in found]
+    if any(site.shared or site.only_with_containers for site, _, _ in found):
+        pods = [_shared(obj, site, pod) for (site, _, _), pod in zip(found, pods, strict=True)
+                if pod.containers or not site.only_with_containers]
     if len(pods) == 1:
         return Workload(obj, kind, (pods[0],), pods[0].containers, labels)
     pods = [_named(pod) for pod in pods]
     containers = tuple(container for pod in pods for container in pod.containers)
     return Workload(obj, kind, tuple(pods), containers, labels)
+
+
+def _shared(obj: Mapping[str, Any], site: PodSite, pod: PodSpec) -> PodSpec:
+    """The pod spec with the securityContext its object sets for every pod, when it sets
+    none of its own."""
+    if site.shared is None or pod.security_context:
+        return pod
+    shared = _dig(obj, site.shared) or _EMPTY
+    context = _mapping(shared.get("securityContext"), (*site.shared, "securityContext"))
+    return replace(pod, security_context=context) if context else pod
+
+
+def unseen_fields(workload: Workload) -> tuple[str, ...]:
+    """What the workload's pod specs hold that quickq-guard cannot judge, said as warnings."""
+    return tuple(f"{dotted((*pod.path, name))} is not judged: {why}"
+                 for pod in workload.pod_specs for name, why in UNSEEN_FIELDS.items()
+                 if name in pod.data)
 
 
 def _named(pod: PodSpec) -> PodSpec:
@@ -383,7 +411,7 @@ def _pod_spec(data: Mapping[str, Any], site: PodSite, path: Path, guard: bool) -
         template = path[:-1]
         labels_path: Path = (*template, "metadata", "labels")
     elif site.style == "inline":
-        template, labels_path = path, (*path, "labels")
+        template, labels_path = path, (*path, *site.labels)
     else:
         template, labels_path = path, ("metadata", "labels")
     return PodSpec(path, data, tuple(containers), template, labels_path, security_context)

@@ -40,6 +40,11 @@ class Table(Format):
                         message += f" ({result.reason})"
                     lines.append(self.line(verdict, result.policy or "-", item, message,
                                            finding))
+            for warning in decision.warnings:
+                # a warning of no policy: a field quickq-guard does not judge (podSpecPatch)
+                if not warning.startswith("[") and not (quiet and not fails(
+                        "warn", self.options.fail_on)):
+                    lines.append(self.line("warn", "-", item, warning))
         return "".join(lines)
 
     def line(self, verdict: str, policy: str, item: Judged, message: str,
