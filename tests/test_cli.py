@@ -56,11 +56,12 @@ def write(directory: Path, name: str, text: str) -> Path:
 def test_exit_0_when_nothing_enforced_fails(capsys):
     code, out, _ = run(capsys, "check", str(EXAMPLES / "good"))
     assert code == 0
-    # The PriorityClass the GPU example names is a kind no policy judges: skipped, and its 13
-    # policies with it; the NodeTemplate skips the 2 DRA claim policies and gpu-priority-class.
+    # The PriorityClass the GPU example names is a kind no policy judges: skipped, and its 14
+    # policies with it; the NodeTemplate skips the 3 policies about pods' DRA claims and
+    # queues, and gpu-priority-class.
     assert out.splitlines()[-1] == ("5 resources: 2 allowed, 0 denied, 2 patched, 0 error, "
-                                    "1 skipped; 4 findings; policy results: 45 pass, 0 fail, "
-                                    "0 warn, 4 patch, 16 skip, 0 error")
+                                    "1 skipped; 4 findings; policy results: 48 pass, 0 fail, "
+                                    "0 warn, 4 patch, 18 skip, 0 error")
     assert "SKIP        -                          PriorityClass gpu-inference  kind " \
         "PriorityClass (scheduling.k8s.io) is not judged" in out
 
@@ -160,7 +161,7 @@ def test_json_output_has_one_result_per_resource_and_policy(capsys, tmp_path):
     assert report["summary"]["outcomes"] == {"allowed": 0, "denied": 1, "patched": 1,
                                              "would-deny": 0, "would-patch": 0, "error": 0}
     assert report["summary"]["resources"] == 2
-    assert len(report["results"]) == 2 * 13
+    assert len(report["results"]) == 2 * 14
     for item in report["results"]:
         assert set(item) >= RESULT_KEYS
         assert set(item["resource"]) == RESOURCE_KEYS
@@ -300,7 +301,7 @@ def test_policies_lists_every_policy_with_type_and_action(capsys):
     assert rows["liveness-probe-tolerance"] == ["validate", "warn"]
     assert rows["inject-gpu-toleration"] == ["mutate", "enforce"]
     assert rows["require-labels"] == ["validate", "audit"]
-    assert len(rows) == 13
+    assert len(rows) == 14
 
 
 def test_policies_reports_a_config_typo_and_exits_2(capsys, tmp_path):

@@ -17,7 +17,8 @@ DEFAULT_IDS = [
     "disallow-latest-tag", "disallow-root-user", "gpu-claim-usage", "gpu-priority-class",
     "gpu-resource-claims", "inject-gpu-toleration",
     "inject-startup-probe", "liveness-probe-tolerance", "no-plaintext-secrets",
-    "require-gpu-limits", "require-labels", "require-requests", "valid-resource-quantities",
+    "require-gpu-limits", "require-kueue-queue", "require-labels", "require-requests",
+    "valid-resource-quantities",
 ]
 EXPECTED = {
     "require-requests": ("validate", "enforce"),
@@ -30,6 +31,7 @@ EXPECTED = {
     "gpu-priority-class": ("validate", "audit"),
     "gpu-resource-claims": ("validate", "enforce"),
     "gpu-claim-usage": ("validate", "warn"),
+    "require-kueue-queue": ("validate", "enforce"),
     "require-labels": ("validate", "audit"),
     "inject-startup-probe": ("mutate", "enforce"),
     "inject-gpu-toleration": ("mutate", "enforce"),

@@ -55,5 +55,7 @@ RULES: dict[str, Rule] = {
              gpu.ResourceClaimParams, node_templates=False, claims=True),
         Rule("gpu-claim-usage", "validate", gpu.gpu_claim_usage, gpu.GpuParams,
              node_templates=False),
+        Rule("require-kueue-queue", "validate", gpu.require_kueue_queue,
+             gpu.KueueQueueParams, node_templates=False),
     )
 }

@@ -327,3 +327,38 @@ def gpu_claim_usage(workload: Workload, params: GpuParams) -> list[Finding]:
                     "the DRA driver each hand out devices, so keep one of them",
                     container.field_path("resources", "claims")))
     return findings
+
+
+class KueueQueueParams(GpuParams):
+    # Namespace globs whose GPU workloads must be queued; none (the default) asks it nowhere.
+    namespaces: tuple[str, ...] = ()
+    label: str = "kueue.x-k8s.io/queue-name"
+
+
+def require_kueue_queue(workload: Workload, params: KueueQueueParams) -> list[Finding]:
+    """A GPU workload in the chosen namespaces names its Kueue LocalQueue: without the label,
+    Kueue (manageJobsWithoutQueueName: false, its default) lets it bypass quota entirely.
+    Objects a controller owns (a Job's pods, a Deployment's ReplicaSets) are queued through
+    their owner and left alone."""
+    if not params.namespaces or workload.is_node_template or workload.is_claim:
+        return []
+    metadata = workload.obj.get("metadata")
+    metadata = metadata if isinstance(metadata, Mapping) else {}
+    namespace = metadata.get("namespace")
+    if not isinstance(namespace, str) or not matches_any(namespace, params.namespaces):
+        return []
+    if params.label in workload.labels or _controlled(metadata):
+        return []
+    if not (gpu_resources_used(workload, params.resources)
+            or uses_gpu_claim(workload, params.device_classes)):
+        return []
+    path = ("metadata", "labels", params.label)
+    return [finding(None, f"add the label {dotted(path)} (the name of a Kueue LocalQueue in "
+                    f"namespace {namespace}) so this GPU workload is admitted through quota",
+                    path)]
+
+
+def _controlled(metadata: Mapping[str, Any]) -> bool:
+    owners = metadata.get("ownerReferences")
+    return isinstance(owners, list) and any(
+        isinstance(owner, Mapping) and owner.get("controller") is True for owner in owners)
