@@ -5,7 +5,8 @@ from __future__ import annotations
 import pytest
 from builders import container, gpu_container, judge, messages, pod, result, with_config, workload
 
-QUEUED = with_config(policies={"require-kueue-queue": {"params": {"namespaces": ["team-*"]}}})
+QUEUED = with_config(policies={"require-kueue-queue": {"action": "enforce",
+                                                      "params": {"namespaces": ["team-*"]}}})
 MESSAGE = ("add the label metadata.labels[kueue.x-k8s.io/queue-name] (the name of a Kueue "
            "LocalQueue in namespace team-a) so this GPU workload is admitted through quota")
 
@@ -15,9 +16,12 @@ def in_namespace(obj, namespace="team-a"):
     return obj
 
 
-def test_it_asks_nothing_until_namespaces_are_chosen():
-    decision = judge(in_namespace(workload("Job", gpu_container())))
-    assert result(decision, "require-kueue-queue").status == "pass"
+def test_it_is_off_until_switched_on_and_then_holds_in_every_namespace_by_default():
+    found = result(judge(in_namespace(workload("Job", gpu_container()))), "require-kueue-queue")
+    assert (found.status, found.reason) == ("skip", "the policy is off")
+    everywhere = with_config(policies={"require-kueue-queue": {"action": "warn"}})
+    decision = judge(in_namespace(workload("Job", gpu_container()), "research"), everywhere)
+    assert result(decision, "require-kueue-queue").status == "fail" and decision.allowed
 
 
 @pytest.mark.parametrize("kind", ["Job", "Deployment", "Pod"])

@@ -31,7 +31,7 @@ EXPECTED = {
     "gpu-priority-class": ("validate", "audit"),
     "gpu-resource-claims": ("validate", "enforce"),
     "gpu-claim-usage": ("validate", "warn"),
-    "require-kueue-queue": ("validate", "enforce"),
+    "require-kueue-queue": ("validate", "off"),
     "require-labels": ("validate", "audit"),
     "inject-startup-probe": ("mutate", "enforce"),
     "inject-gpu-toleration": ("mutate", "enforce"),

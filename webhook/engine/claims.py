@@ -124,7 +124,10 @@ def claims_from(objects: Iterable[Any], where: str = "the input") -> Claims:
 def with_claims(workload: Workload, lookup: ClaimLookup, namespace: str) -> Workload:
     """The workload with each container's ClaimUses filled in; the same object when no pod
     spec lists resourceClaims (almost every workload)."""
-    if not any(pod.data.get("resourceClaims") for pod in workload.pod_specs):
+    for pod in workload.pod_specs:
+        if pod.data.get("resourceClaims"):
+            break
+    else:
         return workload
     pods = tuple(_pod_with_claims(pod, lookup, namespace) for pod in workload.pod_specs)
     containers = tuple(container for pod in pods for container in pod.containers)

@@ -25,7 +25,6 @@ from webhook.engine.workload import (
     api_group,
     not_judged,
     read_workload,
-    unseen_fields,
 )
 
 MIRROR_POD_ANNOTATION = "kubernetes.io/config.mirror"
@@ -126,7 +125,8 @@ def evaluate(
             current, workload = patched, patched_workload
             patch.extend(ops)
 
-    validated = [_run(policy, workload, request) for policy in policies.validating]
+    validated = [_run(policy, workload, request) for policy in (
+        policies.validating if workload.is_claim else policies.validating_pods)]
     if operation == "UPDATE" and old_object is not None:
         old_keys = _violation_keys(old_object, policies, request, lookup)
         if old_keys:
@@ -136,11 +136,12 @@ def evaluate(
     results += validated
 
     by_id = {result.policy: result for result in results}
-    ordered = tuple(by_id[policy.id] for policy in policies.policies)
+    ordered = tuple(by_id.get(policy.id) or policy.idle for policy in policies.policies)
     decision = _decide(resource, ordered, in_dry_run_mode, tuple(patch),
                        current if patch else None)
-    unseen = unseen_fields(workload)
-    return replace(decision, warnings=(*decision.warnings, *unseen)) if unseen else decision
+    if workload.unseen:
+        return replace(decision, warnings=(*decision.warnings, *workload.unseen))
+    return decision
 
 
 def describe(obj: Any, namespace: str | None = None, source: str = "") -> Resource:
@@ -201,9 +202,14 @@ def _skip_reason(policy: Policy, workload: Workload, namespace: str, operation: 
         return "not applicable to NodeTemplate"
     if workload.is_claim and not policy.claims:
         return f"not applicable to {workload.kind}"
+    if policy.everywhere:
+        return "" if operation in policy.match.operations else _UNMATCHED
     if not policy.applies(workload.kind, namespace, operation, workload.labels):
-        return "the policy does not match this object"
+        return _UNMATCHED
     return ""
+
+
+_UNMATCHED = "the policy does not match this object"
 
 
 def _note_api_server_refusals(results: list[Result], workload: Workload) -> list[Result]:

@@ -68,6 +68,8 @@ class PodSite:
     shared: Path | None = None
     # Whether a pod spec there without containers makes no pod (an Argo steps template).
     only_with_containers: bool = False
+    # Fields of its pod specs quickq-guard cannot see through (UNSEEN_FIELDS).
+    unseen: tuple[str, ...] = ()
 
 
 def _template(*path: str | int) -> PodSite:
@@ -144,7 +146,8 @@ WORKLOAD_KINDS: dict[tuple[str, str], tuple[PodSite, ...]] = {
     # template itself holds the pod-level fields (securityContext, tolerations)
     **{("argoproj.io", kind): (PodSite((*where, "templates", ANY), "inline",
                                        ("container", "script"), "template", "main",
-                                       ("metadata", "labels"), where, True),)
+                                       ("metadata", "labels"), where, True,
+                                       ("podSpecPatch",)),)
        for kind, where in (("Workflow", ("spec",)), ("WorkflowTemplate", ("spec",)),
                            ("ClusterWorkflowTemplate", ("spec",)),
                            ("CronWorkflow", ("spec", "workflowSpec")))},
@@ -152,6 +155,9 @@ WORKLOAD_KINDS: dict[tuple[str, str], tuple[PodSite, ...]] = {
     ("resource.k8s.io", "ResourceClaimTemplate"): (),
     ("resource.k8s.io", "ResourceClaim"): (),
 }
+# Kinds whose pod specs need more than reading (shared fields, specs that make no pod).
+_SHAPED = frozenset(key for key, sites in WORKLOAD_KINDS.items()
+                    if any(site.shared or site.only_with_containers for site in sites))
 # Fields of a pod spec quickq-guard cannot see through, and why: said in the verdict.
 UNSEEN_FIELDS = {
     "podSpecPatch": "a patch Argo applies to the pod at run time, which quickq-guard does "
@@ -272,6 +278,10 @@ class Workload:
     pod_specs: tuple[PodSpec, ...]
     containers: tuple[Container, ...]  # every container of every pod spec
     labels: Mapping[str, Any]  # the object's own metadata.labels
+    # A ResourceClaim or ResourceClaimTemplate: no pods, devices to judge.
+    is_claim: bool = False
+    # What its pod specs hold that quickq-guard cannot judge, said as warnings (podSpecPatch).
+    unseen: tuple[str, ...] = ()
 
     @property
     def is_node_template(self) -> bool:
@@ -280,11 +290,6 @@ class Workload:
     @property
     def is_pod(self) -> bool:
         return self.kind == "Pod"
-
-    @property
-    def is_claim(self) -> bool:
-        """A ResourceClaim or ResourceClaimTemplate: no pods, devices to judge."""
-        return not self.pod_specs and self.kind in ("ResourceClaim", "ResourceClaimTemplate")
 
 
 def read_workload(obj: Any, node_template_groups: Sequence[str], *,
@@ -324,6 +329,8 @@ def read_workload(obj: Any, node_template_groups: Sequence[str], *,
         sites = custom_kinds.get((group, kind))
     if sites is None:
         return None
+    if not sites:  # ResourceClaim(Template): nothing but the object to judge
+        return Workload(obj, kind, (), (), labels, is_claim=True)
     found = [(site, path, data) for site in sites for path, data in _expand(obj, site.path)]
     if sites and not found and (group, kind) not in SERVED_API_VERSIONS:
         return None  # a kind of another project without its pod templates: see not_judged
@@ -337,9 +344,16 @@ def read_workload(obj: Any, node_template_groups: Sequence[str], *,
     # otherwise their types are checked as they are read (a review may not come from the
     # API server at all).
     pods = [_pod_spec(data, site, path, guard=decoded or not check) for site, path, data in found]
-    if any(site.shared or site.only_with_containers for site, _, _ in found):
+    unseen: tuple[str, ...] = ()
+    if (group, kind) in _SHAPED:
+        unseen = tuple(f"{dotted((*path, name))} is not judged: {UNSEEN_FIELDS[name]}"
+                       for site, path, data in found for name in site.unseen if name in data)
         pods = [_shared(obj, site, pod) for (site, _, _), pod in zip(found, pods, strict=True)
                 if pod.containers or not site.only_with_containers]
+        if len(pods) != 1:
+            pods = [_named(pod) for pod in pods]
+        containers = tuple(container for pod in pods for container in pod.containers)
+        return Workload(obj, kind, tuple(pods), containers, labels, unseen=unseen)
     if len(pods) == 1:
         return Workload(obj, kind, (pods[0],), pods[0].containers, labels)
     pods = [_named(pod) for pod in pods]
@@ -355,13 +369,6 @@ def _shared(obj: Mapping[str, Any], site: PodSite, pod: PodSpec) -> PodSpec:
     shared = _dig(obj, site.shared) or _EMPTY
     context = _mapping(shared.get("securityContext"), (*site.shared, "securityContext"))
     return replace(pod, security_context=context) if context else pod
-
-
-def unseen_fields(workload: Workload) -> tuple[str, ...]:
-    """What the workload's pod specs hold that quickq-guard cannot judge, said as warnings."""
-    return tuple(f"{dotted((*pod.path, name))} is not judged: {why}"
-                 for pod in workload.pod_specs for name, why in UNSEEN_FIELDS.items()
-                 if name in pod.data)
 
 
 def _named(pod: PodSpec) -> PodSpec:

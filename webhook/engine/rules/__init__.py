@@ -28,6 +28,7 @@ class Rule:
     params: builtins.type[Params]
     node_templates: bool = True  # False: the rule is about pods only
     claims: bool = False  # True: the rule judges ResourceClaims and ResourceClaimTemplates
+    pods: bool = True  # False: it judges nothing else (no Pod, controller or NodeTemplate)
 
 
 RULES: dict[str, Rule] = {
@@ -52,7 +53,7 @@ RULES: dict[str, Rule] = {
         Rule("inject-gpu-toleration", "mutate", gpu.inject_gpu_toleration,
              gpu.GpuTolerationParams),
         Rule("gpu-resource-claims", "validate", gpu.gpu_resource_claims,
-             gpu.ResourceClaimParams, node_templates=False, claims=True),
+             gpu.ResourceClaimParams, node_templates=False, claims=True, pods=False),
         Rule("gpu-claim-usage", "validate", gpu.gpu_claim_usage, gpu.GpuParams,
              node_templates=False),
         Rule("require-kueue-queue", "validate", gpu.require_kueue_queue,

@@ -286,7 +286,10 @@ def gpu_claim_usage(workload: Workload, params: GpuParams) -> list[Finding]:
     ResourceClaim shares its GPUs between every replica; a container that also asks for a GPU
     resource asks for GPUs twice."""
     findings: list[Finding] = []
-    if workload.is_claim or workload.is_node_template:
+    for container in workload.containers:
+        if container.claims:
+            break
+    else:  # almost every workload: no container consumes a claim
         return findings
     for pod_spec in workload.pod_specs:
         shared: set[Path] = set()
@@ -330,8 +333,9 @@ def gpu_claim_usage(workload: Workload, params: GpuParams) -> list[Finding]:
 
 
 class KueueQueueParams(GpuParams):
-    # Namespace globs whose GPU workloads must be queued; none (the default) asks it nowhere.
-    namespaces: tuple[str, ...] = ()
+    # Namespace globs whose GPU workloads must be queued (the policy is off until its action
+    # is set).
+    namespaces: tuple[str, ...] = ("*",)
     label: str = "kueue.x-k8s.io/queue-name"
 
 

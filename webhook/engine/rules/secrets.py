@@ -158,7 +158,8 @@ def no_plaintext_secrets(workload: Workload, params: PlaintextSecretParams) -> l
             if not isinstance(name, str):
                 continue
             if not params.names_secret(name):
-                problem = _value_problem(name, value, params)
+                problem = _value_problem(name, value, params) if isinstance(value, str) \
+                    and (len(value) >= 32 or "://" in value) else ""
                 if problem:
                     findings.append(finding(container, problem,
                                             container.field_path("env", index, "value")))
