@@ -28,14 +28,12 @@ import math
 import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from itertools import pairwise
 from typing import Any
 
 from webhook.engine.cel import lex
 from webhook.engine.policy import Config, Policy, PolicySet
 
-API_VERSIONS = ("v1", "v1beta1")
-GROUP = "admissionregistration.k8s.io"
+API_VERSION = "admissionregistration.k8s.io/v1"  # GA since Kubernetes 1.30
 NAME_PREFIX = "quickq-guard-"
 # The API group and resource of each judged built-in kind.
 RESOURCES = {"Pod": ("", "pods"), "ReplicationController": ("", "replicationcontrollers"),
@@ -79,19 +77,16 @@ class Exported:
     notes: list[str]
 
 
-def export(policies: PolicySet, api_version: str = "v1") -> Exported:
+def export(policies: PolicySet) -> Exported:
     """The ValidatingAdmissionPolicy and binding of each exportable policy, why each of the
     others is not exported, and what the exported ones leave out."""
-    if api_version not in API_VERSIONS:
-        raise ValueError(f"api version {api_version!r}: expected one of "
-                         f"{', '.join(API_VERSIONS)}")
     objects: list[dict[str, Any]] = []
     refusals: list[Refusal] = []
     notes: list[str] = []
     every_kind = False
     for policy in policies.policies:
         try:
-            objects += translate(policy, policies.config, api_version)
+            objects += translate(policy, policies.config)
         except NotExportable as error:
             expected = policy.cel is None or policy.type != "validate" or policy.action == "off"
             refusals.append(Refusal(policy.id, str(error), expected))
@@ -106,39 +101,15 @@ def export(policies: PolicySet, api_version: str = "v1") -> Exported:
                      "controllers and NodeTemplates; the ML workload kinds and custom kinds "
                      "quickq-guard also judges keep their pod specs where only the webhook "
                      "finds them")
-    return Exported(objects, refusals, notes + version_notes(objects, api_version))
+    return Exported(objects, refusals, notes)
 
 
 def _exported_kinds(policy: Policy) -> list[str]:
     return [kind for kind in policy.match.kinds if kind in EXPORTED_KINDS]
 
 
-def version_notes(objects: Iterable[Mapping[str, Any]], api_version: str) -> list[str]:
-    """What a cluster that serves only `api_version` may refuse: kube-apiserver v1.28, the
-    last without v1, does not compile CEL's optional syntax (`x.?field`, `m[?key]`)."""
-    if api_version != "v1beta1":
-        return []
-    notes = []
-    for obj in objects:
-        if obj["kind"] != "ValidatingAdmissionPolicy":
-            continue
-        spec = obj["spec"]
-        texts = [item[key] for field in ("variables", "validations", "matchConditions")
-                 for item in spec.get(field, ()) for key in ("expression", "messageExpression")
-                 if key in item]
-        if any(_optional_syntax(text) for text in texts):
-            notes.append(f"{obj['metadata']['annotations']['quickq.io/policy']}: uses CEL's "
-                         "optional syntax (.? or [?), which kube-apiserver v1.28 refuses to "
-                         "compile; newer versions accept it")
-    return notes
 
-
-def _optional_syntax(text: str) -> bool:
-    values = [value for kind, value in lex(text) if kind != "space"]
-    return any(first in (".", "[") and second == "?" for first, second in pairwise(values))
-
-
-def translate(policy: Policy, config: Config, api_version: str = "v1") -> list[dict[str, Any]]:
+def translate(policy: Policy, config: Config) -> list[dict[str, Any]]:
     """The policy as a ValidatingAdmissionPolicy and its binding. Raises NotExportable."""
     program = policy.cel
     if program is None:
@@ -244,11 +215,10 @@ def translate(policy: Policy, config: Config, api_version: str = "v1") -> list[d
     excluded = _namespace_selector(("*",), config.excludeNamespaces)
     if excluded:
         binding_spec["matchResources"] = {"namespaceSelector": excluded}
-    api = f"{GROUP}/{api_version}"
     return [
-        {"apiVersion": api, "kind": "ValidatingAdmissionPolicy", "metadata": metadata,
+        {"apiVersion": API_VERSION, "kind": "ValidatingAdmissionPolicy", "metadata": metadata,
          "spec": spec},
-        {"apiVersion": api, "kind": "ValidatingAdmissionPolicyBinding",
+        {"apiVersion": API_VERSION, "kind": "ValidatingAdmissionPolicyBinding",
          "metadata": {"name": name, "labels": dict(labels),
                       "annotations": {"quickq.io/policy": policy.id}},
          "spec": binding_spec},
@@ -327,14 +297,16 @@ def _exclusions(policy: Policy, config: Config) -> list[dict[str, str]]:
 
 
 def _containers(node_templates: bool) -> str:
-    """Every container of the object, whatever its kind, as {group, label, container}."""
+    """Every container of the object, whatever its kind, as {group, label, container}. The
+    API server's CEL wants every value of a map literal of one type: the strings are dyn()."""
     lists = [f"(has(variables.podSpec.{group}) ? variables.podSpec.{group}.map(c, "
-             f"{{'group': {_literal(group)}, 'label': {_literal(label + ' ' + chr(39))} + c.name"
-             f" + {_literal(chr(39))}, 'container': c}}) : [])"
+             f"{{'group': dyn({_literal(group)}), "
+             f"'label': dyn({_literal(label + ' ' + chr(39))} + c.name + {_literal(chr(39))}), "
+             f"'container': c}}) : [])"
              for group, label in CONTAINER_GROUPS]
     if node_templates:
-        lists.append("(object.kind == 'NodeTemplate' ? [{'group': 'nodeTemplate', "
-                     "'label': 'spec', 'container': object.spec}] : [])")
+        lists.append("(object.kind == 'NodeTemplate' ? [{'group': dyn('nodeTemplate'), "
+                     "'label': dyn('spec'), 'container': object.spec}] : [])")
     return " + ".join(lists)
 
 

@@ -1,5 +1,6 @@
-"""The cluster tests' names for webhook.envtest (the real control plane that benchmarks use
-too), and what only tests do: skip, or in CI fail, when the control plane cannot run."""
+"""The cluster tests' names for webhook.testing.controlplane (the real control plane that
+benchmarks use too), and what only tests do: skip, or in CI fail, when the control plane
+cannot run."""
 
 from __future__ import annotations
 
@@ -7,7 +8,7 @@ import os
 
 import pytest
 
-from webhook.envtest import (
+from webhook.testing.controlplane import (
     API_VERSION,
     CHART,
     GPU_TOLERATION,

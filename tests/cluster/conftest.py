@@ -1,10 +1,12 @@
 """Fixtures for the cluster tests: one etcd + kube-apiserver per session, the chart installed
 with helm and its webhooks called by URL on a `quickq-guard serve` started through the CLI.
 
-The binaries come from an envtest assets directory (KUBEBUILDER_ASSETS, else .tools/envtest,
-which scripts/install-tools fills). Where they are missing, or the tests do not run in a
-loopback-only network namespace (scripts/test makes one as root), the tests skip and say how
-to fix that; under CI=true they fail instead, so CI proves they ran.
+The binaries come from an envtest assets directory (KUBEBUILDER_ASSETS, else
+.tools/envtest/<default version>, which scripts/test builds from tools/controlplane/). Where
+they are missing, or the tests do not run in a loopback-only network namespace (scripts/test
+makes one as root), the tests skip and say how to fix that; under CI=true they fail instead,
+so CI proves they ran. The one exception: a Go build that failed skips them everywhere with
+the command and its error, so the rest of the suite can still land.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from _pytest.terminal import TerminalReporter
 from cluster_helpers import (
     CHART,
     HOW_TO_GET,
@@ -36,11 +39,37 @@ from cluster_helpers import (
     webhook_certs,
 )
 
+from webhook.testing.assets import build_problem
+
+SERVER_VERSION = pytest.StashKey[str]()  # what the session's control plane reported
+
+
+def pytest_terminal_summary(terminalreporter: TerminalReporter) -> None:
+    """One line CI's log shows: which kube-apiserver the cluster tests ran against, how many."""
+    skipped: dict[str, bool] = {}  # test id -> whether it was skipped (a fixture skips in setup)
+    for name in ("passed", "failed", "error", "skipped"):
+        for report in terminalreporter.stats.get(name, []):
+            test = getattr(report, "nodeid", "")
+            if test.startswith("tests/cluster/"):
+                skipped[test] = skipped.get(test, False) or bool(report.skipped)
+    if not skipped:
+        return
+    count = sum(skipped.values())
+    version = terminalreporter.config.stash.get(SERVER_VERSION, None)
+    against = f"kube-apiserver {version}" if version else "no kube-apiserver"
+    terminalreporter.write_line(f"cluster tests: {len(skipped) - count} ran, {count} skipped, "
+                                f"against {against} ({assets_dir()})")
+
 
 @pytest.fixture(scope="session")
-def plane(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ControlPlane]:
-    """etcd and kube-apiserver v1.28, started once for the session."""
+def plane(request: pytest.FixtureRequest,
+          tmp_path_factory: pytest.TempPathFactory) -> Iterator[ControlPlane]:
+    """etcd and kube-apiserver, started once for the session."""
     assets = assets_dir()
+    failed = build_problem(assets)
+    if failed:
+        pytest.skip(f"the control plane could not be built, so the cluster tests do not run: "
+                    f"{failed}")
     missing = missing_assets(assets)
     if missing:
         skip_or_fail(f"no {', '.join(missing)} in {assets}: {HOW_TO_GET}")
@@ -52,6 +81,7 @@ def plane(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ControlPlane]:
     control = ControlPlane(assets, tmp_path_factory.mktemp("control-plane"))
     try:
         control.start()
+        request.config.stash[SERVER_VERSION] = control.version()
         control.service_account("default")
         yield control
     finally:

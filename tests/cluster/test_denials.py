@@ -48,7 +48,7 @@ def test_a_good_pod_is_stored(kube: ControlPlane) -> None:
 
 
 def test_the_charts_match_conditions_decide_which_objects_are_judged(guard: Guard) -> None:
-    """webhook.matchConditions (CEL, beta and on by default in 1.28) reach the API server: an
+    """webhook.matchConditions (CEL, GA since 1.30) reach the API server: an
     object the condition leaves out is admitted without a call to quickq-guard."""
     opted_out = pod("opted-out", image="nginx:latest")
     opted_out["metadata"]["labels"]["quickq.io/skip"] = "true"

@@ -1,7 +1,6 @@
-"""`quickq-guard export --format vap --api-version v1beta1` applied to kube-apiserver v1.28:
-with no webhook registered, the API server's own ValidatingAdmissionPolicies deny what the
-webhook's engine denies, warn where it warns, on the same objects, and name the same policy.
-(v1 is not served by 1.28; tests/test_export.py checks its shape against the 1.30 schema.)"""
+"""`quickq-guard export --format vap` (admissionregistration.k8s.io/v1) applied to the real
+API server: with no webhook registered, its own ValidatingAdmissionPolicies deny what the
+webhook's engine denies, warn where it warns, on the same objects, and name the same policy."""
 
 from __future__ import annotations
 
@@ -37,7 +36,7 @@ def exported(guard: Guard, tmp_path_factory: pytest.TempPathFactory) -> Iterator
     plane.namespace(SANDBOX)
     out = tmp_path_factory.mktemp("vap") / "vap.yaml"
     done = subprocess.run([sys.executable, "-m", "webhook.cli", "export", "--format", "vap",
-                           "--api-version", "v1beta1", "--policies", str(POLICIES),
+                           "--policies", str(POLICIES),
                            "-o", str(out)], capture_output=True, text=True, cwd=REPO,
                           check=False)
     assert done.returncode == 0, done.stderr

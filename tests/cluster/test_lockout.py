@@ -63,8 +63,9 @@ def test_an_unreachable_webhook_locks_out_only_what_failure_policy_says(
             error = create(kube, VICTIM, "victim")
             assert f'Post "https://{RELEASE}-quickq-guard.{RELEASE_NAMESPACE}.svc:443/' \
                 in error
-            # Resolved through Endpoints (none exist), never by dialing the ClusterIP.
-            assert f'endpoints "{RELEASE}-quickq-guard" not found' in error
+            # Resolved through the Service's endpoints (none exist), never by dialing the
+            # ClusterIP: `--enable-aggregator-routing` (1.36 reads EndpointSlices).
+            assert f'no endpoints available for service "{RELEASE}-quickq-guard"' in error
         else:  # the API server calls the webhook, fails, and admits: it counts that
             before = fail_open_count(kube)
             wait_until(lambda: create(kube, VICTIM, "victim") == ""

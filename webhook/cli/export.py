@@ -15,7 +15,7 @@ import yaml
 
 from webhook.cli.check import load, policy_options
 from webhook.cli.exits import EXIT_FAILED, EXIT_OK, CliError, note
-from webhook.vap import API_VERSIONS, export
+from webhook.vap import API_VERSION, export
 
 
 def add_parser(commands: Any) -> None:
@@ -29,10 +29,6 @@ def add_parser(commands: Any) -> None:
                "not be (the others are written), 2 input, policy or usage error.")
     parser.add_argument("--format", required=True, choices=("vap",),
                         help="vap: ValidatingAdmissionPolicy and its binding")
-    parser.add_argument("--api-version", choices=API_VERSIONS, default="v1",
-                        help="admissionregistration.k8s.io version: v1 (Kubernetes 1.30+, the "
-                             "default) or v1beta1 (1.28 and 1.29, with the "
-                             "ValidatingAdmissionPolicy feature gate)")
     parser.add_argument("--output", "-o", metavar="FILE",
                         help="write the YAML here instead of to stdout")
     policy_options(parser)
@@ -41,7 +37,7 @@ def add_parser(commands: Any) -> None:
 
 def run(args: argparse.Namespace) -> int:
     policies = load(args)
-    exported = export(policies, args.api_version)
+    exported = export(policies)
     objects = exported.objects
     text = yaml.safe_dump_all(objects, sort_keys=False, width=100) if objects else ""
     if args.output:
@@ -56,7 +52,6 @@ def run(args: argparse.Namespace) -> int:
     for line in exported.notes:
         note(line)
     count = len(objects) // 2
-    note(f"exported {count} {'policy' if count == 1 else 'policies'} as "
-         f"admissionregistration.k8s.io/{args.api_version}")
+    note(f"exported {count} {'policy' if count == 1 else 'policies'} as {API_VERSION}")
     return EXIT_FAILED if any(not refusal.expected for refusal in exported.refusals) \
         else EXIT_OK

