@@ -51,6 +51,9 @@ class Claims:
 
 
 NO_CLAIMS = Claims({}, "the objects judged")
+# The webhook's lookup until it keeps a view of the cluster's claims: none resolves, and the
+# finding says why.
+NO_CLUSTER_VIEW = Claims({}, "quickq-guard's view of the cluster (it reads no claims yet)")
 
 
 @dataclass(frozen=True, slots=True)

@@ -23,6 +23,7 @@ from starlette.requests import ClientDisconnect, Request
 from starlette.responses import JSONResponse, PlainTextResponse, Response
 from starlette.routing import Route
 
+from webhook.engine.claims import NO_CLUSTER_VIEW
 from webhook.engine.evaluate import error_decision, evaluate
 from webhook.engine.policy import PolicyError, PolicySet
 from webhook.engine.results import Decision, Resource
@@ -212,7 +213,8 @@ def judge(review: Review, policies: PolicySet) -> Decision:
         return evaluate(review.object, policies, operation=review.operation,
                         old_object=review.old_object, namespace=review.namespace,
                         username=review.username, groups=review.groups,
-                        dry_run=review.dry_run, from_api_server=True)
+                        dry_run=review.dry_run, from_api_server=True,
+                        claims=NO_CLUSTER_VIEW)
     except Exception as error:  # the engine catches rule bugs; this is the last resort
         log.exception("evaluation failed", extra={"fields": {"uid": review.uid}})
         problem = f"quickq-guard could not judge this object ({type(error).__name__})"

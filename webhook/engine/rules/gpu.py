@@ -306,11 +306,11 @@ def gpu_claim_usage(workload: Workload, params: GpuParams) -> list[Finding]:
                     continue
                 field = "resourceClaimName" if use.kind == CLAIM else "resourceClaimTemplateName"
                 if use.classes is None:
+                    # short: the API server cuts a warning to 256 characters
                     findings.append(finding(
-                        container, f"claim '{use.name}' names {use.kind} '{use.source}' "
-                        f"({field}), which is not in {use.where}; "
-                        "quickq-guard cannot tell whether it hands out GPUs: add the "
-                        f"{use.kind} to what is checked", (*use.path, field)))
+                        container, f"claim '{use.name}': {use.kind} '{use.source}' is not in "
+                        f"{use.where}, so whether it hands out GPUs is unknown; judge the "
+                        f"{use.kind} with the pod", (*use.path, field)))
                 gpu_or_unknown = use.classes is None or any(
                     matches_any(name, params.device_classes) for name in use.classes)
                 if use.kind == CLAIM and not workload.is_pod and gpu_or_unknown \
