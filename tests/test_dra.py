@@ -284,3 +284,15 @@ def test_check_resolves_claims_on_stdin_and_across_parallel_workers(capsys, tmp_
     (tmp_path / "t.yaml").write_text(yaml.safe_dump(claim_template()))
     _, out, _ = run(capsys, "check", "--jobs", "2", str(tmp_path))
     assert "not in the input" not in out and out.count("gpu-priority-class") == 3
+
+
+def test_fix_adds_the_toleration_a_pod_consuming_a_gpu_claim_of_the_input_needs(capsys,
+                                                                               tmp_path):
+    import yaml
+
+    (tmp_path / "a.yaml").write_text(yaml.safe_dump(claiming("Deployment")))
+    (tmp_path / "t.yaml").write_text(yaml.safe_dump(claim_template()))
+    _, out, _ = run(capsys, "check", "--fix", str(tmp_path))
+    fixed = [d for d in yaml.safe_load_all(out) if d and d["kind"] == "Deployment"]
+    assert fixed[0]["spec"]["template"]["spec"]["tolerations"] == [
+        {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}]
