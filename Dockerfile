@@ -1,7 +1,7 @@
 # quickq-guard admission webhook image.
 #
 #   docker build -t ghcr.io/quickq/quickq-guard:0.1.0 .
-#   docker run --rm -p 8443:8443 ghcr.io/quickq/quickq-guard:0.1.0   # self-signed, for a look
+#   docker run --rm -p 8443:8443 ghcr.io/quickq/quickq-guard:0.1.0 --self-signed   # for a look
 #
 # Stage 1 builds the wheel (setuptools only lives here); stage 2 installs just
 # that wheel and its runtime dependencies, and runs as a numeric non-root user

@@ -102,3 +102,11 @@ def test_webhook_ab_times_two_checkouts_and_the_bare_endpoint(tmp_path):
     assert rows[2].startswith(str(tmp_path)[:40])
     assert all(float(row.split()[-3]) > 0 for row in rows[:3])  # us/review
     assert out.count("bare endpoint / this =") == 2
+
+
+def test_hostile_load_prints_each_case():
+    figures = json.loads(run("hostile_load.py", "--quick", "--json"))
+    cases = {row["case"].split(" (")[0]: row for row in figures["rows"]}
+    assert cases["messageExpression showing an env value"]["leaks"] == 0
+    assert all(row["exit"] == 2 for name, row in cases.items() if name.startswith("check:"))
+    assert all(row.get("status", 200) == 200 for row in figures["rows"])

@@ -373,3 +373,19 @@ def test_fix_writes_a_copied_probe_handler_out_in_full_not_as_a_yaml_alias(tmp_p
     fixed = yaml.safe_load(out)
     container = fixed["spec"]["containers"][0]
     assert container["startupProbe"]["httpGet"] == {"path": "/h", "port": 80}
+
+
+def test_check_says_why_a_deployments_replicaset_is_not_patched(capsys, monkeypatch):
+    """What the chart does not send to the mutating webhook, offline says the same."""
+    from webhook.testing import gpu_container, workload
+
+    replica_set = workload("ReplicaSet", gpu_container(), priorityClassName="gpu")
+    replica_set["metadata"]["ownerReferences"] = [{
+        "apiVersion": "apps/v1", "kind": "Deployment", "name": "web", "uid": "u-1",
+        "controller": True}]
+    code, out, _ = run(capsys, "check", "-o", "json", "-", stdin=json.dumps(replica_set),
+                       monkeypatch=monkeypatch)
+    assert code == 0
+    rows = [r for r in json.loads(out)["results"] if r["policy"] == "inject-gpu-toleration"]
+    assert [(r["result"], r["message"]) for r in rows] == [
+        ("skip", "a ReplicaSet its Deployment controls is patched through the Deployment")]

@@ -133,3 +133,27 @@ def test_taint_keys_and_effect_are_configurable():
         "effect": "NoExecute", "taintKeys": {"nvidia.com/*": "gpu.example.com/nvidia"}}}})
     assert toleration_ops(pod(gpu_container()), policies=policies)[0]["value"] == [
         {"key": "gpu.example.com/nvidia", "operator": "Exists", "effect": "NoExecute"}]
+
+
+def replica_set(owner_kind: str | None) -> dict:
+    obj = workload("ReplicaSet", gpu_container(), priorityClassName="gpu")
+    if owner_kind:
+        obj["metadata"]["ownerReferences"] = [{
+            "apiVersion": "apps/v1", "kind": owner_kind, "name": "web", "uid": "u-1",
+            "controller": True, "blockOwnerDeletion": True}]
+    return obj
+
+
+def test_a_replicaset_its_deployment_controls_is_not_mutated():
+    """The chart does not send it to the mutating webhook; offline says the same."""
+    decision = judge(replica_set("Deployment"))
+    assert decision.patch == ()
+    found = result(decision, "inject-gpu-toleration")
+    assert (found.status, found.reason) == (
+        "skip", "a ReplicaSet its Deployment controls is patched through the Deployment")
+
+
+@pytest.mark.parametrize("owner", [None, "Rollout"])
+def test_a_replicaset_of_its_own_or_another_owner_is_mutated(owner):
+    assert toleration_ops(replica_set(owner)) == [
+        {"op": "add", "path": "/spec/template/spec/tolerations", "value": [NVIDIA]}]

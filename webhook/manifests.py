@@ -13,13 +13,21 @@ import re
 import sys
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
-from functools import lru_cache
 from itertools import islice
 from pathlib import Path
 from typing import Any
 
 import pathspec
 import yaml
+
+from webhook.engine.patch import undotted
+from webhook.engine.yaml_limits import (
+    RECURSIVE,
+    LimitError,
+    check_node,
+    depth_problem,
+    expansion_problem,
+)
 
 MANIFEST_SUFFIXES = (".yaml", ".yml", ".json")
 
@@ -269,7 +277,7 @@ class Positions:
         found = None
         node = obj
         table = self.marks
-        for segment in _segments(path):
+        for segment in undotted(path):
             marks = table.get(id(node))
             if marks is None:
                 break
@@ -294,30 +302,6 @@ class Positions:
                 for mark in self.marks.get(id(sequence), ())]
 
 
-@lru_cache(maxsize=4096)
-def _segments(path: str) -> tuple[str | int, ...]:
-    """`spec.containers[0].resources.limits[nvidia.com/gpu]` -> ("spec", "containers", 0,
-    "resources", "limits", "nvidia.com/gpu"): the dotted form findings name fields in."""
-    segments: list[str | int] = []
-    position = 0
-    while position < len(path):
-        if path[position] == "[":
-            end = path.find("]", position)
-            end = len(path) if end < 0 else end
-            inside = path[position + 1:end]
-            segments.append(int(inside) if inside.isascii() and inside.isdigit() else inside)
-            position = end + 1
-        elif path[position] == ".":
-            position += 1
-        else:
-            end = len(path)
-            for stop in ".[":
-                found = path.find(stop, position)
-                if found >= 0:
-                    end = min(end, found)
-            segments.append(path[position:end])
-            position = end
-    return tuple(segments)
 
 
 # (line, column, object, error, where its fields are (None after an error))
@@ -343,6 +327,13 @@ def _slow_documents(data: bytes | str, offset: int) -> Iterator[_Read]:
         while loader.check_node():
             node = loader.get_node()
             line, column = node.start_mark.line + 1, node.start_mark.column + 1
+            try:
+                check_node(node)
+            except LimitError as error:
+                mark = error.problem_mark
+                where = (mark.line + 1, mark.column + 1) if mark else (line, column)
+                yield *where, None, _problem(error, offset), None
+                continue
             try:
                 obj = loader.construct_document(node)
             except yaml.constructor.ConstructorError as error:
@@ -527,8 +518,13 @@ class _FastReader:
             raise _Fallback
         self.parser = CParser(data)
         self.offset = offset
-        self.anchors: dict[str, Any] = {}
+        # name -> [value, mark, nodes it stands for, its height]; the last two are None
+        # while the anchored collection is still being read
+        self.anchors: dict[str, list[Any]] = {}
         self.marks: dict[int, Any] = {}  # see Positions
+        # See webhook.engine.yaml_limits: nodes read (aliases counted as what they expand
+        # to), how many of them through aliases, the nesting depth now and the deepest yet.
+        self.decoded = self.aliased = self.depth = self.deepest = 0
 
     def documents(self) -> Iterator[_Read]:
         """(line, column, object, error, positions) per document, as they are read."""
@@ -539,6 +535,7 @@ class _FastReader:
             while type(parser.get_event()) is not yaml.StreamEndEvent:  # DocumentStartEvent
                 self.anchors = {}
                 self.marks = {}
+                self.decoded = self.aliased = self.depth = self.deepest = 0
                 event: Any = parser.get_event()
                 line, column = event.start_mark.line + 1, event.start_mark.column + 1
                 obj = self.node(event)
@@ -558,20 +555,44 @@ class _FastReader:
         if kind is yaml.ScalarEvent:
             if event.tag is not None:
                 raise _Fallback
+            self.decoded += 1
             value = _plain(event.value) if event.implicit[0] else event.value
             if event.anchor is not None:
                 self.anchor(event, value)
             return value
-        if kind is yaml.MappingStartEvent:
-            return self.mapping(event)
-        if kind is yaml.SequenceStartEvent:
-            return self.sequence(event)
+        if kind is yaml.MappingStartEvent or kind is yaml.SequenceStartEvent:
+            start, level = self.decoded, self.depth + 1
+            outer, self.deepest = self.deepest, level
+            self.depth = level
+            self.decoded += 1
+            value = self.mapping(event) if kind is yaml.MappingStartEvent \
+                else self.sequence(event)
+            self.depth = level - 1
+            height, self.deepest = self.deepest - level + 1, max(outer, self.deepest)
+            if event.anchor is not None:
+                self.anchors[event.anchor][2:] = [self.decoded - start, height]
+            return value
         if kind is yaml.AliasEvent:
             found = self.anchors.get(event.anchor)
             if found is None:
                 raise _Fallback  # undefined alias: the composer's error
+            self.alias(found)
             return found[0]
         raise _Fallback  # pragma: no cover - libyaml emits no other event here
+
+    def alias(self, anchor: list[Any]) -> None:
+        """Count what an alias expands to; past the bounds, the document is refused, at the
+        anchor (as yaml_limits.check_node does for PyYAML's reader)."""
+        _, mark, size, height = anchor
+        if size is None:
+            raise LimitError(RECURSIVE, mark)
+        self.decoded += size
+        self.aliased += size
+        self.deepest = max(self.deepest, self.depth + height)
+        problem = expansion_problem(self.decoded, self.aliased) or \
+            depth_problem(self.depth + height)
+        if problem:
+            raise LimitError(problem, mark)
 
     def sequence(self, event: Any) -> list[Any]:
         if event.tag is not None:
@@ -595,7 +616,9 @@ class _FastReader:
     def anchor(self, event: Any, value: Any) -> None:
         if event.anchor in self.anchors:
             raise _Fallback  # a duplicate anchor: the composer's error
-        self.anchors[event.anchor] = (value, event.start_mark)
+        scalar = type(event) is ScalarEvent
+        self.anchors[event.anchor] = [value, event.start_mark, 1 if scalar else None,
+                                      0 if scalar else None]
 
     def mapping(self, event: Any) -> dict[Any, Any]:
         if event.tag is not None:
@@ -613,6 +636,7 @@ class _FastReader:
             if type(key_event) is not ScalarEvent or key_event.tag is not None:
                 raise _Fallback  # a collection, an alias or a tagged key
             key = key_event.value
+            self.decoded += 1  # the key
             if key_event.implicit[0]:
                 if key == "<<" and key_event.anchor is None:
                     merges.extend(self.merge(get_event()))
@@ -629,6 +653,7 @@ class _FastReader:
             value = get_event()
             # An untagged scalar without anchor, the most common value, is read right here.
             if type(value) is ScalarEvent and value.tag is None and value.anchor is None:
+                self.decoded += 1
                 if value.implicit[0]:
                     text = value.value
                     value = plain_values.get(text, _MISSING)

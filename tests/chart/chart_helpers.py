@@ -33,6 +33,14 @@ FULLNAME = "quickq-guard"
 # Newest Kubernetes the chart targets; kubectl and the validated schemas match it.
 KUBE_VERSION = "1.35.0"
 
+# What the chart leaves out by default: the control plane's namespaces, then the usual CNI,
+# CSI, cert-manager and GPU operator ones (README "Never judged").
+SYSTEM_NAMESPACES = [
+    "kube-system", "kube-public", "kube-node-lease",
+    "calico-system", "calico-apiserver", "tigera-operator", "cilium", "cilium-secrets",
+    "kube-flannel", "longhorn-system", "rook-ceph", "openebs", "cert-manager",
+    "gpu-operator", "nvidia-gpu-operator", "nvidia-network-operator", "kube-amd-gpu"]
+
 Manifest = dict[str, Any]
 
 
@@ -133,13 +141,18 @@ VERBS = ["create", "delete", "get", "list", "patch", "update", "watch"]
 DISCOVERY: dict[str, list[tuple[str, str, bool]]] = {
     "v1": [("configmaps", "ConfigMap", True), ("secrets", "Secret", True),
            ("services", "Service", True), ("serviceaccounts", "ServiceAccount", True),
-           ("pods", "Pod", True), ("namespaces", "Namespace", False)],
+           ("pods", "Pod", True), ("namespaces", "Namespace", False),
+           ("resourcequotas", "ResourceQuota", True)],
     "apps/v1": [("deployments", "Deployment", True), ("replicasets", "ReplicaSet", True),
                 ("statefulsets", "StatefulSet", True), ("daemonsets", "DaemonSet", True)],
     "batch/v1": [("jobs", "Job", True), ("cronjobs", "CronJob", True)],
     "policy/v1": [("poddisruptionbudgets", "PodDisruptionBudget", True)],
     "autoscaling/v2": [("horizontalpodautoscalers", "HorizontalPodAutoscaler", True)],
     "networking.k8s.io/v1": [("networkpolicies", "NetworkPolicy", True)],
+    "rbac.authorization.k8s.io/v1": [
+        ("clusterroles", "ClusterRole", False),
+        ("clusterrolebindings", "ClusterRoleBinding", False),
+        ("roles", "Role", True), ("rolebindings", "RoleBinding", True)],
     "admissionregistration.k8s.io/v1": [
         ("validatingwebhookconfigurations", "ValidatingWebhookConfiguration", False),
         ("mutatingwebhookconfigurations", "MutatingWebhookConfiguration", False)],

@@ -3,6 +3,7 @@ must trust the serving certificate through the caBundle it injects."""
 
 from __future__ import annotations
 
+import ssl
 from typing import Any
 
 import pytest
@@ -12,6 +13,7 @@ from chart_helpers import (
     b64decode,
     find,
     helm_template,
+    helm_template_raw,
     helm_template_with_cluster,
 )
 from cryptography import x509
@@ -144,8 +146,84 @@ def test_upgrade_keeps_existing_certificates(helm_mode: list[dict[str, Any]]) ->
     assert find(docs, "Secret")["data"] == old
     for kind in WEBHOOK_KINDS:
         assert find(docs, kind)["webhooks"][0]["clientConfig"]["caBundle"] == old["ca.crt"]
-    rotated = helm_template_with_cluster(objects, {"certs": {"helm": {"rotate": True}}})
-    assert find(rotated, "Secret")["data"]["ca.crt"] != old["ca.crt"]
+
+def pem_certificates(data: str) -> list[x509.Certificate]:
+    """The certificates of a base64 PEM bundle, which OpenSSL must load too (it is stricter
+    than cryptography's parser about where a PEM line ends)."""
+    pem = b64decode(data)
+    ssl.create_default_context(cadata=pem.decode())
+    return x509.load_pem_x509_certificates(pem)
+
+
+SECRET_PATH = f"/api/v1/namespaces/{NAMESPACE}/secrets/{FULLNAME}-tls"
+
+
+def rotate(secret: dict[str, Any], rotation: str) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+    """Render the upgrade that sets certs.helm.rotation against `secret`; the documents and
+    the Secret as that upgrade leaves it."""
+    docs = helm_template_with_cluster({SECRET_PATH: secret},
+                                      {"certs": {"helm": {"rotation": rotation}}})
+    new = find(docs, "Secret")
+    annotations = {**secret["metadata"]["annotations"], **new["metadata"]["annotations"]}
+    return docs, {**secret, "metadata": {**secret["metadata"], "annotations": annotations},
+                  "data": new["data"]}
+
+
+def test_rotation_serves_the_old_and_new_ca_until_the_next_one(
+        helm_mode: list[dict[str, Any]]) -> None:
+    old = find(helm_mode, "Secret")["data"]
+    [old_ca] = pem_certificates(old["ca.crt"])
+    docs, secret = rotate(previous_install_secret(old["ca.crt"], old["tls.crt"], old["tls.key"]),
+                          "2026-12-01")
+    new_ca, kept = pem_certificates(secret["data"]["ca.crt"])
+    assert kept == old_ca and new_ca != old_ca
+    leaf = x509.load_pem_x509_certificate(b64decode(secret["data"]["tls.crt"]))
+    verify_signed_by(leaf, new_ca)  # the new leaf: trusted through the new CA
+    assert secret["data"]["tls.key"] != old["tls.key"]
+    for kind in WEBHOOK_KINDS:  # a replica still serving the old leaf is trusted too
+        assert find(docs, kind)["webhooks"][0]["clientConfig"]["caBundle"] == \
+            secret["data"]["ca.crt"]
+    assert secret["metadata"]["annotations"]["quickq.io/rotation"] == "2026-12-01"
+    # The next rotation drops the CA retired by this one.
+    _, again = rotate(secret, "2027-01-01")
+    newest, previous = pem_certificates(again["data"]["ca.crt"])
+    assert previous == new_ca and newest not in (new_ca, old_ca)
+
+
+def test_rotation_does_not_stick_under_reuse_values(helm_mode: list[dict[str, Any]]) -> None:
+    """--reuse-values keeps certs.helm.rotation; the Secret records it, so nothing rotates."""
+    old = find(helm_mode, "Secret")["data"]
+    _, rotated = rotate(previous_install_secret(old["ca.crt"], old["tls.crt"], old["tls.key"]),
+                        "2026-12-01")
+    docs, reused = rotate(rotated, "2026-12-01")
+    assert reused["data"] == rotated["data"]
+    for kind in WEBHOOK_KINDS:
+        assert find(docs, kind)["webhooks"][0]["clientConfig"]["caBundle"] == \
+            rotated["data"]["ca.crt"]
+
+
+@pytest.mark.parametrize("values", [
+    {"certs": {"mode": "cert-manager"}},
+    {"certs": {"mode": "cert-manager", "certManager": {"issuerRef": {
+        "name": "corp-ca", "kind": "ClusterIssuer", "group": "cert-manager.io"}}}},
+    "secret",
+], ids=["cert-manager", "cert-manager-issuer", "secret"])
+def test_gitops_modes_render_the_same_twice(values: Any, external_ca_bundle: str) -> None:
+    """What Argo CD renders with `helm template` on every sync: cert-manager and secret mode
+    hold no generated key or certificate, so two renders are byte for byte the same."""
+    if values == "secret":
+        values = {"certs": {"mode": "secret", "secret": {"name": "corp-tls",
+                                                         "caBundle": external_ca_bundle}}}
+    first, second = helm_template_raw(values), helm_template_raw(values)
+    assert first.returncode == 0, first.stderr
+    assert first.stdout == second.stdout
+
+
+def test_helm_mode_renders_the_same_twice_against_its_secret(
+        helm_mode: list[dict[str, Any]]) -> None:
+    old = find(helm_mode, "Secret")["data"]
+    objects = {SECRET_PATH: previous_install_secret(old["ca.crt"], old["tls.crt"], old["tls.key"])}
+    assert helm_template_with_cluster(objects) == helm_template_with_cluster(objects)
 
 
 def test_incomplete_existing_secret_is_regenerated() -> None:

@@ -7,7 +7,17 @@ from typing import Any
 
 import pytest
 import yaml
-from chart_helpers import CHART, FULLNAME, NAMESPACE, REPO, find, helm_template
+from chart_helpers import (
+    CHART,
+    FULLNAME,
+    NAMESPACE,
+    REPO,
+    SYSTEM_NAMESPACES,
+    find,
+    helm_template,
+    helm_template_raw,
+)
+from ruamel.yaml import YAML
 
 
 @pytest.fixture(scope="module")
@@ -69,10 +79,78 @@ def test_resources_fit_the_footprint(container: dict[str, Any]) -> None:
     assert container["resources"]["limits"]["memory"] == "128Mi"
 
 
+def server_container(values: dict[str, Any]) -> dict[str, Any]:
+    (only,) = find(helm_template(values), "Deployment")["spec"]["template"]["spec"][
+        "containers"]
+    return dict(only)
+
+
+@pytest.mark.parametrize(("workers", "limit"), [(1, "128Mi"), (2, "208Mi"), (16, "1328Mi")])
+def test_memory_limit_grows_with_the_workers(workers: int, limit: str) -> None:
+    container = server_container({"server": {"workers": workers}})
+    assert f"--workers={workers}" in container["args"]
+    assert container["resources"]["limits"]["memory"] == limit
+
+
+@pytest.mark.parametrize(("memory", "workers"), [("1Gi", 8), ("160Mi", 2), ("96Mi", 1),
+                                                 ("100663296", 1)])
+def test_a_memory_limit_that_holds_the_workers_is_kept(memory: str, workers: int) -> None:
+    container = server_container({"server": {"workers": workers},
+                                  "resources": {"limits": {"memory": memory}}})
+    assert container["resources"]["limits"]["memory"] == memory
+
+
+@pytest.mark.parametrize(("memory", "workers", "floor"), [("128Mi", 4, "288Mi"),
+                                                          ("95Mi", 1, "96Mi"),
+                                                          ("1G", 16, "1056Mi")])
+def test_a_memory_limit_too_small_for_the_workers_is_refused(memory: str, workers: int,
+                                                             floor: str) -> None:
+    proc = helm_template_raw({"server": {"workers": workers},
+                              "resources": {"limits": {"memory": memory}}})
+    assert proc.returncode != 0
+    assert f"too little for {workers} server.workers: give at least {floor}" in proc.stderr
+
+
+def test_availability_knobs(pod: dict[str, Any], container: dict[str, Any]) -> None:
+    assert pod["priorityClassName"] == "system-cluster-critical"
+    assert pod["nodeSelector"] == {"kubernetes.io/os": "linux"}
+    assert "hostNetwork" not in pod and pod["dnsPolicy"] == "ClusterFirst"
+    assert container["lifecycle"] == {"preStop": {"sleep": {"seconds": 5}}}
+    assert pod["terminationGracePeriodSeconds"] == 30
+
+
+def test_host_network_switches_dns_policy_and_knobs_can_be_changed() -> None:
+    docs = helm_template({"hostNetwork": True, "priorityClassName": "",
+                          "server": {"preStopSleepSeconds": 0,
+                                     "terminationGracePeriodSeconds": 10}})
+    pod = find(docs, "Deployment")["spec"]["template"]["spec"]
+    assert pod["hostNetwork"] is True and pod["dnsPolicy"] == "ClusterFirstWithHostNet"
+    assert "priorityClassName" not in pod and "lifecycle" not in pod["containers"][0]
+    assert pod["terminationGracePeriodSeconds"] == 10
+    assert find(helm_template({"hostNetwork": True, "dnsPolicy": "Default"}),
+                "Deployment")["spec"]["template"]["spec"]["dnsPolicy"] == "Default"
+
+
+def test_a_grace_period_shorter_than_pre_stop_is_refused() -> None:
+    proc = helm_template_raw({"server": {"preStopSleepSeconds": 20,
+                                         "terminationGracePeriodSeconds": 20}})
+    assert proc.returncode != 0 and "must be more than server.preStopSleepSeconds" in proc.stderr
+
+
+def test_priority_class_quota_names_the_class() -> None:
+    docs = helm_template({"priorityClassQuota": True})
+    quota = find(docs, "ResourceQuota")["spec"]
+    assert quota["scopeSelector"]["matchExpressions"] == [
+        {"scopeName": "PriorityClass", "operator": "In", "values": ["system-cluster-critical"]}]
+
+
 def test_image_is_pinned_to_app_version(container: dict[str, Any]) -> None:
     app_version = yaml.safe_load((CHART / "Chart.yaml").read_text())["appVersion"]
-    assert container["image"].endswith(f":{app_version}")
-    assert app_version == "0.1.0"
+    assert container["image"] == f"ghcr.io/quickq/quickq-guard:{app_version}"
+    assert yaml.safe_load((CHART / "values.yaml").read_text())["image"]["tag"] == ""
+    tagged = helm_template({"image": {"tag": "0.2.0-rc1"}})
+    (server,) = find(tagged, "Deployment")["spec"]["template"]["spec"]["containers"]
+    assert server["image"] == "ghcr.io/quickq/quickq-guard:0.2.0-rc1"
 
 
 def test_labels(docs: list[dict[str, Any]]) -> None:
@@ -83,6 +161,23 @@ def test_labels(docs: list[dict[str, Any]]) -> None:
             assert f"app.kubernetes.io/{key}" in labels, (doc["kind"], key)
     template = find(docs, "Deployment")["spec"]["template"]["metadata"]["labels"]
     assert template["app"] == "quickq-guard"
+
+
+def test_labels_given_twice_are_written_once() -> None:
+    """commonLabels and podLabels may repeat a standard key: one key, the user's value
+    (the object would otherwise carry a duplicate YAML key)."""
+    proc = helm_template_raw({"commonLabels": {"app": "guard", "team": "platform"},
+                              "podLabels": {"app": "guard-pod", "tier": "control"}})
+    assert proc.returncode == 0, proc.stderr
+    # ruamel.yaml refuses a mapping with a key twice (DuplicateKeyError), as strict parsers do.
+    docs = [d for d in YAML(typ="safe", pure=True).load_all(proc.stdout) if d]
+    assert docs
+    deployment = find(docs, "Deployment")
+    assert deployment["metadata"]["labels"]["app"] == "guard"
+    pod_labels = deployment["spec"]["template"]["metadata"]["labels"]
+    assert (pod_labels["app"], pod_labels["team"], pod_labels["tier"]) == (
+        "guard-pod", "platform", "control")
+    assert pod_labels["app.kubernetes.io/name"] == "quickq-guard"
 
 
 def test_server_args_match_mounts(container: dict[str, Any]) -> None:
@@ -132,7 +227,7 @@ def test_config_carries_overrides_and_release_namespace() -> None:
     config = yaml.safe_load(find(docs, "ConfigMap", f"{FULLNAME}-config")["data"]["config.yaml"])
     assert config == {
         "mode": "enforce",
-        "excludeNamespaces": ["kube-system", "kube-public", "kube-node-lease", "guard"],
+        "excludeNamespaces": [*SYSTEM_NAMESPACES, "guard"],
         "excludeUsers": ["ci-bot"], "excludeGroups": [],
         "nodeTemplateGroups": ["quickq", "quickq.io"], "customKinds": [], "policies": overrides,
     }
@@ -148,7 +243,9 @@ def test_extra_policy_files_are_added() -> None:
 
 def test_namespaced_objects_land_in_release_namespace(docs: list[dict[str, Any]]) -> None:
     cluster_scoped = {"ValidatingWebhookConfiguration", "MutatingWebhookConfiguration",
-                      "CustomResourceDefinition"}
+                      "CustomResourceDefinition", "ClusterRole", "ClusterRoleBinding"}
     for doc in docs:
-        if doc["kind"] not in cluster_scoped:
+        if doc["kind"] in ("Role", "RoleBinding"):  # the hooks may dry-run create a probe Pod
+            assert doc["metadata"]["namespace"] == "default", doc["kind"]
+        elif doc["kind"] not in cluster_scoped:
             assert doc["metadata"]["namespace"] == NAMESPACE, doc["kind"]

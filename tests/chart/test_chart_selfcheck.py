@@ -63,8 +63,12 @@ def test_check_catches_a_chart_without_requests() -> None:
 
 
 def test_check_catches_a_root_container() -> None:
-    docs = helm_template({"securityContext": {"runAsUser": 0, "runAsNonRoot": False},
-                          "podSecurityContext": {"runAsUser": 0}})
+    """Control: the same chart made to run as root (the values schema refuses that, so the
+    rendered Deployment is changed instead) fails the check."""
+    docs = helm_template()
+    pod = next(d for d in docs if d["kind"] == "Deployment")["spec"]["template"]["spec"]
+    pod["securityContext"].update(runAsUser=0, runAsNonRoot=False)
+    pod["containers"][0]["securityContext"].update(runAsUser=0, runAsNonRoot=False)
     code, report = check(docs)
     assert code == 1
     assert "disallow-root-user" in {r["policy"] for r in enforce_findings(report)}

@@ -21,8 +21,10 @@ BAD_VALUES: list[tuple[str, dict[str, Any], list[str]]] = [
      ["/image", "additional properties 'tags'"]),
     ("typo in probe", {"probes": {"liveness": {"periodSecond": 10}}},
      ["/probes/liveness", "'periodSecond'"]),
-    ("bad failure policy", {"webhook": {"failurePolicy": "fail"}},
-     ["/webhook/failurePolicy", "Ignore"]),
+    ("bad failure policy", {"webhook": {"failurePolicy": {"validating": "fail"}}},
+     ["/webhook/failurePolicy/validating", "Ignore"]),
+    ("one failure policy for both", {"webhook": {"failurePolicy": "Fail"}},
+     ["/webhook/failurePolicy", "want object"]),
     ("timeout out of range", {"webhook": {"timeoutSeconds": 45}},
      ["/webhook/timeoutSeconds", "maximum"]),
     ("bad policy action", {"policies": {"require-labels": {"action": "block"}}},
@@ -33,6 +35,50 @@ BAD_VALUES: list[tuple[str, dict[str, Any], list[str]]] = [
      ["/certs/secret/name", "/certs/secret/caBundle"]),
     ("unknown pod security profile", {"config": {"podSecurity": {"enforce": "strict"}}},
      ["/config/podSecurity/enforce", "restricted"]),
+    # The holes a platform engineer found (issue 24, section 7).
+    ("security context typo", {"securityContext": {"readOnlyRootFileSystem": True}},
+     ["/securityContext", "'readOnlyRootFileSystem'"]),
+    ("object selector typo", {"webhook": {"objectSelector": {"bogus": {}}}},
+     ["/webhook/objectSelector", "'bogus'"]),
+    ("env entry without a name", {"server": {"extraEnv": [{"value": "1"}]}},
+     ["/server/extraEnv/0", "missing property 'name'"]),
+    ("privileged container", {"securityContext": {"privileged": True}},
+     ["/securityContext/privileged", "false"]),
+    ("root container", {"securityContext": {"runAsUser": 0}},
+     ["/securityContext/runAsUser", "minimum"]),
+    ("root pod", {"podSecurityContext": {"runAsUser": 0}},
+     ["/podSecurityContext/runAsUser", "minimum"]),
+    ("root allowed", {"securityContext": {"runAsNonRoot": False}},
+     ["/securityContext/runAsNonRoot", "true"]),
+    ("writable root", {"securityContext": {"readOnlyRootFilesystem": False}},
+     ["/securityContext/readOnlyRootFilesystem"]),
+    ("escalation", {"securityContext": {"allowPrivilegeEscalation": True}},
+     ["/securityContext/allowPrivilegeEscalation"]),
+    ("added capability", {"securityContext": {"capabilities": {"add": ["NET_ADMIN"]}}},
+     ["/securityContext/capabilities/add", "maxItems"]),
+    ("not a memory quantity", {"resources": {"limits": {"memory": "lots"}}},
+     ["/resources/limits/memory", "does not match pattern"]),
+    ("not a cpu quantity", {"resources": {"requests": {"cpu": "fast"}}},
+     ["/resources/requests/cpu", "does not match pattern"]),
+    ("resource typo", {"resources": {"limit": {"cpu": "1"}}}, ["/resources", "'limit'"]),
+    ("a PDB of 100%", {"podDisruptionBudget": {"minAvailable": "100%"}},
+     ["/podDisruptionBudget/minAvailable", "does not match pattern"]),
+    ("a selector label in commonLabels", {"commonLabels": {"app.kubernetes.io/name": "x"}},
+     ["/commonLabels/app.kubernetes.io~1name"]),
+    ("a selector label in podLabels", {"podLabels": {"app.kubernetes.io/instance": "x"}},
+     ["/podLabels/app.kubernetes.io~1instance"]),
+    ("a label value that is not one", {"podLabels": {"team": "a b"}},
+     ["/podLabels/team", "does not match pattern"]),
+    ("a glob class in excludeUsers", {"config": {"excludeUsers": ["user[12]"]}},
+     ["/config/excludeUsers/0", "does not match pattern"]),
+    ("a match condition named like the chart's",
+     {"webhook": {"matchConditions": [{"name": "quickq-guard-x", "expression": "true"}]}},
+     ["/webhook/matchConditions/0/name"]),
+    ("the old rotate switch", {"certs": {"helm": {"rotate": True}}},
+     ["/certs/helm", "'rotate'"]),
+    ("unknown dns policy", {"dnsPolicy": "ClusterLast"}, ["/dnsPolicy", "ClusterFirst"]),
+    ("fail-safe typo", {"webhook": {"failSafe": {"enable": True}}},
+     ["/webhook/failSafe", "'enable'"]),
 ]
 
 
@@ -62,18 +108,26 @@ def test_lint_rejects_bad_values() -> None:
      "failureThreshold x periodSeconds is 20s"),
     ({"extraPolicies": {"require-labels.yaml": "id: require-labels\n"}},
      "extraPolicies.require-labels.yaml would replace a shipped policy file"),
+    ({"autoscaling": {"enabled": True, "minReplicas": 4, "maxReplicas": 3}},
+     "autoscaling.minReplicas (4) is more than autoscaling.maxReplicas (3)"),
+    ({"replicaCount": 2, "podDisruptionBudget": {"minAvailable": 2}},
+     "podDisruptionBudget.minAvailable 2 with 2 replicas blocks every node drain"),
+    ({"autoscaling": {"enabled": True, "minReplicas": 3},
+      "podDisruptionBudget": {"minAvailable": 3}},
+     "podDisruptionBudget.minAvailable 3 with 3 replicas blocks every node drain"),
 ])
 def test_template_rejects_unsafe_settings(values: dict[str, Any], expected: str) -> None:
     assert expected in error_text(values)
 
 
 def test_schema_closes_every_defined_object() -> None:
-    """Every object with declared properties refuses unknown keys."""
+    """Every object with declared properties refuses unknown keys, or is a map whose values
+    have a schema of their own (labels: any key, string values, the selector keys refused)."""
     schema = json.loads((CHART / "values.schema.json").read_text())
     open_objects: list[str] = []
 
     def walk(node: dict[str, Any], where: str) -> None:
-        if "properties" in node and node.get("additionalProperties") is not False:
+        if "properties" in node and node.get("additionalProperties", True) is True:
             open_objects.append(where)
         for name, sub in node.get("properties", {}).items():
             walk(sub, f"{where}.{name}")

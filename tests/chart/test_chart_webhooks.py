@@ -6,10 +6,20 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from chart_helpers import find, helm_template
+from chart_helpers import (
+    FULLNAME,
+    NAMESPACE,
+    SYSTEM_NAMESPACES,
+    find,
+    helm_template,
+    helm_template_raw,
+    helm_template_with_cluster,
+)
+
+from webhook.engine.cel import activation, compile_expression, evaluate
+from webhook.engine.globs import matches_any
 
 WEBHOOK_KINDS = ("ValidatingWebhookConfiguration", "MutatingWebhookConfiguration")
-SYSTEM_NAMESPACES = {"kube-system", "kube-public", "kube-node-lease"}
 
 
 def hooks(docs: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -25,33 +35,68 @@ def excluded_namespaces(hook: dict[str, Any]) -> set[str]:
     return set(term["values"])
 
 
-def intercepted(hook: dict[str, Any]) -> set[tuple[str, str]]:
-    """(group, resource) pairs the hook's rules match, for CREATE and UPDATE."""
-    pairs = set()
+def intercepted(hook: dict[str, Any]) -> dict[tuple[str, str], tuple[str, ...]]:
+    """(group, resource) -> operations, for every rule of the hook."""
+    pairs: dict[tuple[str, str], tuple[str, ...]] = {}
     for rule in hook["rules"]:
-        assert sorted(rule["operations"]) == ["CREATE", "UPDATE"]
-        pairs |= {(g, r) for g in rule["apiGroups"] for r in rule["resources"]}
+        for group in rule["apiGroups"]:
+            for resource in rule["resources"]:
+                assert (group, resource) not in pairs
+                pairs[(group, resource)] = tuple(sorted(rule["operations"]))
     return pairs
+
+
+def validating(docs: list[dict[str, Any]]) -> dict[str, Any]:
+    (hook,) = find(docs, "ValidatingWebhookConfiguration")["webhooks"]
+    return dict(hook)
+
+
+def mutating(docs: list[dict[str, Any]]) -> dict[str, Any]:
+    (hook,) = find(docs, "MutatingWebhookConfiguration")["webhooks"]
+    return dict(hook)
 
 
 @pytest.mark.parametrize("namespace", ["quickq-guard", "policy-system"])
 def test_namespace_selector_spares_system_and_own_namespace(namespace: str) -> None:
     for hook in hooks(helm_template(namespace=namespace)):
-        assert excluded_namespaces(hook) >= SYSTEM_NAMESPACES | {namespace}
+        assert excluded_namespaces(hook) == set(SYSTEM_NAMESPACES) | {namespace}
+        assert {"key": "quickq.io/ignore", "operator": "NotIn", "values": ["true"]} in \
+            hook["namespaceSelector"]["matchExpressions"]
 
 
 def test_configured_exclusions_reach_selector_and_config() -> None:
-    docs = helm_template({"config": {"excludeNamespaces": ["monitoring"]}})
+    docs = helm_template({"config": {"excludeNamespaces": ["monitoring"],
+                                     "systemNamespaces": ["kube-system"]}})
     for hook in hooks(docs):
-        assert excluded_namespaces(hook) == SYSTEM_NAMESPACES | {"monitoring", "quickq-guard"}
+        assert excluded_namespaces(hook) == {"kube-system", "monitoring", "quickq-guard"}
 
 
-def test_rules_cover_pods_controllers_and_nodetemplates() -> None:
-    expected = {("", "pods"), ("", "replicationcontrollers")} | {("apps", r) for r in (
-        "deployments", "replicasets", "statefulsets", "daemonsets")} | \
-        {("batch", "jobs"), ("batch", "cronjobs"), ("quickq.io", "nodetemplates")}
-    for hook in hooks(helm_template()):
-        assert intercepted(hook) == expected
+@pytest.mark.parametrize(("cert_manager", "excluded"), [
+    ({}, "cert-manager"), ({"namespace": "pki"}, "pki")])
+def test_cert_manager_mode_spares_cert_managers_namespace(cert_manager: dict[str, Any],
+                                                          excluded: str) -> None:
+    docs = helm_template({"config": {"systemNamespaces": ["kube-system"]},
+                          "certs": {"mode": "cert-manager", "certManager": cert_manager}})
+    for hook in hooks(docs):
+        assert excluded_namespaces(hook) == {"kube-system", excluded, "quickq-guard"}
+
+
+CORE = {("", "replicationcontrollers"), ("apps", "deployments"), ("apps", "replicasets"),
+        ("apps", "statefulsets"), ("apps", "daemonsets"), ("batch", "jobs"),
+        ("batch", "cronjobs"), ("quickq.io", "nodetemplates")}
+BOTH = ("CREATE", "UPDATE")
+
+
+def test_validating_rules_cover_pods_debug_containers_controllers_and_nodetemplates() -> None:
+    rules = intercepted(validating(helm_template()))
+    assert rules == {**dict.fromkeys(CORE, BOTH), ("", "pods"): BOTH,
+                     ("", "pods/ephemeralcontainers"): BOTH}
+
+
+def test_mutating_rules_leave_out_pod_updates_and_debug_containers() -> None:
+    """The engine patches a Pod on CREATE only, and never an ephemeral container."""
+    rules = intercepted(mutating(helm_template()))
+    assert rules == {**dict.fromkeys(CORE, BOTH), ("", "pods"): ("CREATE",)}
 
 
 def test_nodetemplate_groups_from_values() -> None:
@@ -68,24 +113,179 @@ def test_webhook_safety_settings() -> None:
         assert hook["sideEffects"] == "None"
         assert hook["admissionReviewVersions"] == ["v1"]
         assert hook["timeoutSeconds"] == 5
-        assert hook["failurePolicy"] == "Fail"
         assert hook["clientConfig"]["service"]["path"] == path
-        assert "matchConditions" not in hook
-    assert find(docs, "MutatingWebhookConfiguration")["webhooks"][0][
-        "reinvocationPolicy"] == "IfNeeded"
+    assert mutating(docs)["reinvocationPolicy"] == "IfNeeded"
 
 
-def test_failure_policy_timeout_and_match_conditions_from_values() -> None:
+def policies(docs: list[dict[str, Any]]) -> tuple[str, str]:
+    return validating(docs)["failurePolicy"], mutating(docs)["failurePolicy"]
+
+
+def test_a_first_install_registers_both_webhooks_as_ignore() -> None:
+    """Fail-safe: nothing is blocked until the arm hook saw the webhook answer."""
+    docs = helm_template()
+    assert policies(docs) == ("Ignore", "Ignore")
+    job = find(docs, "Job", f"{FULLNAME}-arm")
+    assert job["metadata"]["annotations"]["helm.sh/hook"] == "post-install,post-upgrade"
+    (container,) = job["spec"]["template"]["spec"]["containers"]
+    assert container["command"] == [
+        "quickq-guard", "cluster", "arm", "--namespace", "default",
+        "--instance", f"{NAMESPACE}/{FULLNAME}", "--timeout", "300",
+        "--validating", f"{FULLNAME}=Fail", "--mutating", f"{FULLNAME}=Ignore"]
+
+
+def armed(kind: str, policy: str) -> dict[str, Any]:
+    """A webhook configuration as `quickq-guard cluster arm` left it."""
+    return {"apiVersion": "admissionregistration.k8s.io/v1", "kind": kind,
+            "metadata": {"name": FULLNAME,
+                         "annotations": {"quickq.io/failure-policy-armed": "true",
+                                         "meta.helm.sh/release-name": FULLNAME,
+                                         "meta.helm.sh/release-namespace": NAMESPACE},
+                         "labels": {"app.kubernetes.io/managed-by": "Helm"}},
+            "webhooks": [{"name": "x", "failurePolicy": policy}]}
+
+
+def test_an_upgrade_after_arming_renders_the_configured_policies() -> None:
+    base = "/apis/admissionregistration.k8s.io/v1/"
+    objects = {f"{base}validatingwebhookconfigurations/{FULLNAME}":
+               armed("ValidatingWebhookConfiguration", "Fail")}
+    docs = helm_template_with_cluster(objects)
+    # The validating one was armed; the mutating one not yet, so it stays Ignore.
+    assert policies(docs) == ("Fail", "Ignore")
+    assert find(docs, "ValidatingWebhookConfiguration")["metadata"]["annotations"][
+        "quickq.io/failure-policy-armed"] == "true"
+    objects[f"{base}mutatingwebhookconfigurations/{FULLNAME}"] = \
+        armed("MutatingWebhookConfiguration", "Ignore")
+    docs = helm_template_with_cluster(objects, {"webhook": {"failurePolicy": {
+        "validating": "Ignore", "mutating": "Fail"}}})
+    assert policies(docs) == ("Ignore", "Fail")
+
+
+def test_without_fail_safe_the_configured_policies_are_rendered_and_no_job() -> None:
+    docs = helm_template({"webhook": {"failSafe": {"enabled": False}}})
+    assert policies(docs) == ("Fail", "Ignore")
+    assert [d["metadata"]["name"] for d in docs if d["kind"] == "Job"] == [f"{FULLNAME}-cleanup"]
+    docs = helm_template({"webhook": {"failSafe": {"enabled": False}, "failurePolicy": {
+        "validating": "Ignore", "mutating": "Fail"}}})
+    assert policies(docs) == ("Ignore", "Fail")
+
+
+def test_nothing_to_arm_when_both_policies_are_ignore() -> None:
+    docs = helm_template({"webhook": {"failurePolicy": {"validating": "Ignore"}}})
+    assert not [d for d in docs if d["kind"] == "Job" and d["metadata"]["name"].endswith("-arm")]
+
+
+def test_a_probe_namespace_that_is_excluded_is_refused() -> None:
+    proc = helm_template_raw({"webhook": {"failSafe": {"probeNamespace": "kube-system"}}})
+    assert proc.returncode != 0
+    assert "probeNamespace kube-system is excluded" in proc.stderr
+
+
+def condition(hook: dict[str, Any], name: str) -> Any:
+    [expression] = [c["expression"] for c in hook["matchConditions"] if c["name"] == name]
+    return compile_expression(expression, "object", "bool")
+
+
+def skips(compiled: Any, request: dict[str, Any], obj: dict[str, Any] | None = None) -> bool:
+    """Whether the API server skips the call: the condition is false."""
+    data = {"request": {"resource": {"group": "", "version": "v1", "resource": "pods"},
+                        **request}, "object": obj or {"metadata": {}}}
+    return evaluate(compiled, activation("object", data)) is False
+
+
+USERS = ["admin", "system:serviceaccount:ci:*", "a?b*c", "*-bot"]
+GROUPS = ["system:masters", "team-*"]
+
+
+@pytest.mark.parametrize("username", [
+    "admin", "system:serviceaccount:ci:deployer", "axbc", "aybzzc", "release-bot", "alice",
+    "admin2", "system:serviceaccount:cd:x", "abc", "bot"])
+def test_excluded_users_are_skipped_by_the_api_server_as_the_engine_skips_them(
+        username: str) -> None:
+    """The rendered CEL and the engine's globs agree: offline equals online."""
+    docs = helm_template({"config": {"excludeUsers": USERS}})
+    for hook in hooks(docs):
+        compiled = condition(hook, "quickq-guard-exclude-users")
+        assert skips(compiled, {"userInfo": {"username": username}}) is \
+            matches_any(username, tuple(USERS))
+        assert not skips(compiled, {"userInfo": {}})
+
+
+@pytest.mark.parametrize("groups", [["system:masters"], ["system:authenticated", "team-ml"],
+                                    ["system:authenticated"], ["teams-ml"], []])
+def test_excluded_groups_are_skipped_by_the_api_server_as_the_engine_skips_them(
+        groups: list[str]) -> None:
+    docs = helm_template({"config": {"excludeGroups": GROUPS}})
+    for hook in hooks(docs):
+        compiled = condition(hook, "quickq-guard-exclude-groups")
+        expected = any(matches_any(group, tuple(GROUPS)) for group in groups)
+        user = {"username": "u", **({"groups": groups} if groups else {})}
+        assert skips(compiled, {"userInfo": user}) is expected
+
+
+def test_exclusions_reach_the_server_config_too() -> None:
+    import yaml
+    docs = helm_template({"config": {"excludeUsers": USERS, "excludeGroups": GROUPS}})
+    config = yaml.safe_load(find(docs, "ConfigMap", f"{FULLNAME}-config")["data"]["config.yaml"])
+    assert (config["excludeUsers"], config["excludeGroups"]) == (USERS, GROUPS)
+
+
+def test_no_user_or_group_condition_without_exclusions() -> None:
+    for hook in hooks(helm_template()):
+        names = [c["name"] for c in hook["matchConditions"]]
+        assert "quickq-guard-exclude-users" not in names
+        assert "quickq-guard-exclude-groups" not in names
+
+
+@pytest.mark.parametrize(("annotations", "resource", "skipped"), [
+    ({"kubernetes.io/config.mirror": "abc"}, "pods", True),
+    ({"team": "a"}, "pods", False), (None, "pods", False),
+    ({"kubernetes.io/config.mirror": "abc"}, "deployments", False)])
+def test_mirror_pods_are_skipped(annotations: dict[str, str] | None, resource: str,
+                                 skipped: bool) -> None:
+    for hook in hooks(helm_template()):
+        compiled = condition(hook, "quickq-guard-skip-mirror-pods")
+        metadata = {"annotations": annotations} if annotations is not None else {}
+        request = {"resource": {"group": "", "version": "v1", "resource": resource}}
+        assert skips(compiled, request, {"metadata": metadata}) is skipped
+
+
+OWNER = {"apiVersion": "apps/v1", "kind": "Deployment", "name": "web", "uid": "u"}
+
+
+@pytest.mark.parametrize(("owners", "skipped"), [
+    ([{**OWNER, "controller": True}], True),
+    ([{**OWNER, "controller": False}], False), ([OWNER], False),
+    ([{**OWNER, "kind": "Rollout", "apiVersion": "argoproj.io/v1alpha1", "controller": True}],
+     False), (None, False)])
+def test_the_mutating_webhook_skips_replicasets_a_deployment_controls(
+        owners: list[dict[str, Any]] | None, skipped: bool) -> None:
+    docs = helm_template()
+    compiled = condition(mutating(docs), "quickq-guard-skip-deployment-replicasets")
+    request = {"resource": {"group": "apps", "version": "v1", "resource": "replicasets"}}
+    metadata = {"ownerReferences": owners} if owners is not None else {}
+    assert skips(compiled, request, {"metadata": metadata}) is skipped
+    pods = {"resource": {"group": "", "version": "v1", "resource": "pods"}}
+    assert not skips(compiled, pods, {"metadata": metadata})
+    names = [c["name"] for c in validating(docs)["matchConditions"]]
+    assert "quickq-guard-skip-deployment-replicasets" not in names
+
+
+def test_user_match_conditions_follow_the_charts_own() -> None:
     conditions = [{"name": "skip-node-users",
                    "expression": "!request.userInfo.username.startsWith('system:node:')"}]
-    docs = helm_template({"webhook": {"failurePolicy": "Ignore", "timeoutSeconds": 3,
-                                      "matchConditions": conditions}})
+    docs = helm_template({"webhook": {"timeoutSeconds": 3, "matchConditions": conditions}})
     for hook in hooks(docs):
-        assert (hook["failurePolicy"], hook["timeoutSeconds"]) == ("Ignore", 3)
-        assert hook["matchConditions"] == conditions
+        assert hook["timeoutSeconds"] == 3
+        assert hook["matchConditions"][-1] == conditions[0]
+        assert hook["matchConditions"][0]["name"].startswith("quickq-guard-")
 
 
 def test_either_webhook_can_be_switched_off() -> None:
-    kinds = {d["kind"] for d in helm_template({"webhook": {"mutating": False}})}
+    docs = helm_template({"webhook": {"mutating": False}})
+    kinds = {d["kind"] for d in docs}
     assert "MutatingWebhookConfiguration" not in kinds
     assert "ValidatingWebhookConfiguration" in kinds
+    (container,) = find(docs, "Job", f"{FULLNAME}-cleanup")["spec"]["template"]["spec"][
+        "containers"]
+    assert container["command"][2:] == ["remove", "--validating", FULLNAME]

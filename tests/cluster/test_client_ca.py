@@ -22,7 +22,9 @@ from cluster_helpers import (
 )
 
 NAMESPACE = "client-ca"
-FAILED_CALL = 'failed calling webhook "mutate.quickq-guard.quickq.io"'
+# The validating webhook's: the mutating one is failurePolicy Ignore by default, so its
+# failed call admits silently.
+FAILED_CALL = 'failed calling webhook "validate.quickq-guard.quickq.io"'
 
 
 @pytest.fixture(scope="module")

@@ -62,7 +62,10 @@ def test_the_charts_match_conditions_decide_which_objects_are_judged(guard: Guar
         for kind in ("validatingwebhookconfiguration", "mutatingwebhookconfiguration"):
             [hook] = json.loads(guard.plane.kubectl("get", kind, "quickq-guard", "-o", "json")
                                 .stdout)["webhooks"]
-            assert hook["matchConditions"] == condition
+            # The chart's own conditions first, then webhook.matchConditions.
+            assert hook["matchConditions"][-1:] == condition
+            assert all(c["name"].startswith("quickq-guard-")
+                       for c in hook["matchConditions"][:-1])
         assert guard.plane.apply(opted_out).returncode == 0
         denied = guard.plane.apply(pod("not-opted-out", image="nginx:latest"))
         assert denied.returncode == 1 and "[disallow-latest-tag]" in denied.stderr

@@ -233,8 +233,8 @@ def test_sigterm_finishes_requests_in_flight_and_exits_0(tmp_path: Path,
     assert server.process.wait(10) == 0
 
 
-def test_workers_share_metrics_and_first_run_makes_certificates(tmp_path: Path) -> None:
-    server = Server(tmp_path, None, workers=2)  # no --cert: certs/ is created
+def test_workers_share_metrics_and_self_signed_makes_certificates(tmp_path: Path) -> None:
+    server = Server(tmp_path, None, "--self-signed", workers=2)  # certs/ is created
     try:
         assert (tmp_path / "certs" / "ca.crt").is_file()
         assert "trust the CA" in server.err_path.read_text()

@@ -7,7 +7,7 @@ import os
 import sys
 from collections.abc import Sequence
 
-from webhook.cli import certs, check, export, lint, policies, serve, test
+from webhook.cli import certs, check, cluster, export, lint, policies, serve, test
 from webhook.cli.exits import EXIT_ERROR, EXIT_OK, CliError, error
 from webhook.engine.policy import PolicyError
 
@@ -41,4 +41,5 @@ def parser() -> argparse.ArgumentParser:
     serve.add_parser(commands)
     certs.add_parser(commands)
     export.add_parser(commands)
+    cluster.add_parser(commands)
     return top

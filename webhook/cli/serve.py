@@ -7,7 +7,7 @@ import errno
 import socket
 from typing import Any
 
-from webhook.cli.check import policy_options
+from webhook.cli.check import count_of, policy_options
 from webhook.cli.exits import EXIT_CANNOT_START, error
 
 
@@ -28,13 +28,20 @@ def add_parser(commands: Any) -> None:
                         help="port to listen on (default: %(default)s)")
     parser.add_argument("--workers", type=int, default=1,
                         help="server processes (default: %(default)s)")
+    parser.add_argument("--max-connections", type=count_of("must be at least 1"), metavar="N",
+                        help="connections each worker serves at once; more get 503 and are "
+                             "closed (default: 256)")
     parser.add_argument("--mode", choices=("enforce", "dry-run"),
                         help="override the config's mode (default: the config's, enforce)")
     parser.add_argument("--self-signed", action="store_true",
-                        help="create a CA and serving certificate under certs/ first "
-                             "(the default when the certificate does not exist)")
+                        help="create a CA and a serving certificate in the --cert "
+                             "file's directory first (never done unasked: a missing "
+                             "--cert or --key is an error)")
     parser.add_argument("--client-ca", metavar="FILE",
                         help="require client certificates signed by this CA (default: none)")
+    parser.add_argument("--instance", default="", metavar="NAME",
+                        help="the name a probe's answer carries, so `quickq-guard cluster "
+                             "arm` knows which install answered (the chart: ns/fullname)")
     parser.set_defaults(command=run)
 
 

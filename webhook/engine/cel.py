@@ -258,6 +258,25 @@ def jsonpatch_literals(text: str) -> str:
     return "".join(value for _, value in pieces)
 
 
+def selects_only(text: str, name: str, left_out: frozenset[str]) -> bool:
+    """Whether every use of the variable `name` in `text` selects one field spelled out
+    (`podSpec.os`, `podSpec.?hostNetwork`) that is not in `left_out`: then a value without
+    those fields gives the same result, since nothing else of it can be seen (no `size()`,
+    no iteration, no `string()`, no key computed at run time)."""
+    significant = list(tokens(text))
+    for index, (kind, value) in enumerate(significant):
+        if kind != "name" or value != name or (index and significant[index - 1][1] == "."):
+            continue
+        after = [token for _, token in significant[index + 1:index + 5]] + ["", "", "", ""]
+        if after[0] != ".":
+            return False
+        field, following = (after[2], after[3]) if after[1] == "?" else (after[1], after[2])
+        if field in left_out or following == "(" or not re.fullmatch(
+                r"[A-Za-z_][A-Za-z0-9_]*", field):
+            return False  # a field left out, a method (size, all, map...), not a name
+    return True
+
+
 def _top_level_names(text: str) -> set[str]:
     """Names not after a `.`: the variables an expression may read (and macro variables,
     which only make the set larger than needed)."""

@@ -135,7 +135,7 @@ def _address(text: str) -> ipaddress.IPv4Address | ipaddress.IPv6Address:
 
 def _network(text: str) -> ipaddress.IPv4Network | ipaddress.IPv6Network:
     address, slash, length = text.partition("/")
-    if not slash or not length.isdigit():
+    if not slash or not (length.isascii() and length.isdigit()):
         raise ValueError(f"{_shown(text)} is not a CIDR")
     _address(address)
     try:

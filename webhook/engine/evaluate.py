@@ -14,7 +14,8 @@ from webhook.engine.apiserver import refusal, refused_fields
 from webhook.engine.cel import EvaluationError
 from webhook.engine.claims import NO_CLAIMS, ClaimLookup, with_claims
 from webhook.engine.globs import matches_any
-from webhook.engine.patch import PatchError, apply_patch
+from webhook.engine.hidden import hidden_values, hide
+from webhook.engine.patch import PatchError, Path, apply_patch, undotted
 from webhook.engine.policy import Policy, PolicySet
 from webhook.engine.results import Decision, Finding, Outcome, Resource, Result
 from webhook.engine.rules.cel import Request
@@ -49,7 +50,7 @@ def evaluate(
 
     Mutate policies run first and validate policies judge the patched object, as the validating
     webhook does after the mutating one. On UPDATE, a violation `old_object` already had (same
-    policy and container) is only a warning. In dry-run mode nothing is denied or patched.
+    policy, container and field) is only a warning. In dry-run mode nothing is denied or patched.
     `dry_run` (the review's dryRun: nothing will be stored) and `namespace_object` are what
     CEL policies read as `request.dryRun` and `namespaceObject`. `from_api_server` (the
     webhook's objects) says the API server has decoded the object already: what it would refuse
@@ -87,9 +88,10 @@ def evaluate(
     results: list[Result] = []  # in the order they run: mutate policies, then validate ones
     current: Any = obj
     patch: list[dict[str, Any]] = []
-    if workload.is_pod and operation != "CREATE":
-        results = [_result(policy, "skip", reason="a Pod is mutated on CREATE only")
-                   for policy in policies.mutating]
+    unpatched = _not_mutated(workload, operation)
+    if unpatched:
+        # The chart sends neither to the mutating webhook: offline says the same.
+        results = [_result(policy, "skip", reason=unpatched) for policy in policies.mutating]
     elif operation == "UPDATE" and _same_pod_template(workload, obj, old_object):
         # A patched pod template rolls out new pods: an update that leaves the template alone
         # (a label edit, a scale) is admitted unchanged, with a warning of what it lacks.
@@ -130,7 +132,8 @@ def evaluate(
     if operation == "UPDATE" and old_object is not None:
         old_keys = _violation_keys(old_object, policies, request, lookup)
         if old_keys:
-            validated = [_mark_preexisting(result, old_keys) for result in validated]
+            validated = [_mark_preexisting(result, old_keys, workload.obj)
+                         for result in validated]
     if not from_api_server and any(result.status == "fail" for result in validated):
         validated = _note_api_server_refusals(validated, workload)
     results += validated
@@ -181,7 +184,9 @@ def _run(policy: Policy, workload: Workload, request: Request) -> Result:
         else:
             findings = []
     except EvaluationError as error:  # a CEL expression that fails on this object
-        return _result(policy, "error", reason=f"CEL {error}")
+        # A function's error can quote what the expression read: never an env value.
+        values = hidden_values(workload.obj, request.old_object, request.namespace_object)
+        return _result(policy, "error", reason=hide(f"CEL {error}", values))
     except Exception as error:  # a rule bug must not take the webhook down with it
         name = rule.name if rule is not None else "cel"
         return _result(policy, "error", reason=f"rule {name} failed ({type(error).__name__})")
@@ -229,6 +234,30 @@ def _note_api_server_refusals(results: list[Result], workload: Workload) -> list
     return noted
 
 
+def _not_mutated(workload: Workload, operation: str) -> str:
+    """Why mutate policies leave the object alone, or '' when they run. A Pod is patched on
+    CREATE only. A ReplicaSet its Deployment controls is patched through the Deployment: a
+    patch on the ReplicaSet alone would make the Deployment controller, which compares its
+    own template with the ReplicaSet's, create another ReplicaSet for ever."""
+    if workload.is_pod and operation != "CREATE":
+        return "a Pod is mutated on CREATE only"
+    if workload.kind == "ReplicaSet" and api_group(str(workload.obj.get("apiVersion"))) == "apps":
+        owner = _controller_owner(workload.obj)
+        if owner == ("apps", "Deployment"):
+            return "a ReplicaSet its Deployment controls is patched through the Deployment"
+    return ""
+
+
+def _controller_owner(obj: Mapping[str, Any]) -> tuple[str, str] | None:
+    """(API group, kind) of the object's controlling owner, if it names one."""
+    metadata = obj.get("metadata")
+    owners = metadata.get("ownerReferences") if isinstance(metadata, Mapping) else None
+    for owner in owners if isinstance(owners, list) else ():
+        if isinstance(owner, Mapping) and owner.get("controller") is True:
+            return api_group(str(owner.get("apiVersion"))), str(owner.get("kind"))
+    return None
+
+
 def _same_pod_template(workload: Workload, obj: Any, old_object: Any) -> bool:
     """Whether a pod controller's update leaves its pod templates (spec.template, a CronJob's
     spec.jobTemplate.spec.template, every replica spec's of a PyTorchJob...) as the old object
@@ -260,13 +289,35 @@ def _mark_unpatched(result: Result) -> Result:
                                           for f in result.findings))
 
 
-def _mark_preexisting(result: Result, old_keys: frozenset[tuple[str, str | None]]) -> Result:
-    """On UPDATE, the findings of a failed result the old object already had."""
+# A finding as an UPDATE compares it with the old object's: policy, container, field.
+FindingKey = tuple[str | None, str | None, Path]
+
+
+def _mark_preexisting(result: Result, old_keys: frozenset[FindingKey], obj: Any) -> Result:
+    """On UPDATE, the findings of a failed result the old object already had: the same
+    policy, container and field, so a second secret added beside one already there is new."""
     if result.status != "fail":
         return result
     return replace(result, findings=tuple(
-        replace(f, preexisting=True) if (result.policy, f.container) in old_keys else f
+        replace(f, preexisting=True) if _finding_key(result.policy, f, obj) in old_keys else f
         for f in result.findings))
+
+
+def _finding_key(policy: str | None, found: Finding, obj: Any) -> FindingKey:
+    """Which finding this is, whatever the order of arrays: an index into an array of named
+    entries (containers, env, ports, volumeMounts...) is replaced by the entry's name, so
+    `env[2].value` of DB_PASSWORD stays the same finding when a variable is added before it."""
+    field: list[str | int] = []
+    node = obj
+    for segment in undotted(found.path):
+        if isinstance(node, list) and isinstance(segment, int) and segment < len(node):
+            node = node[segment]
+            name = node.get("name") if isinstance(node, Mapping) else None
+            field.append(f"name={name}" if isinstance(name, str) else segment)
+            continue
+        field.append(segment)
+        node = node.get(str(segment)) if isinstance(node, Mapping) else None
+    return policy, found.container, tuple(field)
 
 
 def _result(policy: Policy, status: Any, findings: tuple[Finding, ...] = (),
@@ -275,8 +326,8 @@ def _result(policy: Policy, status: Any, findings: tuple[Finding, ...] = (),
 
 
 def _violation_keys(old_object: Any, policies: PolicySet, request: Request,
-                    lookup: ClaimLookup) -> frozenset[tuple[str, str | None]]:
-    """(policy, container) of every validate violation the old object already had."""
+                    lookup: ClaimLookup) -> frozenset[FindingKey]:
+    """The key (see _finding_key) of every validate violation the old object already had."""
     try:
         workload = read_workload(old_object, policies.config.nodeTemplateGroups, check=False,
                                  custom_kinds=policies.config.workload_kinds)
@@ -289,7 +340,7 @@ def _violation_keys(old_object: Any, policies: PolicySet, request: Request,
     keys = set()
     for policy in policies.validating:
         for found in _run(policy, workload, old_request).findings:
-            keys.add((policy.id, found.container))
+            keys.add(_finding_key(policy.id, found, workload.obj))
     return frozenset(keys)
 
 

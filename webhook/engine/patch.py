@@ -8,6 +8,7 @@ object stays cheap (jsonpatch deep-copies the whole document on every call).
 from __future__ import annotations
 
 import re
+from functools import lru_cache
 from typing import Any
 
 Path = tuple[str | int, ...]
@@ -113,9 +114,15 @@ def _shallow_copy(value: Any) -> Any:
     return value
 
 
+_ARRAY_INDEX = re.compile(r"0|[1-9][0-9]*")  # RFC 6901: ASCII digits, no leading zero
+
+
 def _index(array: list[Any], token: str, operation: Operation, allow_end: bool = False) -> int:
-    if not token.isdigit() or (len(token) > 1 and token.startswith("0")):
-        raise PatchError(f"{operation['path']}: {token!r} is not an array index")
+    # Not str.isdigit(): it takes "\u0661" (int() reads it as 1) and "\u00b2" (int() refuses).
+    if not _ARRAY_INDEX.fullmatch(token):
+        append = ", or '-' to append" if allow_end else ""
+        raise PatchError(f"{operation['path']}: {token!r} is not an array index (ASCII "
+                         f"digits without leading zeros{append})")
     index = int(token)
     limit = len(array) if allow_end else len(array) - 1
     if index > limit:
@@ -134,6 +141,7 @@ def _child(parent: Any, token: str, operation: Operation) -> Any:
 
 
 def _set(parent: Any, token: str, value: Any) -> None:
+    """Set a member or an element; `_child` has checked the token is a valid index."""
     if isinstance(parent, dict):
         parent[token] = value
     else:
@@ -154,3 +162,30 @@ def dotted(path: Path) -> str:
         else:
             text += f"[{segment}]"
     return text
+
+
+@lru_cache(maxsize=4096)
+def undotted(path: str) -> Path:
+    """The inverse of `dotted`: `spec.containers[0].resources.limits[nvidia.com/gpu]` ->
+    ("spec", "containers", 0, "resources", "limits", "nvidia.com/gpu"). Cached: findings
+    name the same few fields in every object."""
+    segments: list[str | int] = []
+    position = 0
+    while position < len(path):
+        if path[position] == "[":
+            end = path.find("]", position)
+            end = len(path) if end < 0 else end
+            inside = path[position + 1:end]
+            segments.append(int(inside) if inside.isascii() and inside.isdigit() else inside)
+            position = end + 1
+        elif path[position] == ".":
+            position += 1
+        else:
+            end = len(path)
+            for stop in ".[":
+                found = path.find(stop, position)
+                if found >= 0:
+                    end = min(end, found)
+            segments.append(path[position:end])
+            position = end
+    return tuple(segments)

@@ -33,6 +33,7 @@ from webhook.engine.rules.cel import (
     parse_field_path,
 )
 from webhook.engine.workload import ANY, WORKLOAD_KINDS, PodSite
+from webhook.engine.yaml_limits import check_node
 
 Action = Literal["enforce", "warn", "audit", "off"]
 Operation = Literal["CREATE", "UPDATE"]
@@ -437,13 +438,26 @@ def load_config(path: str | Path | None) -> Config:
 
 
 def _read_yaml(path: Path) -> list[Any]:
+    """The documents of a policy or config file, each checked for alias bombs and depth
+    (see yaml_limits) before it is built: `params` reach every evaluation of the policy."""
     try:
         with path.open("rb") as stream:
-            return list(yaml.load_all(stream, Loader=_LOADER))
+            loader = _LOADER(stream)
+            try:
+                documents = []
+                while loader.check_node():
+                    node = loader.get_node()
+                    check_node(node)
+                    documents.append(loader.construct_document(node))
+                return documents
+            finally:
+                loader.dispose()
     except OSError as error:
         raise PolicyError(f"{path}: cannot read: {error.strerror}") from None
     except yaml.YAMLError as error:
         raise PolicyError(f"{path}: invalid YAML: {_yaml_problem(error)}") from None
+    except RecursionError:
+        raise PolicyError(f"{path}: invalid YAML: nested too deep") from None
 
 
 def _yaml_problem(error: yaml.YAMLError) -> str:

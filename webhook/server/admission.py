@@ -32,6 +32,19 @@ def dumps(value: Any) -> bytes:
 
 API_VERSIONS = ("admission.k8s.io/v1", "admission.k8s.io/v1beta1")
 JUDGED_OPERATIONS = ("CREATE", "UPDATE")
+# The operations an AdmissionReview can carry (admission.k8s.io/v1 Operation). Anything else
+# is not from an API server, and would become an unbounded metric label and log field.
+OPERATIONS = ("CREATE", "UPDATE", "DELETE", "CONNECT")
+# The subresources whose requests carry the judged object itself: `kubectl debug` writes a
+# Pod's ephemeral containers through pods/ephemeralcontainers, and the review holds the
+# whole Pod, judged like any Pod UPDATE (what the old Pod broke already only warns). Other
+# subresources (status, binding, eviction, scale) carry other things and are never judged.
+JUDGED_SUBRESOURCES = ("", "ephemeralcontainers")
+# `quickq-guard cluster arm` and `helm test` dry-run create a Pod with this annotation: the
+# answer then carries a warning naming the install (`serve --instance`) and the endpoint that
+# answered, which tells an answer from a call that failed open whatever the policies say, and
+# one install's answer from another's. Dry runs only: nothing is ever stored.
+PROBE_ANNOTATION = "quickq.io/probe"
 
 # The API server drops a warning that is empty, a duplicate, not UTF-8 or holds control
 # characters. It sends each as a `Warning: 299 - "<text>"` header; once those headers pass
@@ -74,6 +87,7 @@ class Review:
     namespace: str | None
     name: str
     kind: str
+    sub_resource: str
     username: str | None
     groups: tuple[str, ...]
     dry_run: bool
@@ -120,8 +134,12 @@ def parse_review(body: bytes) -> Review:
     if not isinstance(uid, str) or not uid:
         raise AdmissionError(400, "request.uid must be a non-empty string")
     operation = _string(request, "operation", required=True)
+    if operation not in OPERATIONS:
+        raise AdmissionError(400, f"request.operation must be one of {', '.join(OPERATIONS)}, "
+                                  f"got {_shown(operation)}")
     namespace = _string(request, "namespace") or None
     name = _string(request, "name")
+    sub_resource = _string(request, "subResource")
     kind_info = request.get("kind")
     kind_name = ""
     if isinstance(kind_info, dict) and isinstance(kind_info.get("kind"), str):
@@ -140,11 +158,17 @@ def parse_review(body: bytes) -> Review:
         kind_name = obj["kind"]
     return Review(api_version=api_version, uid=uid, operation=operation, object=obj,
                   old_object=request.get("oldObject"), namespace=namespace, name=name,
-                  kind=kind_name, username=username, groups=groups_tuple,
+                  kind=kind_name, sub_resource=sub_resource, username=username, groups=groups_tuple,
                   dry_run=request.get("dryRun") is True)
 
 
-def respond(review: Review, decision: Decision | None, *, mutating: bool) -> dict[str, Any]:
+def judged(review: Review) -> bool:
+    """Whether the review's object is judged at all (else it is admitted untouched)."""
+    return review.operation in JUDGED_OPERATIONS and review.sub_resource in JUDGED_SUBRESOURCES
+
+
+def respond(review: Review, decision: Decision | None, *, mutating: bool,
+            instance: str = "") -> dict[str, Any]:
     """The AdmissionReview answer to `review`; `decision` None means allowed untouched.
 
     The API server checks, in order: a `response` object whose `uid` equals `request.uid`;
@@ -154,6 +178,10 @@ def respond(review: Review, decision: Decision | None, *, mutating: bool) -> dic
     API (`allowed` a boolean).
     """
     response: dict[str, Any] = {"uid": review.uid, "allowed": True}
+    probe = [probe_warning("mutate" if mutating else "validate", instance)] \
+        if _probed(review) else []
+    if probe and decision is None:
+        response["warnings"] = probe
     if decision is not None:
         response["allowed"] = bool(decision.allowed)
         if not decision.allowed:
@@ -161,7 +189,7 @@ def respond(review: Review, decision: Decision | None, *, mutating: bool) -> dic
             # `code` as the HTTP status of its request (a code below 400 becomes 400).
             response["status"] = {"status": "Failure", "code": 403, "reason": "Forbidden",
                                   "message": denial_message(decision.message)}
-        warnings = clean_warnings(decision.warnings)
+        warnings = clean_warnings([*probe, *decision.warnings])
         if warnings:
             response["warnings"] = warnings
         audit = clean_audit(decision.audit_annotations)
@@ -169,12 +197,24 @@ def respond(review: Review, decision: Decision | None, *, mutating: bool) -> dic
             response["auditAnnotations"] = audit
         # An empty patch is sent as no patch, and a patch on DELETE is an error: patch only
         # what is judged, and only when there are operations to apply.
-        if (mutating and decision.allowed and decision.patch
-                and review.operation in JUDGED_OPERATIONS):
+        if mutating and decision.allowed and decision.patch and judged(review):
             encoded = dumps(list(decision.patch))
             response["patchType"] = "JSONPatch"
             response["patch"] = base64.b64encode(encoded).decode()
     return {"apiVersion": review.api_version, "kind": "AdmissionReview", "response": response}
+
+
+def probe_warning(endpoint: str, instance: str = "") -> str:
+    named = f"quickq-guard {instance}" if instance else "quickq-guard"
+    return f"{named}: {endpoint} answered the probe"
+
+
+def _probed(review: Review) -> bool:
+    if not review.dry_run or not isinstance(review.object, dict):
+        return False
+    metadata = review.object.get("metadata")
+    annotations = metadata.get("annotations") if isinstance(metadata, dict) else None
+    return isinstance(annotations, dict) and PROBE_ANNOTATION in annotations
 
 
 def denial_message(message: str) -> str:

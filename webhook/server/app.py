@@ -34,6 +34,10 @@ from webhook.server.reload import PolicySets, PolicySource, ServingCert
 
 MAX_BODY = 3 * 1024 * 1024
 RELOAD_INTERVAL = 2.0
+# Open connections (and requests in progress) one worker serves at once; past it uvicorn
+# answers 503 and closes. Each idle TLS connection holds about 45 KB, so 256 of them stay
+# far inside the chart's memory limit, where 3,000 slow clients took +135 MiB unbounded.
+MAX_CONNECTIONS = 256
 
 log = logging.getLogger("quickq_guard.server")
 
@@ -51,7 +55,9 @@ class Settings:
     host: str = "0.0.0.0"
     port: int = 8443
     workers: int = 1
+    instance: str = ""  # named in the answer to a probe (PROBE_ANNOTATION)
     max_body: int = MAX_BODY
+    max_connections: int = MAX_CONNECTIONS
     reload_interval: float = RELOAD_INTERVAL
 
     @property
@@ -197,12 +203,13 @@ async def answer_review(request: Request, guard: Guard, endpoint: str) -> Respon
         return JSONResponse({"error": error.problem}, error.status, headers)
     sets = guard.policies
     policies = sets.mutate if endpoint == "mutate" else sets.validate
-    decision = judge(review, policies) if review.operation in admission.JUDGED_OPERATIONS \
-        else None
-    answer = admission.respond(review, decision, mutating=endpoint == "mutate")
+    decision = judge(review, policies) if admission.judged(review) else None
+    answer = admission.respond(review, decision, mutating=endpoint == "mutate",
+                               instance=guard.settings.instance)
     latency = time.perf_counter() - started
     metrics.record_review(endpoint, review.kind, review.operation, decision,
-                          policies.config.mode, latency)
+                          policies.config.mode, latency,
+                          [kind for _, kind in policies.config.workload_kinds])
     log_review(endpoint, review, decision, policies.config.mode, latency)
     return Response(admission.dumps(answer), media_type="application/json")
 
@@ -227,7 +234,7 @@ async def read_body(request: Request, limit: int) -> bytes:
     Content-Length before reading, and by counting while it streams (chunked bodies)."""
     declared = request.headers.get("content-length")
     if declared is not None:
-        if not declared.isdigit():
+        if not (declared.isascii() and declared.isdigit()):  # "²".isdigit() is true
             raise AdmissionError(400, f"Content-Length is not a number: {declared[:40]!r}")
         if int(declared) > limit:
             raise AdmissionError(413, f"body of {declared} bytes exceeds the limit of "

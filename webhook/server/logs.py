@@ -62,6 +62,7 @@ def log_review(endpoint: str, review: Review, decision: Decision | None, mode: s
         "namespace": review.namespace or "",
         "name": review.name or (decision.resource.name if decision else ""),
         "operation": review.operation,
+        **({"subResource": review.sub_resource} if review.sub_resource else {}),
         "user": review.username or "",
         "dryRun": review.dry_run,
         "mode": mode,

@@ -10,6 +10,7 @@ before prometheus_client is imported, which the server does before starting its 
 from __future__ import annotations
 
 import os
+from collections.abc import Collection
 
 from prometheus_client import (
     CONTENT_TYPE_LATEST,
@@ -23,6 +24,8 @@ from prometheus_client import (
 from prometheus_client import multiprocess as _multiprocess
 
 from webhook.engine.results import Decision
+from webhook.engine.workload import NOT_JUDGED, WORKLOAD_KINDS
+from webhook.server.admission import OPERATIONS
 
 MULTIPROC_ENV = "PROMETHEUS_MULTIPROC_DIR"
 CONTENT_TYPE = CONTENT_TYPE_LATEST
@@ -57,11 +60,25 @@ CERT_EXPIRY = Gauge(
     registry=REGISTRY, multiprocess_mode="livemin")
 
 
+# Every label value comes from a fixed set: a series lives as long as the process, so a
+# value taken from the request as sent (20,000 made-up kinds) would grow /metrics and the
+# memory without bound. Kinds quickq-guard judges keep their name; any other is `other`.
+KNOWN_KINDS = frozenset(kind for _, kind in (*WORKLOAD_KINDS, *NOT_JUDGED))
+
+
+def kind_label(kind: str, custom_kinds: Collection[str] = ()) -> str:
+    """The `kind` label: a judged kind (built in or the config's), `unknown` or `other`."""
+    if not kind:
+        return "unknown"
+    return kind if kind in KNOWN_KINDS or kind in custom_kinds else "other"
+
+
 def record_review(endpoint: str, kind: str, operation: str, decision: Decision | None,
-                  mode: str, latency: float) -> None:
+                  mode: str, latency: float, custom_kinds: Collection[str] = ()) -> None:
     """Count one answered review by its outcome, and its findings by policy and action."""
     outcome = decision.outcome if decision is not None else "allowed"
-    REVIEWS.labels(endpoint, kind or "unknown", operation, outcome).inc()
+    REVIEWS.labels(endpoint, kind_label(kind, custom_kinds),
+                   operation if operation in OPERATIONS else "other", outcome).inc()
     LATENCY.labels(endpoint).observe(latency)
     for result in decision.results if decision is not None else ():
         if result.status in ("fail", "patch", "error"):

@@ -24,7 +24,14 @@ from uvicorn.supervisors import Multiprocess
 
 from webhook.engine.policy import PolicyError
 from webhook.server import certs, metrics
-from webhook.server.app import MAX_BODY, RELOAD_INTERVAL, Guard, Settings, build_app
+from webhook.server.app import (
+    MAX_BODY,
+    MAX_CONNECTIONS,
+    RELOAD_INTERVAL,
+    Guard,
+    Settings,
+    build_app,
+)
 from webhook.server.logs import log_config
 
 # The API server keeps connections open between calls (Go's idle timeout is 90 s); closing
@@ -95,9 +102,28 @@ def settings_from(args: argparse.Namespace) -> Settings:
         cert=args.cert, key=args.key, policies=args.policies, config=args.config,
         mode=getattr(args, "mode", None), client_ca=getattr(args, "client_ca", None),
         host=args.host, port=args.port, workers=args.workers,
+        instance=getattr(args, "instance", "") or "",
         max_body=getattr(args, "max_body", None) or MAX_BODY,
+        max_connections=getattr(args, "max_connections", None) or MAX_CONNECTIONS,
         reload_interval=getattr(args, "reload_interval", None) or RELOAD_INTERVAL,
     )
+
+
+def missing_file(settings: Settings) -> str:
+    """What is wrong with the certificate, key or client CA file named, or ''."""
+    for option, name in (("--cert", settings.cert), ("--key", settings.key),
+                         ("--client-ca", settings.client_ca)):
+        if name is None:
+            continue
+        path = Path(name)
+        if not path.exists():
+            hint = "" if option == "--client-ca" else (
+                "; pass --self-signed to make a self-signed pair there (for a try only: "
+                "nothing trusts it)")
+            return f"{option} {name}: no such file{hint}"
+        if not path.is_file():
+            return f"{option} {name}: not a file"
+    return ""
 
 
 def run(args: argparse.Namespace) -> int:
@@ -107,7 +133,7 @@ def run(args: argparse.Namespace) -> int:
     if settings.workers < 1:
         print("quickq-guard serve: --workers must be at least 1", file=sys.stderr)
         return 2
-    if getattr(args, "self_signed", False) or not Path(settings.cert).exists():
+    if getattr(args, "self_signed", False):
         out = Path(settings.cert).parent
         try:
             files = certs.ensure_certs(out, "quickq-guard", "quickq-guard")
@@ -118,6 +144,13 @@ def run(args: argparse.Namespace) -> int:
         settings = replace(settings, cert=str(files.cert), key=str(files.key))
         print(f"quickq-guard: self-signed serving certificate {files.cert}; trust the CA "
               f"{files.ca_cert} (caBundle: quickq-guard certs --out {out})", file=sys.stderr)
+    else:
+        # A mistyped path or an unmounted Secret must stop the server, not give it a
+        # certificate nobody trusts: a self-signed pair is made only with --self-signed.
+        problem = missing_file(settings)
+        if problem:
+            print(f"quickq-guard serve: {problem}", file=sys.stderr)
+            return 2
     try:
         settings.source.load()
         certs.server_context(settings.cert, settings.key, settings.client_ca)
@@ -135,6 +168,8 @@ def run(args: argparse.Namespace) -> int:
         settings, host=settings.host, port=settings.port, workers=settings.workers,
         log_config=log_config(), access_log=False, server_header=False, proxy_headers=False,
         lifespan="on", timeout_keep_alive=KEEP_ALIVE,
+        # uvicorn counts the new connection itself: N + 1 lets N be served at once
+        limit_concurrency=settings.max_connections + 1,
         timeout_graceful_shutdown=GRACEFUL_SHUTDOWN)
     try:
         sock = config.bind_socket()

@@ -203,7 +203,7 @@ def typical_pod() -> dict[str, Any]:
 SERVICE = "quickq-guard"
 NAMESPACE = "quickq-guard"
 SERVICE_DNS = f"{SERVICE}.{NAMESPACE}.svc"
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]  # the checkout (an editable install)
 
 
 def free_port() -> int:
@@ -218,7 +218,8 @@ class Server:
     def __init__(self, workdir: Path, certs: Path | None, *extra: str, workers: int = 1,
                  port: int | None = None, client_ca: Path | None = None,
                  client_cert: tuple[Path, Path] | None = None) -> None:
-        """`certs` None: run with the default --cert/--key, as a newcomer's first run does.
+        """`certs` None: run with the default --cert/--key, which exist only where `extra`
+        holds --self-signed (then the server makes them in `workdir/certs`).
         `client_ca`: serve with --client-ca; `client_cert` (cert, key): what this side's
         connections present then."""
         self.port = port or free_port()

@@ -23,10 +23,10 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[2]  # the checkout (an editable install)
+from webhook.testing import REPO
+
 MODULE = REPO / "tools" / "controlplane"
 ENVTEST = REPO / ".tools" / "envtest"
-KUBECTL = REPO / ".tools" / "bin" / "kubectl"  # scripts/install-tools puts it there
 STAMP = ".built-from"
 FAILED = "build-failed.txt"  # why the last build failed; the cluster tests skip with it
 BUILD_TIMEOUT = 40 * 60

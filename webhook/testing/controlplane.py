@@ -34,8 +34,8 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec, rsa
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
-from webhook.testing import Server, free_port, stop_process
-from webhook.testing.assets import REPO, default_release
+from webhook.testing import REPO, Server, free_port, stop_process
+from webhook.testing.assets import default_release
 
 CHART = REPO / "charts" / "quickq-guard"
 TOOLS = REPO / ".tools"
@@ -418,7 +418,10 @@ def release_values(url: str, ca_bundle: str, **extra: Any) -> list[str]:
     a value that is not a string goes in as JSON (--set-json)."""
     values = {"webhook.url": url, "certs.mode": "secret",
               "certs.secret.name": "quickq-guard-tls", "certs.secret.caBundle": ca_bundle,
-              "crd.install": "true", **extra}
+              "crd.install": "true",
+              # The hook Jobs (arming the webhooks, removing them before delete) need a
+              # kubelet, and none runs here; tests run the hooks' commands themselves.
+              "webhook.failSafe.enabled": "false", "cleanup.enabled": "false", **extra}
     flags: list[str] = []
     for key, value in values.items():
         flags += (["--set", f"{key}={value}"] if isinstance(value, str)

@@ -27,18 +27,31 @@ app.kubernetes.io/name: {{ include "quickq-guard.name" . }}
 app.kubernetes.io/instance: {{ .Release.Name }}
 {{- end -}}
 
-{{/* Standard labels on every object; `app` too, which the require-labels policy asks for. */}}
+{{/*
+Labels on every object: the standard ones, `app` (which the require-labels policy asks for)
+and commonLabels, merged as one map so a key given twice is written once (commonLabels
+win, except the selector labels, which values.schema.json refuses to override).
+*/}}
+{{- define "quickq-guard.labelMap" -}}
+{{- $standard := dict
+  "helm.sh/chart" (include "quickq-guard.chart" .)
+  "app.kubernetes.io/version" .Chart.AppVersion
+  "app.kubernetes.io/component" "admission-webhook"
+  "app.kubernetes.io/part-of" "quickq-guard"
+  "app.kubernetes.io/managed-by" .Release.Service
+  "app" (include "quickq-guard.name" .) -}}
+{{- $labels := mergeOverwrite $standard (deepCopy .Values.commonLabels) (include "quickq-guard.selectorLabels" . | fromYaml) -}}
+{{- toJson $labels -}}
+{{- end -}}
+
 {{- define "quickq-guard.labels" -}}
-helm.sh/chart: {{ include "quickq-guard.chart" . }}
-{{ include "quickq-guard.selectorLabels" . }}
-app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
-app.kubernetes.io/component: admission-webhook
-app.kubernetes.io/part-of: quickq-guard
-app.kubernetes.io/managed-by: {{ .Release.Service }}
-app: {{ include "quickq-guard.name" . }}
-{{- with .Values.commonLabels }}
-{{ toYaml . }}
-{{- end }}
+{{- include "quickq-guard.labelMap" . | fromJson | toYaml -}}
+{{- end -}}
+
+{{/* The pods' labels: every object's, then podLabels (the selector labels stay). */}}
+{{- define "quickq-guard.podLabels" -}}
+{{- $labels := mergeOverwrite (include "quickq-guard.labelMap" . | fromJson) (deepCopy .Values.podLabels) (include "quickq-guard.selectorLabels" . | fromYaml) -}}
+{{- toYaml $labels -}}
 {{- end -}}
 
 {{- define "quickq-guard.serviceAccountName" -}}
@@ -73,14 +86,18 @@ app: {{ include "quickq-guard.name" . }}
 {{- list $svc (printf "%s.%s" $svc $ns) (printf "%s.%s.svc" $svc $ns) (printf "%s.%s.svc.cluster.local" $svc $ns) | toJson -}}
 {{- end -}}
 
-{{/* Namespaces the webhooks never see: the configured ones plus the release's own. */}}
+{{/* Namespaces the webhooks never see: the system ones, the configured ones, cert-manager's
+in that mode, and the release's own. */}}
 {{- define "quickq-guard.excludedNamespaces" -}}
-{{- $all := concat (list "kube-system" "kube-public" "kube-node-lease") .Values.config.excludeNamespaces (list .Release.Namespace) -}}
-{{- uniq $all | toJson -}}
+{{- $all := concat .Values.config.systemNamespaces .Values.config.excludeNamespaces -}}
+{{- if eq .Values.certs.mode "cert-manager" -}}
+{{- $all = append $all .Values.certs.certManager.namespace -}}
+{{- end -}}
+{{- uniq (append $all .Release.Namespace) | toJson -}}
 {{- end -}}
 
 {{- define "quickq-guard.image" -}}
-{{- $tag := .Values.image.tag | toString -}}
+{{- $tag := .Values.image.tag | default .Chart.AppVersion | toString -}}
 {{- if eq $tag "latest" -}}
 {{- fail "image.tag must be a pinned version, not latest" -}}
 {{- end -}}
@@ -89,4 +106,76 @@ app: {{ include "quickq-guard.name" . }}
 {{- else -}}
 {{- printf "%s:%s" .Values.image.repository $tag -}}
 {{- end -}}
+{{- end -}}
+
+
+{{/* A memory quantity (schema-checked: digits and a unit) in whole MiB. */}}
+{{- define "quickq-guard.mebibytes" -}}
+{{- $quantity := toString . -}}
+{{- $digits := regexFind "^[0-9]+" $quantity -}}
+{{- $unit := trimPrefix $digits $quantity -}}
+{{- $bytes := dict "" 1 "k" 1000 "Ki" 1024 "M" 1000000 "Mi" 1048576 "G" 1000000000 "Gi" 1073741824 "T" 1000000000000 "Ti" 1099511627776 -}}
+{{- div (mul (int64 $digits) (index $bytes $unit)) 1048576 -}}
+{{- end -}}
+
+{{/*
+The container's resources, the memory limit derived from server.workers (48Mi + 80Mi each:
+one worker under load measured 82 MiB, two idle 108 MiB) unless given, and refused below
+32Mi + 64Mi per worker, where the workers would be OOM-killed.
+*/}}
+{{- define "quickq-guard.resources" -}}
+{{- $workers := int .Values.server.workers -}}
+{{- $resources := deepCopy .Values.resources -}}
+{{- $limits := default (dict) $resources.limits -}}
+{{- $floor := add 32 (mul 64 $workers) -}}
+{{- if hasKey $limits "memory" -}}
+{{- $given := include "quickq-guard.mebibytes" $limits.memory | int64 -}}
+{{- if lt $given (int64 $floor) -}}
+{{- fail (printf "resources.limits.memory %v holds %d MiB, too little for %d server.workers: give at least %dMi (32Mi + 64Mi per worker), or fewer workers" $limits.memory $given $workers $floor) -}}
+{{- end -}}
+{{- else -}}
+{{- $_ := set $limits "memory" (printf "%dMi" (add 48 (mul 80 $workers))) -}}
+{{- end -}}
+{{- $_ := set $resources "limits" $limits -}}
+{{- toYaml $resources -}}
+{{- end -}}
+
+{{/* Labels of the hook Jobs' pods and the test Pod: not the webhook pods' selector labels,
+so neither the Service nor the PodDisruptionBudget ever counts them. */}}
+{{- define "quickq-guard.hookLabels" -}}
+{{- $labels := include "quickq-guard.labelMap" . | fromJson -}}
+{{- $_ := set $labels "app.kubernetes.io/name" (printf "%s-hook" (include "quickq-guard.name" .)) -}}
+{{- $_ := set $labels "app.kubernetes.io/component" "hook" -}}
+{{- toYaml $labels -}}
+{{- end -}}
+
+{{/* The pod spec of a hook Job or the test Pod: `quickq-guard cluster <args>`. */}}
+{{- define "quickq-guard.hookPod" -}}
+{{- $root := .root -}}
+serviceAccountName: {{ include "quickq-guard.fullname" $root }}-hooks
+restartPolicy: Never
+securityContext:
+  {{- toYaml $root.Values.podSecurityContext | nindent 2 }}
+{{- with $root.Values.imagePullSecrets }}
+imagePullSecrets:
+  {{- toYaml . | nindent 2 }}
+{{- end }}
+{{- with $root.Values.nodeSelector }}
+nodeSelector:
+  {{- toYaml . | nindent 2 }}
+{{- end }}
+{{- with $root.Values.tolerations }}
+tolerations:
+  {{- toYaml . | nindent 2 }}
+{{- end }}
+containers:
+  - name: {{ .name }}
+    image: {{ include "quickq-guard.image" $root | quote }}
+    imagePullPolicy: {{ $root.Values.image.pullPolicy }}
+    command: {{ concat (list "quickq-guard" "cluster") .args | toJson }}
+    resources:
+      requests: {cpu: 10m, memory: 48Mi}
+      limits: {cpu: 200m, memory: 96Mi}
+    securityContext:
+      {{- toYaml $root.Values.securityContext | nindent 6 }}
 {{- end -}}

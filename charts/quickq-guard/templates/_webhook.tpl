@@ -1,13 +1,15 @@
 {{/*
-Shared body of the validating and mutating webhooks. The namespaceSelector
-leaves out the system namespaces and the release's own, so a broken webhook
-can never block the pods that would repair it.
+Shared body of the validating and mutating webhooks. The namespaceSelector leaves out the
+system namespaces, the release's own and those labelled quickq.io/ignore=true; the
+matchConditions leave out excluded users and groups and mirror pods. The API server
+applies both before it calls, so none of them waits for a webhook that is down.
 */}}
 {{- define "quickq-guard.webhookBody" -}}
 {{- $root := .root -}}
+{{- $mutating := eq .path "/mutate" -}}
 admissionReviewVersions: [v1]
 sideEffects: None
-failurePolicy: {{ $root.Values.webhook.failurePolicy }}
+failurePolicy: {{ .failurePolicy }}
 timeoutSeconds: {{ $root.Values.webhook.timeoutSeconds }}
 matchPolicy: Equivalent
 clientConfig:
@@ -28,20 +30,36 @@ namespaceSelector:
     - key: kubernetes.io/metadata.name
       operator: NotIn
       values: {{ include "quickq-guard.excludedNamespaces" $root }}
+    - key: quickq.io/ignore
+      operator: NotIn
+      values: ["true"]
 {{- with $root.Values.webhook.objectSelector }}
 objectSelector:
   {{- toYaml . | nindent 2 }}
 {{- end }}
-{{- with $root.Values.webhook.matchConditions }}
 matchConditions:
-  {{- toYaml . | nindent 2 }}
-{{- end }}
+  {{- include "quickq-guard.matchConditions" (dict "root" $root "mutating" $mutating) | nindent 2 }}
 rules:
+  {{- if $mutating }}
+  # A Pod is patched on CREATE only; its UPDATEs never reach the mutating webhook.
   - apiGroups: [""]
     apiVersions: [v1]
-    resources: [pods, replicationcontrollers]
+    resources: [pods]
+    operations: [CREATE]
+    scope: Namespaced
+  - apiGroups: [""]
+    apiVersions: [v1]
+    resources: [replicationcontrollers]
     operations: [CREATE, UPDATE]
     scope: Namespaced
+  {{- else }}
+  # pods/ephemeralcontainers: what `kubectl debug` adds to a running Pod.
+  - apiGroups: [""]
+    apiVersions: [v1]
+    resources: [pods, pods/ephemeralcontainers, replicationcontrollers]
+    operations: [CREATE, UPDATE]
+    scope: Namespaced
+  {{- end }}
   - apiGroups: [apps]
     apiVersions: [v1]
     resources: [deployments, replicasets, statefulsets, daemonsets]
@@ -62,6 +80,61 @@ rules:
     operations: [CREATE, UPDATE]
     scope: Namespaced
   {{- end }}
+{{- end -}}
+
+{{/*
+The chart's matchConditions, then webhook.matchConditions. Every field read is guarded with
+has(): an expression that fails counts as the webhook failing (failurePolicy), which is no
+way to skip a call.
+*/}}
+{{- define "quickq-guard.matchConditions" -}}
+{{- $root := .root -}}
+{{- $config := $root.Values.config -}}
+{{- $conditions := list -}}
+{{- with $config.excludeUsers -}}
+{{- $conditions = append $conditions (dict "name" "quickq-guard-exclude-users" "expression" (printf "!has(request.userInfo.username) || !(%s)" (include "quickq-guard.globsCel" (dict "globs" . "value" "request.userInfo.username")))) -}}
+{{- end -}}
+{{- with $config.excludeGroups -}}
+{{- $conditions = append $conditions (dict "name" "quickq-guard-exclude-groups" "expression" (printf "!has(request.userInfo.groups) || !request.userInfo.groups.exists(g, %s)" (include "quickq-guard.globsCel" (dict "globs" . "value" "g")))) -}}
+{{- end -}}
+{{- $conditions = append $conditions (dict "name" "quickq-guard-skip-mirror-pods" "expression" "!(request.resource.resource == 'pods' && has(object.metadata.annotations) && 'kubernetes.io/config.mirror' in object.metadata.annotations)") -}}
+{{- if .mutating -}}
+{{- $conditions = append $conditions (dict "name" "quickq-guard-skip-deployment-replicasets" "expression" "!(request.resource.group == 'apps' && request.resource.resource == 'replicasets' && has(object.metadata.ownerReferences) && object.metadata.ownerReferences.exists(o, o.kind == 'Deployment' && o.apiVersion.startsWith('apps/') && has(o.controller) && o.controller))") -}}
+{{- end -}}
+{{- toYaml (concat $conditions $root.Values.webhook.matchConditions) -}}
+{{- end -}}
+
+{{/*
+A CEL test of `value` against shell globs as the engine reads them (`*` any run, `?` one
+character; values.schema.json refuses `[`): names without a glob in one list, a lone
+trailing `*` as a prefix, the rest as RE2 patterns.
+*/}}
+{{- define "quickq-guard.globsCel" -}}
+{{- $value := .value -}}
+{{- $exact := list -}}
+{{- $prefixes := list -}}
+{{- $patterns := list -}}
+{{- range .globs -}}
+{{- $rest := trimSuffix "*" . -}}
+{{- if not (or (contains "*" .) (contains "?" .)) -}}
+{{- $exact = append $exact . -}}
+{{- else if not (or (contains "*" $rest) (contains "?" $rest)) -}}
+{{- $prefixes = append $prefixes $rest -}}
+{{- else -}}
+{{- $patterns = append $patterns (printf "^%s$" (regexQuoteMeta . | replace `\*` ".*" | replace `\?` ".")) -}}
+{{- end -}}
+{{- end -}}
+{{- $tests := list -}}
+{{- with $exact -}}
+{{- $tests = append $tests (printf "%s in %s" $value (toJson .)) -}}
+{{- end -}}
+{{- with $prefixes -}}
+{{- $tests = append $tests (printf "%s.exists(p, %s.startsWith(p))" (toJson .) $value) -}}
+{{- end -}}
+{{- with $patterns -}}
+{{- $tests = append $tests (printf "%s.exists(r, %s.matches(r))" (toJson .) $value) -}}
+{{- end -}}
+{{- join " || " $tests -}}
 {{- end -}}
 
 

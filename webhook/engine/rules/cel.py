@@ -9,8 +9,9 @@ built-in rules' do. In `scope: object` the expressions see the whole object once
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
-from dataclasses import dataclass, field
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field, replace
+from functools import cache
 from typing import Any, NamedTuple
 
 from webhook.engine.cel import (
@@ -19,13 +20,17 @@ from webhook.engine.cel import (
     Scope,
     activation,
     evaluate,
+    selects_only,
 )
+from webhook.engine.hidden import hidden_values, hide, redacted
 from webhook.engine.patch import PatchError, Path, apply_patch, pointer, split_pointer
 from webhook.engine.results import Finding
 from webhook.engine.rules._base import finding
 from webhook.engine.workload import Container, Workload, api_group, dotted, read_workload
 
 _EMPTY: Mapping[str, Any] = {}
+_POD_CONTAINER_LISTS = frozenset({"containers", "initContainers", "ephemeralContainers"})
+_OBJECT_BULK = frozenset({"spec", "status"})  # where an object's size is
 
 
 class Request(NamedTuple):
@@ -125,28 +130,60 @@ class CelPolicy:
         """The findings of the validations, or of the mutations with their patches. Raises
         EvaluationError, naming the expression."""
         base = self._base(workload, request)
+
+        @cache
+        def hidden_base() -> dict[str, Any]:  # for messageExpressions: see webhook.engine.hidden
+            return {name: redacted(value) for name, value in base.items()}
+
+        # The values a mutation's paths must not show, found once per check.
+        secrets = cache(lambda: hidden_values(workload.obj))
         if self.scope == "object":
-            return self._judge(base, workload, _first_pod_path(workload), None)
+            return self._judge(base, workload, _first_pod_path(workload), None, hidden_base,
+                               secrets)
+        for name in self.objects_without_spec:  # see reads_pod_containers: the same reason
+            if isinstance(base.get(name), Mapping):
+                base[name] = {key: value for key, value in base[name].items()
+                              if key not in _OBJECT_BULK}
         findings = []
         reads_pod = "podSpec" in self.reads
         for pod_spec in workload.pod_specs:  # a container sees the pod spec it belongs to
             pod = _EMPTY if workload.is_node_template else pod_spec.data
+            if reads_pod and not self.reads_pod_containers:
+                # Each container's activation converts podSpec anew: with its container
+                # lists that grows with the square of the containers. The expressions only
+                # select other fields of it (the Pod Security controls read os, hostNetwork,
+                # securityContext...), so the lists are left out, once per pod spec.
+                pod = {key: value for key, value in pod.items()
+                       if key not in _POD_CONTAINER_LISTS}
+            hidden_pod = cache(lambda pod=pod: redacted(pod))
             for container in pod_spec.containers:
                 data = {**base, "container": container.data, "containerGroup": container.group}
                 if reads_pod:
                     data["podSpec"] = pod
-                findings += self._judge(data, workload, pod_spec.path, container)
+
+                def hidden(container: Container = container,
+                           hidden_pod: Callable[[], Any] = hidden_pod) -> dict[str, Any]:
+                    shown = {**hidden_base(), "container": redacted(container.data),
+                             "containerGroup": container.group}
+                    if reads_pod:
+                        shown["podSpec"] = hidden_pod()
+                    return shown
+
+                findings += self._judge(data, workload, pod_spec.path, container, hidden,
+                                        secrets)
         # A finding about the pod (see _about) comes from every container alike: say it once.
         return list(dict.fromkeys(findings))
 
     def _judge(self, data: dict[str, Any], workload: Workload, pod_spec_path: Path,
-               container: Container | None) -> list[Finding]:
+               container: Container | None, hidden: Callable[[], dict[str, Any]],
+               secrets: Callable[[], frozenset[str]]) -> list[Finding]:
         if self.mutations:
-            return self._mutate(data, workload, container)
-        return self._validate(data, pod_spec_path, container)
+            return self._mutate(data, workload, container, secrets)
+        return self._validate(data, pod_spec_path, container, hidden)
 
     def _mutate(self, data: dict[str, Any], workload: Workload,
-                container: Container | None) -> list[Finding]:
+                container: Container | None,
+                secrets: Callable[[], frozenset[str]]) -> list[Finding]:
         """One finding holding the operations that change something: an `add` of the value a
         field already has is dropped, so that a patch stays minimal."""
         bound = activation(self.scope, data)
@@ -172,10 +209,18 @@ class CelPolicy:
         if not kept:
             return []
         first = split_pointer(kept[0]["path"])
-        return [finding(container, "; ".join(described), first, tuple(kept))]
+        found = finding(container, "; ".join(described), first, tuple(kept))
+        # The paths are the expression's: one built from an env value must not show it.
+        values = secrets()
+        return [replace(found, message=hide(found.message, values),
+                        path=hide(found.path, values))]
 
     # The top-level names the expressions use, worked out once.
     reads: frozenset[str] = field(init=False, default=frozenset())
+    # Whether any expression may see podSpec's container lists (see check).
+    reads_pod_containers: bool = field(init=False, default=True)
+    # object and oldObject, when read, if no expression may see their spec or status.
+    objects_without_spec: tuple[str, ...] = field(init=False, default=())
 
     def __post_init__(self) -> None:
         expressions = [*(v.expression for v in self.variables),
@@ -185,6 +230,12 @@ class CelPolicy:
                          if v.message_expression is not None),
                        *(m.expression for m in self.mutations)]
         object.__setattr__(self, "reads", frozenset().union(*(e.names for e in expressions)))
+        object.__setattr__(self, "reads_pod_containers", not all(
+            selects_only(e.compiled or e.text, "podSpec", _POD_CONTAINER_LISTS)
+            for e in expressions))
+        object.__setattr__(self, "objects_without_spec", tuple(
+            name for name in ("object", "oldObject") if name in self.reads and all(
+                selects_only(e.compiled or e.text, name, _OBJECT_BULK) for e in expressions)))
 
     def _base(self, workload: Workload, request: Request) -> dict[str, Any]:
         """The variables the expressions read: converting an object the policy never reads
@@ -210,8 +261,10 @@ class CelPolicy:
         return data
 
     def _validate(self, data: dict[str, Any], pod_spec_path: Path,
-                  container: Container | None) -> list[Finding]:
+                  container: Container | None,
+                  hidden: Callable[[], dict[str, Any]]) -> list[Finding]:
         bound = activation(self.scope, data)
+        shown: Any = None  # the activation messageExpressions see, made when one is needed
         findings = []
         for index, validation in enumerate(self.validations):
             where = f"validations[{index}].expression"
@@ -220,17 +273,21 @@ class CelPolicy:
                 continue
             if value is not False:
                 raise EvaluationError(f"{where}: yields {_type(value)}, not a bool")
-            message = self._message(validation, bound)
+            if validation.message_expression is not None and shown is None:
+                shown = _hidden_activation(self.scope, hidden)
+            message = self._message(validation, shown)
             path = _field(validation.field_path, pod_spec_path, container)
             findings.append(finding(_about(validation.field_path, container), message, path))
         return findings
 
-    def _message(self, validation: Validation, bound: Any) -> str:
+    def _message(self, validation: Validation, shown: Any) -> str:
         """messageExpression's string when it yields one, else `message`, else the
-        expression, as ValidatingAdmissionPolicy falls back."""
+        expression, as ValidatingAdmissionPolicy falls back. The messageExpression sees the
+        object with its env values and secrets replaced (`shown`), never the values."""
         if validation.message_expression is not None:
             try:
-                text = _run(validation.message_expression, bound, "messageExpression")
+                text = _run(validation.message_expression, shown, "messageExpression") \
+                    if shown is not False else None
             except EvaluationError:
                 text = None
             if isinstance(text, str) and text.strip():
@@ -328,6 +385,15 @@ def _about(path: Path, container: Container | None) -> Container | None:
     object (a pod-level setting such as spec.securityContext.runAsUser), even in container
     scope, so that a pod-level violation is reported once and not once per container."""
     return None if path[:1] in (("podSpec",), ("object",)) else container
+
+
+def _hidden_activation(scope: Scope, hidden: Callable[[], dict[str, Any]]) -> Any:
+    """The activation of the redacted data, or False when it cannot be made (an object
+    nested too deep to copy, one CEL cannot represent): the message then falls back."""
+    try:
+        return activation(scope, hidden())
+    except (RecursionError, EvaluationError):
+        return False
 
 
 def _run(expression: Expression, bound: Any, where: str) -> Any:

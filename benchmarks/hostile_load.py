@@ -1,0 +1,316 @@
+"""Hostile load: what an attacker's input costs `quickq-guard serve` and `check` (issue 19).
+
+Loopback only, bounded in size and time. Each case prints what it measured: the time to an
+answer, the worst /healthz latency while the review ran (a second client polling every
+20 ms), the server's RSS before and after (peak for the CLI), and whether it was refused.
+
+    .venv/bin/python benchmarks/hostile_load.py           # the sizes of the issue
+    .venv/bin/python benchmarks/hostile_load.py --quick   # small sizes, for the smoke test
+    .venv/bin/python benchmarks/hostile_load.py --json    # the figures as JSON
+
+Cases (webhook): a Pod of many containers under `podSecurity: {enforce: restricted}`; a
+container-scope CEL policy reading `podSpec.containers.exists_one(...)` on such a Pod; a
+review near the 3 MiB body limit; distinct made-up kinds and operations (the size of /metrics
+after them); idle TLS connections past --max-connections; a messageExpression that tries to
+show an env value (leaks found in every answer and the log). Cases (CLI): a billion-laughs
+file, a chain of anchors nested 20,000 levels deep, and an alias bomb in a policy's params,
+each under a 1 GiB address-space limit.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import copy
+import json
+import os
+import resource
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+
+import httpx  # noqa: E402
+import yaml  # noqa: E402
+
+from webhook.server.certs import ensure_certs  # noqa: E402
+from webhook.testing import NAMESPACE, SERVICE, Server, with_probe  # noqa: E402
+from webhook.testing import admission_review as review  # noqa: E402
+from webhook.testing import review_pod as pod  # noqa: E402
+
+SECRET = "Qm4-planted-bench-value-z8"
+
+
+def rss_mib(pid: int, field: str = "VmRSS") -> float:
+    """The process's RSS now (VmRSS) or its peak so far (VmHWM), in MiB."""
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith(f"{field}:"):
+            return int(line.split()[1]) / 1024
+    return 0.0
+
+
+def connect(server: Server, timeout: float) -> httpx.Client:
+    return httpx.Client(base_url=f"https://localhost:{server.port}", verify=server.context(),
+                        timeout=timeout)
+
+
+@contextlib.contextmanager
+def healthz_poller(server: Server) -> Iterator[list[float]]:
+    """Poll /healthz every 20 ms on its own connection; yields the latencies seen."""
+    latencies: list[float] = []
+    stop = threading.Event()
+
+    def poll() -> None:
+        with connect(server, 60) as client:
+            while not stop.is_set():
+                started = time.perf_counter()
+                with contextlib.suppress(httpx.HTTPError):
+                    client.get("/healthz")
+                latencies.append(time.perf_counter() - started)
+                stop.wait(0.02)
+
+    thread = threading.Thread(target=poll, daemon=True)
+    thread.start()
+    time.sleep(0.1)
+    try:
+        yield latencies
+    finally:
+        stop.set()
+        thread.join(70)
+
+
+def timed_review(server: Server, body: dict[str, Any], path: str = "/validate"
+                 ) -> dict[str, Any]:
+    """Send one review; the answer's status, time, /healthz worst latency and RSS."""
+    data = json.dumps(body).encode()
+    before = rss_mib(server.process.pid)
+    with connect(server, 120) as client, healthz_poller(server) as latencies:
+        started = time.perf_counter()
+        answer = client.post(path, content=data, headers={"content-type": "application/json"})
+        seconds = time.perf_counter() - started
+    response = answer.json().get("response", {}) if answer.status_code == 200 else {}
+    return {"status": answer.status_code, "allowed": response.get("allowed"),
+            "answer_s": round(seconds, 3), "body_kib": round(len(data) / 1024),
+            "healthz_worst_s": round(max(latencies, default=0.0), 3),
+            "rss_before_mib": round(before, 1),
+            "rss_after_mib": round(rss_mib(server.process.pid), 1),
+            "rss_peak_mib": round(rss_mib(server.process.pid, "VmHWM"), 1)}
+
+
+def many_containers(count: int, **fields: Any) -> dict[str, Any]:
+    obj = with_probe(pod())
+    base = obj["spec"]["containers"][0]
+    obj["spec"]["containers"] = [dict(copy.deepcopy(base), name=f"c{i}", **fields)
+                                 for i in range(count)]
+    return obj
+
+
+def filled_in(count: int) -> dict[str, Any]:
+    """A Pod of `count` containers with the fields the API server fills in."""
+    return many_containers(
+        count, terminationMessagePath="/dev/termination-log",
+        terminationMessagePolicy="File", imagePullPolicy="IfNotPresent",
+        securityContext={"allowPrivilegeEscalation": False, "runAsNonRoot": True,
+                         "capabilities": {"drop": ["ALL"]},
+                         "seccompProfile": {"type": "RuntimeDefault"}})
+
+
+def near_body_limit(mib: float) -> int:
+    """How many filled-in containers make a review of about `mib` MiB."""
+    per_container = (len(json.dumps(review(filled_in(200)))) -
+                     len(json.dumps(review(filled_in(100))))) / 100
+    return int(mib * 1024 * 1024 / per_container) - 10
+
+
+def webhook_cases(work: Path, certs: Path, quick: bool) -> list[dict[str, Any]]:
+    """Three servers: the shipped policies with podSecurity restricted; one container-scope
+    CEL policy reading podSpec; the shipped policies plus a messageExpression showing env."""
+    shipped = [(source.name, source.read_text()) for source in (REPO / "policies").glob("*.yaml")]
+    folders = {name: work / name for name in ("pss", "unique", "plain")}
+    for name, folder in folders.items():
+        folder.mkdir()
+        for file, text in shipped if name != "unique" else ():
+            (folder / file).write_text(text)
+    (folders["unique"] / "unique.yaml").write_text(yaml.safe_dump(
+        {"id": "unique-names", "description": "container names are unique", "type": "validate",
+         "action": "enforce", "scope": "container",
+         "validations": [{"expression": "podSpec.containers.exists_one(c, c.name == "
+                                        "container.name)", "message": "duplicate name"}]}))
+    (folders["plain"] / "shows-env.yaml").write_text(yaml.safe_dump(
+        {"id": "tries-to-show-env", "description": "shows an env value", "type": "validate",
+         "action": "warn", "scope": "container",
+         "validations": [{"expression": "!has(container.env)", "message": "has env",
+                          "messageExpression": "'env: ' + container.env.map(e, e.value)"
+                                               ".join(', ')"}]}))
+    config = work / "restricted.yaml"
+    config.write_text("podSecurity: {enforce: restricted}\n")
+    pss, unique = (30, 60) if quick else (1500, 2000)
+    big = near_body_limit(0.2 if quick else 2.95)
+    rows: list[dict[str, Any]] = []
+    server = Server(work, certs, "--policies", str(folders["pss"]), "--config", str(config))
+    try:
+        rows.append({"case": f"Pod of {pss:,} containers, podSecurity restricted",
+                     **timed_review(server, review(filled_in(pss)))})
+    finally:
+        server.stop()
+    server = Server(work, certs, "--policies", str(folders["unique"]))
+    try:
+        rows.append({"case": f"exists_one over podSpec.containers, {unique:,} containers",
+                     **timed_review(server, review(many_containers(unique)))})
+    finally:
+        server.stop()
+    server = Server(work, certs, "--policies", str(folders["plain"]))
+    try:
+        rows.append({"case": f"review near the body limit ({big:,} containers), "
+                             "shipped policies",
+                     **timed_review(server, review(filled_in(big)))})
+        rows.append(made_up_labels(server, 200 if quick else 20000))
+        rows.append(secret_in_message(server))
+        rows.append(past_max_connections(server, 40 if quick else 300))
+    finally:
+        server.stop()
+    return rows
+
+
+def made_up_labels(server: Server, count: int) -> dict[str, Any]:
+    codes: dict[int, int] = {}
+    with connect(server, 30) as client:
+        for number in range(count):
+            body = review(pod())
+            if number % 2:
+                body["request"]["operation"] = f"OP{number}"
+            else:
+                body["request"]["kind"] = {"group": "", "version": "v1", "kind": f"K{number}"}
+                body["request"]["object"]["kind"] = f"K{number}"
+            code = client.post("/validate", json=body).status_code
+            codes[code] = codes.get(code, 0) + 1
+        size = len(client.get("/metrics").content)
+    return {"case": f"{count:,} made-up kinds and operations", "answers": codes,
+            "metrics_kib": round(size / 1024, 1),
+            "rss_after_mib": round(rss_mib(server.process.pid), 1)}
+
+
+def secret_in_message(server: Server) -> dict[str, Any]:
+    obj = pod()
+    obj["spec"]["containers"][0]["env"] = [{"name": "DB_PASSWORD", "value": SECRET}]
+    texts = []
+    with connect(server, 30) as client:
+        for path in ("/validate", "/mutate"):
+            texts.append(client.post(path, json=review(obj)).text)
+    texts.append(server.log_path.read_text())
+    joined = "\n".join(texts)
+    return {"case": "messageExpression showing an env value",
+            "shown_as_hidden": joined.count("env: (hidden)"),
+            "leaks": joined.count(SECRET)}
+
+
+def past_max_connections(server: Server, count: int) -> dict[str, Any]:
+    """Open `count` idle TLS connections with a request each; count 200s and 503s."""
+    before = rss_mib(server.process.pid)
+    codes: dict[str, int] = {}
+    with contextlib.ExitStack() as held:
+        for _ in range(count):
+            try:
+                sock = held.enter_context(server.tls(timeout=10))
+                sock.sendall(b"GET /healthz HTTP/1.1\r\nHost: localhost\r\n\r\n")
+                status = sock.recv(65536).split(b" ", 2)[1].decode()
+            except OSError as error:
+                status = type(error).__name__
+            codes[status] = codes.get(status, 0) + 1
+        during = rss_mib(server.process.pid)
+    return {"case": f"{count} idle TLS connections (--max-connections 256)",
+            "answers": codes, "rss_before_mib": round(before, 1),
+            "rss_during_mib": round(during, 1)}
+
+
+HEAD = ("apiVersion: serving.kserve.io/v1beta1\nkind: InferenceService\n"
+        "metadata: {name: x, namespace: default}\nspec:\n  predictor:\n"
+        "    model: {modelFormat: {name: sklearn}, storageUri: 's3://models/x'}\n")
+
+
+def laughs(indent: str = "  ") -> str:
+    lines = [f"{indent}a0: &a0 [" + ", ".join(["lol"] * 9) + "]"]
+    lines += [f"{indent}a{i}: &a{i} [" + ", ".join([f"*a{i - 1}"] * 9) + "]"
+              for i in range(1, 9)]
+    return "\n".join(lines) + "\n"
+
+
+def chain() -> str:
+    lines = ["  a0: &a0 x"]
+    lines += [f"  a{i}: &a{i} " + "[" * 500 + f"*a{i - 1}" + "]" * 500 for i in range(1, 40)]
+    return "\n".join(lines) + "\n"
+
+
+def _limit() -> None:
+    resource.setrlimit(resource.RLIMIT_AS, (1 << 30, 1 << 30))
+
+
+def cli_cases(work: Path) -> list[dict[str, Any]]:
+    reads_object = {"id": "reads-object", "description": "reads the object", "type": "validate",
+                    "action": "enforce", "scope": "object",
+                    "validations": [{"expression": "string(object).size() > 0",
+                                     "message": "m"}]}
+    policies = work / "cli-policies"
+    policies.mkdir()
+    (policies / "reads-object.yaml").write_text(yaml.safe_dump(reads_object))
+    bombed = work / "bombed-policies"
+    bombed.mkdir()
+    (bombed / "params.yaml").write_text(yaml.safe_dump(reads_object) + "params:\n" + laughs())
+    files = {"billion laughs": HEAD + laughs(), "anchors nested 20,000 deep": HEAD + chain()}
+    rows = []
+    for name, text in files.items():
+        path = work / f"{name.split()[0]}.yaml"
+        path.write_text(text)
+        rows.append({"case": f"check: {name} ({len(text.encode()):,} bytes)",
+                     **run_check("--policies", str(policies), str(path))})
+    fine = work / "fine.yaml"
+    fine.write_text(HEAD)
+    rows.append({"case": "check: alias bomb in a policy file's params",
+                 **run_check("--policies", str(bombed), str(fine))})
+    return rows
+
+
+def run_check(*args: str) -> dict[str, Any]:
+    """`check` under a 1 GiB address-space limit: exit code, seconds, its own peak RSS."""
+    started = time.perf_counter()
+    with tempfile.TemporaryFile() as err:
+        process = subprocess.Popen([sys.executable, "-m", "webhook.cli", "check", *args],
+                                   stdout=subprocess.DEVNULL, stderr=err, preexec_fn=_limit)
+        _, status, usage = os.wait4(process.pid, 0)
+        process.returncode = os.waitstatus_to_exitcode(status)
+        err.seek(0)
+        stderr = err.read().decode(errors="replace")
+    problem = next((line for line in stderr.splitlines() if "invalid YAML" in line), "")
+    return {"exit": process.returncode, "answer_s": round(time.perf_counter() - started, 2),
+            "peak_rss_mib": round(usage.ru_maxrss / 1024, 1),
+            "problem": problem.split("invalid YAML: ", 1)[-1][:90]}
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--quick", action="store_true", help="small sizes (smoke test)")
+    parser.add_argument("--json", action="store_true", help="print the figures as JSON")
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory(prefix="quickq-guard-hostile-") as directory:
+        work = Path(directory)
+        certs = work / "certs"
+        ensure_certs(certs, SERVICE, NAMESPACE, days=2)
+        rows = webhook_cases(work, certs, args.quick) + cli_cases(work)
+    if args.json:
+        print(json.dumps({"rows": rows}, indent=2))
+    else:
+        for row in rows:
+            figures = ", ".join(f"{key}={value}" for key, value in row.items() if key != "case")
+            print(f"{row['case']}: {figures}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,165 @@
+"""No env value of the object, and no value under a key that names a secret, appears in any
+output, whatever a policy's messageExpression does with it: the webhook's answers (denials,
+warnings, audit annotations), its log and metrics, and every report format of `check`.
+Values are planted in the object; policies try to show them; every output is searched."""
+
+from __future__ import annotations
+
+import base64
+import copy
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from server_helpers import Server, pod, review
+
+from webhook import evaluate, load_policies
+
+SECRET = "Vx7-planted-env-value-q3"
+ANNOTATION_SECRET = "Hb2-planted-annotation-k9"
+SHORT = "k2z"  # a short value, still never shown
+PLANTED = (SECRET, ANNOTATION_SECRET, SHORT)
+ENV = [{"name": "DB_PASSWORD", "value": SECRET}, {"name": "LOG_LEVEL", "value": SECRET},
+       {"name": "SHORT", "value": SHORT}]
+
+
+def _policy(policy_id: str, action: str, scope: str, message_expression: str,
+            expression: str = "false") -> dict[str, Any]:
+    return {"id": policy_id, "description": "tries to show a value", "type": "validate",
+            "action": action, "scope": scope,
+            "validations": [{"expression": expression, "message": "a value was read",
+                             "messageExpression": message_expression}]}
+
+
+JOINED = "'values: ' + container.env.map(e, e.value).join(', ')"
+POLICIES = [
+    _policy("shows-env", "enforce", "container", JOINED),
+    _policy("shows-env-warn", "warn", "container", JOINED),
+    _policy("shows-env-audit", "audit", "container", JOINED),
+    _policy("shows-env-encoded", "enforce", "container",
+            "'b64 ' + base64.encode(bytes(container.env[0].value)) + ' rev ' "
+            "+ container.env[0].value.reverse() + ' cut ' + container.env[0].value.substring(3)"),
+    _policy("shows-pod-env", "enforce", "container",
+            "podSpec.containers.map(c, c.env.map(e, e.value).join('/')).join(' ')"),
+    _policy("shows-object", "warn", "object",
+            "object.metadata.annotations['db-password'] + ' ' + "
+            "object.spec.containers[0].env[1].value + ' ' + "
+            "string(object.metadata.annotations)"),
+    _policy("shows-old-object", "audit", "object",
+            "oldObject == null ? 'none' : oldObject.spec.containers[0].env[0].value"),
+    # Errors quote what a function was given: an IP address that is not one.
+    _policy("fails-on-env", "enforce", "container", "'x'",
+            expression="ip(container.env[0].value).family() == 4"),
+    _policy("fails-on-url", "warn", "container", "'x'",
+            expression="url(container.env[1].value).getHost() == ''"),
+]
+
+
+def _object() -> dict[str, Any]:
+    obj = pod(annotations={"db-password": ANNOTATION_SECRET, "team": "a"})
+    obj["spec"]["containers"][0]["env"] = copy.deepcopy(ENV)
+    return obj
+
+
+@pytest.fixture(scope="module")
+def folder(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    out = tmp_path_factory.mktemp("leaky-policies")
+    (out / "leaky.yaml").write_text(yaml.safe_dump_all(POLICIES))
+    return out
+
+
+def _leaks(text: str) -> list[str]:
+    found = [value for value in PLANTED[:2] if value in text or value[::-1] in text
+             or base64.b64encode(value.encode()).decode()[:12] in text or value[3:] in text]
+    if f" {SHORT}" in text or f"{SHORT}/" in text or f"{SHORT}," in text:
+        found.append(SHORT)
+    return found
+
+
+def test_no_value_in_the_engine_s_decision(folder: Path) -> None:
+    policies = load_policies(folder)
+    for mode_args in ({}, {"operation": "UPDATE", "old_object": _object()}):
+        decision = evaluate(_object(), policies, **mode_args)  # type: ignore[arg-type]
+        said = "\n".join([decision.message, *decision.warnings,
+                          *decision.audit_annotations.values(),
+                          *(r.reason for r in decision.results),
+                          *(f.message for r in decision.results for f in r.findings)])
+        assert "values: (hidden), (hidden), (hidden)" in said  # the expression ran
+        assert "not an IP address" in said  # and the failing ones failed
+        assert _leaks(said) == []
+
+
+def test_no_value_in_any_webhook_answer_log_or_metric(folder: Path, certs_dir: Path,
+                                                      tmp_path: Path) -> None:
+    server = Server(tmp_path, certs_dir, "--policies", str(folder))
+    texts = []
+    try:
+        with server.client() as client:
+            for body in (review(_object()),
+                         review(_object(), operation="UPDATE", old=_object())):
+                for path in ("/validate", "/mutate"):
+                    answer = client.post(path, json=body)
+                    assert answer.status_code == 200
+                    texts.append(answer.text)
+            texts.append(client.get("/metrics").text)
+    finally:
+        assert server.stop() == 0
+    texts += [server.log_path.read_text(), server.err_path.read_text()]
+    joined = "\n".join(texts)
+    assert "values: (hidden)" in joined and "shows-env-audit" in joined
+    assert _leaks(joined) == []
+
+
+@pytest.mark.parametrize("output", ["table", "json", "sarif", "junit", "github",
+                                    "policyreport"])
+def test_no_value_in_any_check_report(folder: Path, tmp_path: Path, output: str) -> None:
+    manifest = tmp_path / "pod.yaml"
+    manifest.write_text(yaml.safe_dump(_object()))
+    done = subprocess.run([sys.executable, "-m", "webhook.cli", "check", "--policies",
+                           str(folder), "--output", output, "--fail-on", "audit",
+                           str(manifest)], capture_output=True, text=True, check=False,
+                          timeout=60)
+    assert done.returncode in (1, 2), done.stderr  # 2: the failing expressions are errors
+    joined = done.stdout + done.stderr
+    assert "shows-env" in joined
+    assert _leaks(joined) == []
+
+
+def test_the_search_would_find_a_leak() -> None:
+    """Sanity: each way of showing a value above is one the search recognises."""
+    assert _leaks(f"values: {SECRET}") == [SECRET]
+    assert _leaks(base64.b64encode(SECRET.encode()).decode()) == [SECRET]
+    assert _leaks(SECRET[::-1]) == [SECRET] and _leaks(SECRET[3:]) == [SECRET]
+    assert _leaks(f"values: {SHORT}, x") == [SHORT]
+
+
+def test_a_mutation_path_built_from_a_value_does_not_show_it(tmp_path: Path) -> None:
+    (tmp_path / "mutate.yaml").write_text(yaml.safe_dump({
+        "id": "label-from-env", "description": "copies a value into a label",
+        "type": "mutate", "action": "enforce", "scope": "object",
+        "mutations": [{"patchType": "JSONPatch", "jsonPatch": {"expression": (
+            "[JSONPatch{op: 'add', path: '/metadata/annotations/' + "
+            "object.spec.containers[0].env[0].value, value: 'x'}]")}}]}))
+    decision = evaluate(_object(), load_policies(tmp_path), operation="CREATE")
+    [result] = decision.results
+    assert result.status == "patch"
+    [found] = result.findings
+    assert "(hidden)" in found.message and _leaks(found.message + found.path) == []
+    # the patch itself is what the policy asked for, and goes to the API server only
+    assert decision.patch[0]["path"].endswith(SECRET)
+
+
+def test_redaction_copies_only_what_it_changes() -> None:
+    from webhook.engine.hidden import hide, redacted
+
+    obj = _object()
+    shown = redacted(obj)
+    assert obj == _object()  # the object judged is never changed
+    assert shown["spec"]["containers"][0]["env"][0] == {"name": "DB_PASSWORD",
+                                                        "value": "(hidden)"}
+    assert shown["metadata"]["annotations"] == {"db-password": "(hidden)", "team": "a"}
+    assert shown["metadata"]["labels"] is obj["metadata"]["labels"]
+    assert hide("k2z in k2zz and [k2z]", {SHORT}) == "(hidden) in k2zz and [(hidden)]"

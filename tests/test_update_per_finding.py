@@ -1,0 +1,64 @@
+"""On UPDATE a violation counts as already there only when the old object had the same
+finding (policy, container, field or env name): a new one beside an old one is denied."""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+from builders import container, judge, pod
+
+DB = {"name": "DB_PASSWORD", "value": "literal-1"}
+GITHUB = {"name": "GITHUB_TOKEN", "value": "literal-2"}
+AWS = {"name": "AWS_SECRET_ACCESS_KEY", "value": "literal-3"}
+LOG = {"name": "LOG_LEVEL", "value": "info"}
+
+
+def env_pod(*entries: dict[str, Any], name: str = "app") -> dict[str, Any]:
+    return pod(container(name, env=list(entries)))
+
+
+def test_new_secrets_beside_one_already_there_are_denied_as_on_create() -> None:
+    old = env_pod(DB)
+    new = env_pod(DB, GITHUB, AWS)
+    assert not judge(new).allowed
+    decision = judge(new, operation="UPDATE", old_object=old)
+    assert not decision.allowed
+    assert "env GITHUB_TOKEN holds a literal value" in decision.message
+    assert "env AWS_SECRET_ACCESS_KEY holds a literal value" in decision.message
+    assert "DB_PASSWORD" not in decision.message  # the old one is only warned about
+    assert any("DB_PASSWORD" in w and "already violated" in w for w in decision.warnings)
+
+
+def test_the_same_secret_moved_to_another_index_is_still_the_old_finding() -> None:
+    decision = judge(env_pod(LOG, GITHUB, DB), operation="UPDATE",
+                     old_object=env_pod(DB, GITHUB))
+    assert decision.allowed, decision.message
+    assert len([w for w in decision.warnings if "already violated" in w]) == 2
+
+
+def test_an_unchanged_violation_is_only_warned_about() -> None:
+    obj = env_pod(DB, GITHUB)
+    decision = judge(obj, operation="UPDATE", old_object=copy.deepcopy(obj))
+    assert decision.allowed
+
+
+def test_a_new_violation_of_another_field_by_the_same_policy_is_denied() -> None:
+    old = pod({"name": "app", "image": "registry.example.com/app:1.0",
+               "resources": {"requests": {"memory": "128Mi"}}})
+    new = pod({"name": "app", "image": "registry.example.com/app:1.0", "resources": {}})
+    decision = judge(new, operation="UPDATE", old_object=old)
+    assert not decision.allowed
+    assert "[require-requests] container 'app': add resources.requests.memory" in \
+        decision.message
+    assert "requests.cpu" not in decision.message
+    assert any("requests.cpu" in w and "already violated" in w for w in decision.warnings)
+
+
+def test_the_same_secret_in_another_container_is_new() -> None:
+    old = pod(container("app", env=[DB]), container("sidecar"))
+    new = pod(container("app", env=[DB]), container("sidecar", env=[DB]))
+    decision = judge(new, operation="UPDATE", old_object=old)
+    assert not decision.allowed
+    assert "container 'sidecar': env DB_PASSWORD" in decision.message
+    assert "container 'app'" not in decision.message

@@ -1,0 +1,226 @@
+"""`quickq-guard cluster`: what the chart's hook Jobs do through the API server.
+
+- `arm`: wait until both webhooks answer a server-side dry-run create, then switch them from
+  `failurePolicy: Ignore` to the configured policies (post-install and post-upgrade hook). A
+  webhook that never answered (an image that cannot be pulled, a wrong caBundle) is left at
+  Ignore, so a failed install never blocks the cluster.
+- `probe`: one dry-run create and what quickq-guard said about it (`helm test`).
+- `remove`: delete the webhook configurations (pre-delete hook), so none is left behind
+  pointing at a Service that is about to go.
+
+A probe is a Pod with the annotation PROBE_ANNOTATION: on a dry-run request the server adds
+the warning `quickq-guard <instance>: <endpoint> answered the probe` (`serve --instance`),
+which tells an answer from a call that failed open, whatever the policies in force say about
+the Pod, and this install's answer from another's.
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+from typing import Any
+
+from webhook.cli import kubeapi
+from webhook.cli.exits import EXIT_FAILED, EXIT_OK, CliError, note
+from webhook.server.admission import PROBE_ANNOTATION, probe_warning
+
+ARMED_ANNOTATION = "quickq.io/failure-policy-armed"
+VALIDATING = "validatingwebhookconfigurations"
+MUTATING = "mutatingwebhookconfigurations"
+ENDPOINT = {VALIDATING: "validate", MUTATING: "mutate"}
+POLICIES = ("Fail", "Ignore")
+
+
+def add_parser(commands: Any) -> None:
+    parser = commands.add_parser(
+        "cluster", help="arm, probe or remove the webhooks through the API server",
+        description="What the Helm chart's hook Jobs run. In a Pod the ServiceAccount's "
+                    "token is used; elsewhere pass --server and credentials.")
+    actions = parser.add_subparsers(title="actions", required=True, metavar="ACTION")
+    arm = actions.add_parser(
+        "arm", help="switch failurePolicy once the webhooks answer",
+        description="Probe with server-side dry-run creates until every named webhook "
+                    "answered one, then set each configuration's failurePolicy. Exit 1, "
+                    "leaving them as they are, if that does not happen within --timeout.")
+    _configurations(arm, with_policy=True)
+    _probe_options(arm)
+    arm.add_argument("--timeout", type=float, default=300, help="seconds (default: 300)")
+    arm.add_argument("--interval", type=float, default=2, help=argparse.SUPPRESS)
+    arm.set_defaults(command=run_arm)
+    probe = actions.add_parser(
+        "probe", help="one dry-run create, and what quickq-guard said",
+        description="Dry-run create a probe Pod and check quickq-guard's answer: exit 0 "
+                    "when it is the one --expect names, 1 when not.")
+    _probe_options(probe)
+    probe.add_argument("--image", default="registry.invalid/quickq-guard-probe:1.0",
+                       help="the probe container's image (default: %(default)s)")
+    probe.add_argument("--expect", choices=("answered", "denied", "warned"),
+                       default="answered",
+                       help="answered (by /validate), denied or warned by --policy")
+    probe.add_argument("--policy", default="", help="the policy id the denial or warning names")
+    probe.set_defaults(command=run_probe)
+    remove = actions.add_parser("remove", help="delete the webhook configurations")
+    _configurations(remove, with_policy=False)
+    _connection(remove)
+    remove.set_defaults(command=run_remove)
+
+
+def _configurations(parser: argparse.ArgumentParser, with_policy: bool) -> None:
+    shape = "NAME=Fail|Ignore" if with_policy else "NAME"
+    parser.add_argument("--validating", metavar=shape, action="append", default=[],
+                        help="a ValidatingWebhookConfiguration (repeatable)")
+    parser.add_argument("--mutating", metavar=shape, action="append", default=[],
+                        help="a MutatingWebhookConfiguration (repeatable)")
+
+
+def _probe_options(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--namespace", required=True,
+                        help="where the probe Pod is dry-run created (a judged namespace)")
+    parser.add_argument("--instance", default="",
+                        help="the install whose answer counts: its `serve --instance`")
+    _connection(parser)
+
+
+def _connection(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--server", help="API server URL (default: the Pod's)")
+    parser.add_argument("--token-file", help="bearer token file")
+    parser.add_argument("--certificate-authority", help="CA bundle of the API server")
+    parser.add_argument("--client-certificate", help="client certificate (PEM)")
+    parser.add_argument("--client-key", help="client key (PEM)")
+
+
+def _api(args: argparse.Namespace) -> kubeapi.Api:
+    return kubeapi.connect(args.server, args.token_file, args.certificate_authority,
+                           args.client_certificate, args.client_key)
+
+
+def _targets(args: argparse.Namespace, with_policy: bool) -> list[tuple[str, str, str]]:
+    """(resource, name, policy) of each configuration named on the command line."""
+    targets = []
+    for resource, names in ((VALIDATING, args.validating), (MUTATING, args.mutating)):
+        for item in names:
+            name, _, policy = item.partition("=")
+            if with_policy and policy not in POLICIES:
+                raise CliError(f"--{ENDPOINT[resource]}ing {item}: say NAME=Fail or "
+                               "NAME=Ignore")
+            if not name:
+                raise CliError(f"--{ENDPOINT[resource]}ing {item}: the name is empty")
+            targets.append((resource, name, policy))
+    if not targets:
+        raise CliError("name at least one --validating or --mutating configuration")
+    return targets
+
+
+def probe_pod(namespace: str, image: str) -> dict[str, Any]:
+    """A Pod the shipped policies admit with the default image; the annotation makes the
+    server say it answered."""
+    return {
+        "apiVersion": "v1", "kind": "Pod",
+        "metadata": {"generateName": "quickq-guard-probe-", "namespace": namespace,
+                     "labels": {"app": "quickq-guard-probe"},
+                     "annotations": {PROBE_ANNOTATION: "true"}},
+        "spec": {
+            "automountServiceAccountToken": False,
+            "securityContext": {"runAsNonRoot": True, "runAsUser": 10001,
+                                "seccompProfile": {"type": "RuntimeDefault"}},
+            "containers": [{
+                "name": "probe", "image": image,
+                "resources": {"requests": {"cpu": "10m", "memory": "16Mi"},
+                              "limits": {"memory": "16Mi"}},
+                "securityContext": {"allowPrivilegeEscalation": False,
+                                    "readOnlyRootFilesystem": True,
+                                    "capabilities": {"drop": ["ALL"]}},
+            }],
+        },
+    }
+
+
+def dry_run_create(api: kubeapi.Api, namespace: str, image: str) -> kubeapi.Answer:
+    return kubeapi.call(api, "POST", f"/api/v1/namespaces/{namespace}/pods?dryRun=All",
+                        probe_pod(namespace, image))
+
+
+def answered(answer: kubeapi.Answer, resource: str, instance: str) -> bool:
+    """Whether this install's webhook of `resource` judged the probe (and did not fail open):
+    its warning comes with a denial too."""
+    return probe_warning(ENDPOINT[resource], instance) in answer.warnings
+
+
+def run_arm(args: argparse.Namespace) -> int:
+    targets = _targets(args, with_policy=True)
+    api = _api(args)
+    deadline = time.monotonic() + args.timeout
+    last = ""
+    while True:
+        answer = dry_run_create(api, args.namespace, "registry.invalid/quickq-guard-probe:1.0")
+        waiting = [resource for resource in {t[0] for t in targets}
+                   if not answered(answer, resource, args.instance)]
+        if not waiting:
+            break
+        said = kubeapi.message(answer) if answer.status >= 400 else "admitted, no answer"
+        status = f"{', '.join(sorted(ENDPOINT[r] for r in waiting))} not answering: {said}"
+        if status != last:
+            note(status)
+            last = status
+        if time.monotonic() >= deadline:
+            note(f"no answer within {args.timeout:g}s; the webhook configurations keep "
+                 "their failurePolicy (Ignore after an install: nothing is blocked)")
+            return EXIT_FAILED
+        time.sleep(args.interval)
+    for resource, name, policy in targets:
+        set_failure_policy(api, resource, name, policy)
+        print(f"{resource}/{name}: failurePolicy {policy}")
+    return EXIT_OK
+
+
+def set_failure_policy(api: kubeapi.Api, resource: str, name: str, policy: str) -> None:
+    """JSON-patch every webhook of the configuration to `policy` and mark it armed; each
+    `test` guards against a configuration changed since it was read."""
+    path = f"/apis/admissionregistration.k8s.io/v1/{resource}/{name}"
+    got = kubeapi.call(api, "GET", path)
+    if got.status != 200 or not isinstance(got.body, dict):
+        raise CliError(f"cannot read {resource}/{name}: {kubeapi.message(got)}")
+    ops: list[dict[str, Any]] = []
+    for index, webhook in enumerate(got.body.get("webhooks") or []):
+        ops += [{"op": "test", "path": f"/webhooks/{index}/name", "value": webhook["name"]},
+                {"op": "replace", "path": f"/webhooks/{index}/failurePolicy", "value": policy}]
+    if "annotations" in (got.body.get("metadata") or {}):
+        ops.append({"op": "add", "path": "/metadata/annotations/"
+                    + ARMED_ANNOTATION.replace("~", "~0").replace("/", "~1"), "value": "true"})
+    else:
+        ops.append({"op": "add", "path": "/metadata/annotations",
+                    "value": {ARMED_ANNOTATION: "true"}})
+    done = kubeapi.call(api, "PATCH", path, ops, "application/json-patch+json")
+    if done.status != 200:
+        raise CliError(f"cannot patch {resource}/{name}: {kubeapi.message(done)}")
+
+
+def run_probe(args: argparse.Namespace) -> int:
+    answer = dry_run_create(_api(args), args.namespace, args.image)
+    said = kubeapi.message(answer) if answer.status >= 400 else "admitted"
+    tag = f"[{args.policy}]" if args.policy else "["
+    if args.expect == "answered":
+        good = answered(answer, VALIDATING, args.instance)
+    elif args.expect == "denied":
+        good = answered(answer, VALIDATING, args.instance) and answer.status >= 400 and tag in said
+    else:
+        good = (answered(answer, VALIDATING, args.instance) and answer.status < 400
+                and any(w.startswith(tag) for w in answer.warnings))
+    for warning in answer.warnings:
+        print(f"Warning: {warning}")
+    print(said)
+    if not good:
+        note(f"expected the probe to be {args.expect}"
+             + (f" by {args.policy}" if args.policy and args.expect != "answered" else ""))
+    return EXIT_OK if good else EXIT_FAILED
+
+
+def run_remove(args: argparse.Namespace) -> int:
+    api = _api(args)
+    for resource, name, _ in _targets(args, with_policy=False):
+        done = kubeapi.call(api, "DELETE",
+                            f"/apis/admissionregistration.k8s.io/v1/{resource}/{name}")
+        if done.status not in (200, 202, 404):
+            raise CliError(f"cannot delete {resource}/{name}: {kubeapi.message(done)}")
+        print(f"{resource}/{name}: {'gone already' if done.status == 404 else 'deleted'}")
+    return EXIT_OK

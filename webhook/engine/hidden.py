@@ -1,0 +1,90 @@
+"""Values of an object that no message may show: env values and whatever a secret key holds.
+
+A denial, a warning or an audit annotation goes to the client, the API server's audit log and
+the webhook's log. A policy's messageExpression is the user's code, so instead of trusting it
+it is evaluated on the object with these values replaced by HIDDEN: whatever it does with a
+value (concatenate, slice, base64) it does with HIDDEN. Error texts, which can quote what an
+expression read, have the values cut out with `hide`.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from webhook.engine.rules.secrets import PlaintextSecretParams
+
+HIDDEN = "(hidden)"
+_NAMES = PlaintextSecretParams()  # the default words: DB_PASSWORD, api-key, tls.key...
+# A shorter value matches as a whole word only: "1" or "no" would match most texts anyway.
+_SHORT = 4
+
+
+def _names_secret(key: Any) -> bool:
+    return isinstance(key, str) and _NAMES.names_secret(key)
+
+
+def redacted(value: Any, secret: bool = False) -> Any:
+    """`value` with every hidden string replaced by HIDDEN: each string of an `env` entry but
+    its name, and each string under a key that names a secret. Only what changes is copied."""
+    if isinstance(value, str):
+        return HIDDEN if secret and value else value
+    if isinstance(value, Mapping):
+        changed = {}
+        for key, item in value.items():
+            if key == "env":
+                new = _redacted_env(item)
+            else:
+                new = redacted(item, secret or _names_secret(key))
+            if new is not item:
+                changed[key] = new
+        return {**value, **changed} if changed else value
+    if isinstance(value, list):
+        items = [redacted(item, secret) for item in value]
+        return items if any(a is not b for a, b in zip(items, value, strict=True)) else value
+    return value
+
+
+def _redacted_env(env: Any) -> Any:
+    if not isinstance(env, list):
+        return redacted(env, True)
+    items = [{key: item if key == "name" else redacted(item, True)
+              for key, item in entry.items()} if isinstance(entry, Mapping)
+             else redacted(entry, True) for entry in env]
+    return items
+
+
+def hidden_values(*objects: Any) -> frozenset[str]:
+    """The strings `redacted` replaces, found in one pass over each object."""
+    found: set[str] = set()
+    stack: list[tuple[Any, bool]] = [(obj, False) for obj in objects]
+    while stack:
+        node, secret = stack.pop()
+        if isinstance(node, str):
+            if secret and node.strip():
+                found.add(node.strip())
+        elif isinstance(node, Mapping):
+            for key, item in node.items():
+                if key == "env" and isinstance(item, list):
+                    for entry in item:
+                        if isinstance(entry, Mapping):
+                            stack.extend((v, True) for k, v in entry.items() if k != "name")
+                        else:
+                            stack.append((entry, True))
+                else:
+                    stack.append((item, secret or key == "env" or _names_secret(key)))
+        elif isinstance(node, list):
+            stack.extend((item, secret) for item in node)
+    return frozenset(found)
+
+
+def hide(text: str, values: Iterable[str]) -> str:
+    """`text` with each of `values` in it replaced by HIDDEN, in one pass (the longest
+    first, so a value inside another goes with it)."""
+    present = sorted((value for value in values if value in text), key=len, reverse=True)
+    if not present:
+        return text
+    pattern = "|".join(re.escape(value) if len(value) >= _SHORT
+                       else rf"(?<![\w-]){re.escape(value)}(?![\w-])" for value in present)
+    return re.sub(pattern, HIDDEN, text)
