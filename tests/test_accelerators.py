@@ -100,12 +100,46 @@ def test_an_intel_gpu_pod_that_tolerates_its_taint_is_left_alone():
     assert result(decision, "inject-gpu-toleration").status == "pass"
 
 
-def test_the_shipped_policies_and_the_rule_defaults_name_the_same_accelerators():
+def test_the_three_gpu_policies_read_the_one_accelerators_setting():
     from webhook import load_policies
-    from webhook.engine.rules.gpu import DEFAULT_GPU_RESOURCES, GpuTolerationParams
+    from webhook.engine.accelerators import DEFAULT_RESOURCES, DEFAULT_TAINT_KEYS
 
     policies = load_policies()
     for policy_id in ("require-gpu-limits", "gpu-priority-class", "inject-gpu-toleration"):
-        assert policies.get(policy_id).params.gpuResources == DEFAULT_GPU_RESOURCES
-    assert policies.get("inject-gpu-toleration").params.taintKeys == \
-        GpuTolerationParams().taintKeys
+        assert policies.get(policy_id).params.resources == DEFAULT_RESOURCES
+    assert policies.get("inject-gpu-toleration").params.taint_keys == DEFAULT_TAINT_KEYS
+    mine = with_config(accelerators={"resources": ["habana.ai/gaudi"],
+                                     "taintKeys": {"habana.ai/*": "habana.ai/gaudi-node"}})
+    for policy_id in ("require-gpu-limits", "gpu-priority-class", "inject-gpu-toleration"):
+        assert mine.get(policy_id).params.resources == ("habana.ai/gaudi",)
+
+
+def test_an_accelerator_added_in_one_place_gets_all_three_policies():
+    policies = with_config(accelerators={"resources": ["habana.ai/gaudi"],
+                                         "taintKeys": {"habana.ai/*": "habana.ai/gaudi-node"}})
+    decision = judge(pod(gpu_container(resource="habana.ai/gaudi", count="0.5")), policies)
+    assert result(decision, "require-gpu-limits").status == "fail"
+    assert result(decision, "gpu-priority-class").status == "fail"
+    assert _tolerations(decision)[0]["value"] == [
+        {"key": "habana.ai/gaudi-node", "operator": "Exists", "effect": "NoSchedule"}]
+    # nvidia.com/gpu is no accelerator of this config any more
+    assert result(judge(pod(gpu_container()), policies), "gpu-priority-class").status == "pass"
+
+
+def test_a_tpu_pod_gets_the_gpu_checks_and_gkes_tpu_taint_by_default():
+    obj = pod(gpu_container(resource="google.com/tpu", count="4"))
+    decision = judge(obj)
+    assert _tolerations(decision)[0]["value"] == [
+        {"key": "google.com/tpu", "operator": "Exists", "effect": "NoSchedule"}]
+    assert result(decision, "gpu-priority-class").status == "fail"
+    fraction = judge(pod(gpu_container(resource="google.com/tpu", count="0.5")))
+    assert result(fraction, "require-gpu-limits").status == "fail"
+
+
+def test_an_unknown_accelerators_field_fails_the_load(tmp_path):
+    from webhook.engine.policy import PolicyError, load_config
+
+    config = tmp_path / "config.yaml"
+    config.write_text("accelerators:\n  gpuResource: [x]\n")
+    with pytest.raises(PolicyError, match=r"accelerators\.gpuResource: unknown field"):
+        load_config(config)

@@ -77,3 +77,17 @@ def test_the_cli_says_the_api_server_itself_refuses_the_offline_example():
     assert len(fields) == 4
     assert sorted(line.rsplit(":", 2)[-2] + ":" + line.rsplit(":", 2)[-1].rstrip("]")
                   for line in denials) == sorted(fields)
+
+
+def test_another_projects_kind_is_stored_and_only_its_pods_are_refused():
+    from webhook.manifests import read_file
+
+    [document] = read_file(ROOT / "tests" / "ml_workloads" / "leaderworkerset.yaml")
+    obj = document.obj  # its worker asks for 8 GPUs with a limit of 4
+    worker = obj["spec"]["leaderWorkerTemplate"]["workerTemplate"]["spec"]["containers"][0]
+    found = result(judge(obj), "require-gpu-limits")
+    assert found.status == "fail"
+    assert found.reason == ("the API server stores this LeaderWorkerSet, but refuses every pod "
+                            "made from it with this field, so none will start")
+    worker["resources"]["limits"]["memory"] = "8GB"  # its CRD's schema refuses the format
+    assert result(judge(obj), "valid-resource-quantities").reason == REFUSED

@@ -78,7 +78,7 @@ def test_engine_ab_times_two_checkouts(tmp_path):
     shutil.copytree(root / "webhook", tmp_path / "webhook")
     shutil.copytree(root / "policies", tmp_path / "policies")
     lines = run("engine_ab.py", str(tmp_path), "--rounds", "1", "--seconds", "0.01").splitlines()
-    assert lines[0].startswith("default policies: before 11, after 11")
+    assert lines[0].startswith("default policies: before 14, after 14")
     # typical Pod, review Pod as written and from the API server, and check's path
     assert all("after/before" in line for line in lines[1:]) and len(lines) == 5
 

@@ -56,10 +56,14 @@ def write(directory: Path, name: str, text: str) -> Path:
 def test_exit_0_when_nothing_enforced_fails(capsys):
     code, out, _ = run(capsys, "check", str(EXAMPLES / "good"))
     assert code == 0
-    # The PriorityClass the GPU example names is a kind no policy judges: 11 skips.
-    assert out.splitlines()[-1] == ("5 resources: 3 allowed, 0 denied, 2 patched, 0 error; "
-                                    "4 findings; policy results: 39 pass, 0 fail, 0 warn, "
-                                    "4 patch, 12 skip, 0 error")
+    # The PriorityClass the GPU example names is a kind no policy judges: skipped, and its 14
+    # policies with it; require-kueue-queue is off and gpu-resource-claims judges no pods (4
+    # skips each), and the NodeTemplate skips gpu-claim-usage and gpu-priority-class.
+    assert out.splitlines()[-1] == ("5 resources: 2 allowed, 0 denied, 2 patched, 0 error, "
+                                    "1 skipped; 4 findings; policy results: 42 pass, 0 fail, "
+                                    "0 warn, 4 patch, 24 skip, 0 error")
+    assert "SKIP        -                          PriorityClass gpu-inference  kind " \
+        "PriorityClass (scheduling.k8s.io) is not judged" in out
 
 
 def test_exit_1_when_something_enforced_fails(capsys, tmp_path):
@@ -153,11 +157,11 @@ def test_json_output_has_one_result_per_resource_and_policy(capsys, tmp_path):
     assert code == 1
     assert set(report) == {"summary", "results"}
     assert set(report["summary"]) == {"resources", "pass", "fail", "warn", "patch", "skip",
-                                      "error", "outcomes", "findings"}
+                                      "error", "outcomes", "skipped", "findings"}
     assert report["summary"]["outcomes"] == {"allowed": 0, "denied": 1, "patched": 1,
                                              "would-deny": 0, "would-patch": 0, "error": 0}
     assert report["summary"]["resources"] == 2
-    assert len(report["results"]) == 2 * 11
+    assert len(report["results"]) == 2 * 14
     for item in report["results"]:
         assert set(item) >= RESULT_KEYS
         assert set(item["resource"]) == RESOURCE_KEYS
@@ -299,7 +303,7 @@ def test_policies_lists_every_policy_with_type_and_action(capsys):
     assert rows["liveness-probe-tolerance"] == ["validate", "warn"]
     assert rows["inject-gpu-toleration"] == ["mutate", "enforce"]
     assert rows["require-labels"] == ["validate", "audit"]
-    assert len(rows) == 11
+    assert len(rows) == 14
 
 
 def test_policies_reports_a_config_typo_and_exits_2(capsys, tmp_path):

@@ -58,3 +58,13 @@ def test_missing_image_is_denied():
     decision = judge(pod(container(image=None)))
     [message] = messages(decision, "disallow-latest-tag")
     assert "set image to a pinned reference" in message
+
+
+@pytest.mark.parametrize("image", ["$VLLM_IMAGE", "${IMAGE}", "$(IMAGE)", "{{ .Values.image }}",
+                                   "registry.example.com/vllm:$TAG"])
+def test_an_unrendered_variable_is_named_as_one(image):
+    decision = judge(pod(container(image=image)))
+    assert messages(decision, "disallow-latest-tag") == [
+        f"container 'app': image '{image}' is an unrendered variable, which Kubernetes does not "
+        "expand in image; render the manifest first (envsubst, helm template, kustomize "
+        "build) or set a pinned reference (registry/app:1.2.3)"]

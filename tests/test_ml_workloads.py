@@ -77,6 +77,11 @@ CONTAINERS = {
     "leaderworkerset.yaml": ["spec.leaderWorkerTemplate.leaderTemplate.spec.containers[0]",
                              "spec.leaderWorkerTemplate.workerTemplate.spec.containers[0]"],
     "replicationcontroller.yaml": ["spec.template.spec.containers[0]"],
+    "volcano-job.yaml": ["spec.tasks[0].template.spec.containers[0]",
+                         "spec.tasks[1].template.spec.containers[0]"],
+    "kaito-workspace.yaml": ["inference.template.spec.containers[0]"],
+    "appwrapper.yaml": ["spec.components[0].template.spec.template.spec.containers[0]"],
+    "argo-workflow.yaml": ["spec.templates[1].script", "spec.templates[2].container"],
 }
 
 
@@ -112,8 +117,9 @@ def test_a_train_job_is_skipped_saying_where_its_pods_come_from():
     decision = judge(load("trainer-trainjob.yaml"))
     assert decision.outcome == "allowed"
     assert {r.reason for r in decision.results} == {
-        "kind TrainJob is not judged: a TrainJob carries no pod template: its pods come from "
-        "its TrainingRuntime or ClusterTrainingRuntime, which quickq-guard judges"}
+        "kind TrainJob (trainer.kubeflow.org) is not judged: a TrainJob carries no pod "
+        "template: its pods come from its TrainingRuntime or ClusterTrainingRuntime, which "
+        "quickq-guard judges"}
 
 
 # --- what the shipped policies say about each manifest ----------------------------------------
@@ -149,10 +155,6 @@ def test_training_jobs_patch_only_the_replica_specs_that_use_gpus():
         "spec.pytorchReplicaSpecs.Worker.template.spec.priorityClassName"]
     # A worker template that tolerates the GPU taint already is not patched.
     assert judge(load("tfjob.yaml")).patch == ()
-
-
-def messages_of(decision: Any, policy: str) -> list[str]:
-    return [f.message for f in result(decision, policy).findings]
 
 
 def test_ray_worker_groups_are_patched_by_index():
@@ -384,3 +386,72 @@ def test_a_cel_container_policy_reads_the_pod_spec_of_each_replica(tmp_path):
     assert findings(decision, "gpu-pods-have-a-priority-class") == [(
         "spec.pytorchReplicaSpecs.Worker.template.spec.priorityClassName",
         "set a priorityClassName for this GPU pod spec")]
+
+
+def messages_of(decision: Any, policy: str) -> list[str]:
+    return [f.message for f in result(decision, policy).findings]
+
+
+# --- AI scheduler and workflow kinds ----------------------------------------------------------
+
+
+def test_a_volcano_job_is_judged_per_task_and_not_taken_for_a_batch_job():
+    decision = judge(load("volcano-job.yaml"))
+    assert pointers(decision) == ["/spec/tasks/1/template/spec/tolerations"]
+    assert paths(decision, "gpu-priority-class") == [
+        "spec.tasks[1].template.spec.priorityClassName"]
+    assert result(decision, "require-labels").status == "pass"  # each task's template has app
+
+
+def test_a_kaito_workspace_is_judged_at_its_inference_template():
+    decision = judge(load("kaito-workspace.yaml"))
+    assert paths(decision, "disallow-latest-tag") == [
+        "inference.template.spec.containers[0].image"]
+    assert pointers(decision) == ["/inference/template/spec/tolerations",
+                                  "/inference/template/spec/containers/0/startupProbe"]
+
+
+def test_a_kaito_workspace_with_a_preset_has_no_template_and_is_not_judged():
+    obj = load("kaito-workspace.yaml")
+    obj["inference"] = {"preset": {"name": "falcon-7b"}}
+    [reason] = {r.reason for r in judge(obj).results}
+    assert reason == ("kind Workspace (kaito.sh) is not judged: it has no pod template where "
+                      "Workspace keeps them (inference.template)")
+
+
+def test_an_appwrapper_is_judged_at_the_template_of_what_it_wraps():
+    decision = judge(load("appwrapper.yaml"))
+    assert pointers(decision) == [
+        "/spec/components/0/template/spec/template/spec/tolerations"]
+
+
+def test_an_argo_workflow_judges_container_and_script_templates_only():
+    decision = judge(load("argo-workflow.yaml"))
+    # The workflow's own securityContext holds for every template's pod.
+    assert result(decision, "disallow-root-user").status == "pass"
+    assert pointers(decision) == ["/spec/templates/2/tolerations"]
+    # The steps template makes no pod: no labels are asked of it.
+    assert paths(decision, "require-labels") == [
+        "spec.templates[1].metadata.labels.app", "spec.templates[2].metadata.labels.app"]
+    assert messages_of(decision, "require-requests") == []
+    assert decision.warnings == (
+        "spec.templates[2].podSpecPatch is not judged: a patch Argo applies to the pod at run "
+        "time, which quickq-guard does not judge",)
+
+
+def test_an_argo_template_names_its_container_main():
+    obj = load("argo-workflow.yaml")
+    obj["spec"].pop("securityContext")
+    decision = judge(obj)
+    assert [f.message.split(":")[0] for f in result(decision, "disallow-root-user").findings] \
+        == ["container 'main' in templates[1]", "container 'main' in templates[2]"]
+
+
+def test_a_custom_kind_without_its_declared_templates_is_not_judged():
+    obj = copy.deepcopy(MODEL_SERVER)
+    obj["spec"] = {"replicas": 2}
+    decision = judge(obj, with_config(**CUSTOM))
+    assert {r.status for r in decision.results} == {"skip"}
+    assert decision.skipped == (
+        "kind ModelServer (serving.example.com) is not judged: it has no pod template where "
+        "ModelServer keeps them (spec.router.template, spec.shards[*].template)")

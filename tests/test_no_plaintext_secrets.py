@@ -173,3 +173,42 @@ def test_config_map_reads_are_found_in_init_containers_and_node_templates():
     template = node_template(env=[{"name": "apiKey", "valueFrom": ref}])
     assert paths(judge(template), "no-plaintext-secrets") == [
         "spec.env[0].valueFrom.configMapKeyRef"]
+
+
+# --- shapes met in public AI repositories -----------------------------------------------------
+
+
+@pytest.mark.parametrize(("name", "value"), [
+    ("GOOGLE_APPLICATION_CREDENTIALS", "/var/secrets/google/key.json"),  # a mounted Secret
+    ("AWS_WEB_IDENTITY_TOKEN", "/var/run/secrets/eks.amazonaws.com/serviceaccount/token"),
+    ("TOKEN_URL", "https://oauth2.googleapis.com/token"),
+    ("HF_TOKEN_ENDPOINT", "https://huggingface.co/api/whoami-v2"),
+    ("OAUTH_TOKEN", "https://auth.example.com/oauth/token"),  # a URL without credentials
+    ("API_KEY_HEADER", "X-API-Key"),
+    ("DATABASE_URL", "postgres://db.example.com:5432/app"),
+    ("DATABASE_URL", "postgres://app:$(DB_PASSWORD)@db:5432/app"),
+    ("ENCRYPTION_KEY", "0" * 64),  # a placeholder
+    ("CACHE_KEY", "user-id"),
+    ("MODEL_REVISION", "0123456789abcdef0123456789abcdef01234567"),  # a commit, no key
+])
+def test_paths_urls_and_header_names_pass(name, value):
+    decision = judge(env_pod({"name": name, "value": value}))
+    assert result(decision, "no-plaintext-secrets").status == "pass", (name, value)
+
+
+@pytest.mark.parametrize(("name", "value", "says"), [
+    ("ENCRYPTION_KEY", "9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08",
+     "holds what looks like key material"),
+    ("SIGNING_KEY", "kQ8vX2mZp4Lr7Tn1Wy6Bc3Hd9Fg5Js0AeUoIiYt",
+     "holds what looks like key material"),
+    ("DATABASE_URL", "postgres://user:pw@host/db", "holds a URL with credentials in it"),
+    ("REDIS_URL", "redis://:hunter2@redis:6379/0", "holds a URL with credentials in it"),
+    ("WEBHOOK", "https://hooks.example.com/x?token=abc123", "holds a URL with credentials"),
+    ("TOKEN_URL", "https://user:pw@auth.example.com/token", "holds a URL with credentials"),
+])
+def test_key_material_and_urls_with_credentials_are_denied(name, value, says):
+    decision = judge(env_pod({"name": name, "value": value}))
+    [message] = messages(decision, "no-plaintext-secrets")
+    assert message.startswith(f"container 'app': env {name} ") and says in message
+    assert not decision.allowed and value not in _everything_said(decision, load_policies())
+    assert paths(decision, "no-plaintext-secrets") == ["spec.containers[0].env[0].value"]

@@ -34,6 +34,7 @@ def test_the_manuals_minimal_node_template_is_denied_warned_audited_and_patched(
     assert statuses(decision) == {
         "disallow-latest-tag": "pass", "disallow-root-user": "fail",
         "gpu-priority-class": "skip", "inject-gpu-toleration": "patch",
+        "gpu-claim-usage": "skip", "gpu-resource-claims": "skip", "require-kueue-queue": "skip",
         "inject-startup-probe": "patch", "liveness-probe-tolerance": "fail",
         "no-plaintext-secrets": "pass", "require-gpu-limits": "pass", "require-labels": "fail",
         "require-requests": "pass", "valid-resource-quantities": "pass",

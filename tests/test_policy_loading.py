@@ -14,9 +14,11 @@ from webhook import Config, PolicyError, load_config, load_policies
 from webhook.engine.policy import default_policies_dir
 
 DEFAULT_IDS = [
-    "disallow-latest-tag", "disallow-root-user", "gpu-priority-class", "inject-gpu-toleration",
+    "disallow-latest-tag", "disallow-root-user", "gpu-claim-usage", "gpu-priority-class",
+    "gpu-resource-claims", "inject-gpu-toleration",
     "inject-startup-probe", "liveness-probe-tolerance", "no-plaintext-secrets",
-    "require-gpu-limits", "require-labels", "require-requests", "valid-resource-quantities",
+    "require-gpu-limits", "require-kueue-queue", "require-labels", "require-requests",
+    "valid-resource-quantities",
 ]
 EXPECTED = {
     "require-requests": ("validate", "enforce"),
@@ -27,6 +29,9 @@ EXPECTED = {
     "no-plaintext-secrets": ("validate", "enforce"),
     "liveness-probe-tolerance": ("validate", "warn"),
     "gpu-priority-class": ("validate", "audit"),
+    "gpu-resource-claims": ("validate", "enforce"),
+    "gpu-claim-usage": ("validate", "warn"),
+    "require-kueue-queue": ("validate", "off"),
     "require-labels": ("validate", "audit"),
     "inject-startup-probe": ("mutate", "enforce"),
     "inject-gpu-toleration": ("mutate", "enforce"),

@@ -13,6 +13,7 @@ from builders import (
     pod,
     pointer_prefix,
     result,
+    with_config,
     workload,
 )
 from hypothesis import given, settings
@@ -247,3 +248,31 @@ def test_the_injected_window_covers_liveness_and_the_default(delay, period, thre
     allowed = (delay or 0) + (threshold or 3) * (period or 10)
     assert window >= allowed and window >= 600
     assert window - max(allowed, 600) < startup["periodSeconds"]  # no longer than needed
+
+
+# --- a window per image: model servers load for many minutes ----------------------------------
+
+
+@pytest.mark.parametrize("image", ["vllm/vllm-openai:v0.9.1",
+                                   "ghcr.io/huggingface/text-generation-inference:3.0.1",
+                                   "nvcr.io/nvidia/tritonserver:25.01-py3"])
+def test_a_model_servers_startup_window_is_30_minutes_by_default(image):
+    decision = judge(pod(container(image=image, livenessProbe=LIVENESS)))
+    [operation] = decision.patch
+    assert operation["value"]["periodSeconds"] * operation["value"]["failureThreshold"] == 1800
+    assert "for up to 1800s and holds off" in messages(decision, "inject-startup-probe")[0]
+
+
+def test_image_windows_are_settable_and_the_liveness_allowance_still_wins():
+    policies = with_config(policies={"inject-startup-probe": {"params": {
+        "imageWindows": {"registry.example.com/llm-*": 3600}}}})
+    decision = judge(pod(container(image="registry.example.com/llm-70b:1.0",
+                                   livenessProbe=LIVENESS)), policies)
+    assert decision.patch[0]["value"]["failureThreshold"] == 360
+    other = judge(pod(container(livenessProbe=LIVENESS)), policies)
+    assert other.patch[0]["value"]["failureThreshold"] == 60
+    slow = dict(LIVENESS, initialDelaySeconds=7200)
+    longer = judge(pod(container(image="registry.example.com/llm-70b:1.0",
+                                 livenessProbe=slow)), policies)
+    assert longer.patch[0]["value"]["failureThreshold"] >= 723
+    assert "(no less than livenessProbe allowed)" in messages(longer, "inject-startup-probe")[0]

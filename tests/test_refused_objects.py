@@ -148,11 +148,11 @@ def test_an_api_version_that_never_served_a_judged_kind_is_an_error():
 
 
 @pytest.mark.parametrize(("kind", "reason"), [
-    ("Deploymnet", "kind Deploymnet is not judged: quickq-guard knows no kind Deploymnet; "
-                   "did you mean Deployment?"),
-    ("statefulset", "kind statefulset is not judged: quickq-guard knows no kind statefulset; "
-                    "did you mean StatefulSet?"),
-    ("Service", "kind Service is not judged"),
+    ("Deploymnet", "kind Deploymnet (apps) is not judged: quickq-guard knows no kind "
+                   "Deploymnet; did you mean Deployment?"),
+    ("statefulset", "kind statefulset (apps) is not judged: quickq-guard knows no kind "
+                    "statefulset; did you mean StatefulSet?"),
+    ("Service", "kind Service (apps) is not judged"),
 ])
 def test_a_kind_not_judged_is_skipped_with_its_name(kind, reason):
     obj = workload("Deployment", container())
@@ -193,7 +193,7 @@ metadata: {name: typo}
             "unknown field 'container'; did you mean containers?") in err
     assert (f"{manifest}:14:1 DaemonSet agent: apiVersion: apiVersion extensions/v1beta1 of "
             "DaemonSet is no longer served") in err
-    assert ("SKIP        -                          Deploymnet typo  kind Deploymnet is not "
+    assert ("SKIP        -                          Deploymnet typo  kind Deploymnet (apps) is not "
             "judged") in out
     assert main(["check", "-o", "json", str(manifest)]) == 2
     report = json.loads(capsys.readouterr().out)

@@ -60,7 +60,6 @@ def test_kserve_llm_keeps_the_80_minutes_its_liveness_probe_allowed():
 
 
 @pytest.mark.parametrize(("name", "handler"), [
-    ("vllm-deployment.yaml", {"httpGet": {"path": "/health", "port": 8000}}),
     ("redis-statefulset.yaml",
      {"exec": {"command": ["sh", "-c", "/health/ping_liveness_local.sh 5"]}}),
     ("argocd-repo-server.yaml", {"httpGet": {"path": "/healthz?full=true", "port": 8084}}),
@@ -70,6 +69,13 @@ def test_a_liveness_probe_that_allowed_less_than_ten_minutes_gets_the_default_wi
     startup = _startup(decide(name))
     assert startup.pop("timeoutSeconds", None) in (None, 5, 6)
     assert startup == {**handler, "periodSeconds": 10, "failureThreshold": 60}
+
+
+def test_a_vllm_server_gets_the_30_minutes_its_image_window_gives():
+    startup = _startup(decide("vllm-deployment.yaml"))
+    startup.pop("timeoutSeconds", None)
+    assert startup == {"httpGet": {"path": "/health", "port": 8000}, "periodSeconds": 10,
+                       "failureThreshold": 180}
 
 
 @pytest.mark.parametrize("name", ["redis-statefulset.yaml", "argocd-repo-server.yaml",

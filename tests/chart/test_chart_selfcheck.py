@@ -40,8 +40,11 @@ def test_rendered_chart_passes_own_policies(values: dict[str, Any] | None) -> No
     assert enforce_findings(report) == []
     assert code == 0
     assert report["summary"]["fail"] == 0 and report["summary"]["error"] == 0
-    # The Deployment was really judged, by every shipped policy.
-    shipped = {p.stem for p in (REPO / "policies").glob("*.yaml")}
+    # The Deployment was really judged, by every shipped policy that is on and judges pods.
+    from webhook import load_policies
+
+    shipped = {p.id for p in load_policies().policies if p.action != "off" and p.pods}
+    assert len(shipped) == len(list((REPO / "policies").glob("*.yaml"))) - 2
     judged = {r["policy"] for r in report["results"]
               if r["resource"]["kind"] == "Deployment" and r["result"] != "skip"}
     assert judged == shipped

@@ -114,9 +114,11 @@ def check(args: argparse.Namespace) -> int:
     if not args.quiet:
         for line in notes:
             note(line)
+    claims = judge.input_claims(work, stdin)
     counts: Counter[str] = Counter()
     writer.start(policies)
-    for part in judge.judge_all(work, policies, writer.render, args.jobs, stdin, granted):
+    for part in judge.judge_all(work, policies, writer.render, args.jobs, stdin, granted,
+                                  claims):
         for line in part.errors:
             error(line)
         if not args.quiet:

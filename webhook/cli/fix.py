@@ -27,7 +27,8 @@ from ruamel.yaml.util import load_yaml_guess_indent
 
 from webhook.cli.exits import EXIT_ERROR, EXIT_FAILED, EXIT_OK, CliError, error, hint, note
 from webhook.cli.formats import label
-from webhook.cli.judge import is_object, judge
+from webhook.cli.judge import input_claims, is_object, judge
+from webhook.engine.claims import ClaimLookup
 from webhook.engine.patch import split_pointer
 from webhook.engine.policy import PolicySet
 from webhook.manifests import Source, manifest_sources, read_source
@@ -51,9 +52,12 @@ def fix(args: argparse.Namespace, policies: PolicySet) -> int:
                        "fixed manifests")
     sources = manifest_sources(args.paths, args.exclude)
     several = len(sources) > 1
+    # The DRA claims of the files (stdin is read once, when it is fixed): a pod consuming a
+    # GPU claim gets its toleration as check says.
+    claims = input_claims([[source for source in sources if source.name != "-"]], None)
     code, objects = EXIT_OK, 0
     for source in sources:
-        done = fix_source(source, policies)
+        done = fix_source(source, policies, claims)
         objects += done.objects
         for line in done.errors:
             error(line)
@@ -82,7 +86,8 @@ def fix(args: argparse.Namespace, policies: PolicySet) -> int:
     return code
 
 
-def fix_source(source: Source, policies: PolicySet) -> Fixed:
+def fix_source(source: Source, policies: PolicySet,
+               claims: ClaimLookup | None = None) -> Fixed:
     """The fixed text of one file (or stdin), and what could not be fixed."""
     name = "<stdin>" if source.name == "-" else source.name
     done = Fixed(name, None)
@@ -117,7 +122,7 @@ def fix_source(source: Source, policies: PolicySet) -> Fixed:
     by_line = _nodes_by_line(nodes)
     for document in documents:
         done.objects += 1
-        decision = judge(document, policies, as_applied=False)
+        decision = judge(document, policies, claims=claims, as_applied=False)
         where = f"{name}:{document.line}:{document.column} {decision.resource}"
         if decision.outcome == "error":
             reason = next(r.reason for r in decision.results if r.status == "error")

@@ -21,8 +21,10 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+from webhook.cli import kustomize
 from webhook.cli.exits import hint
-from webhook.engine.evaluate import error_decision, evaluate
+from webhook.engine.claims import ClaimLookup, Claims, claims_from
+from webhook.engine.evaluate import error_decision, evaluate, skipped_decision
 from webhook.engine.exceptions import NONE, Exceptions
 from webhook.engine.policy import PolicySet
 from webhook.engine.results import Decision, Resource
@@ -67,22 +69,69 @@ class Part:
 
 
 def judge(document: Document, policies: PolicySet, granted: Granted = NOTHING_GRANTED,
-          as_applied: bool = True) -> Decision:
+          claims: ClaimLookup | None = None, as_applied: bool = True) -> Decision:
     """The verdict on one document, judged as `kubectl apply` would hand it to the webhook
-    (defaulted, normalized), with the exceptions `granted`; `as_applied=False` judges it as
-    written, for --fix, whose patches edit the manifest itself."""
+    (defaulted, normalized), with the exceptions `granted` and the DRA `claims` of the
+    input; `as_applied=False` judges it as written, for --fix, whose patches edit the
+    manifest itself."""
     if document.error:
         resource = Resource("", "", "", "", document.source)
         return error_decision(resource, document.error,
                               f"{document.source}: {document.error}", dry_run=False)
-    return evaluate(document.obj, policies, source=document.source,
-                    exceptions=granted.exceptions, now=granted.now, as_applied=as_applied)
+    decision = evaluate(document.obj, policies, source=document.source,
+                        exceptions=granted.exceptions, now=granted.now, claims=claims,
+                        as_applied=as_applied)
+    if decision.outcome in _REFUSED and (why := kustomize.fragment(document.obj)):
+        # a patch fragment nobody applies alone: incomplete, not denied
+        return skipped_decision(decision.resource, policies, (
+            f"incomplete: {why}, as in a kustomize patch; check the output of kustomize "
+            "build instead"))
+    return decision
+
+
+_REFUSED = frozenset({"denied", "error", "would-deny"})
+
+
+def input_claims(work: Sequence[Sequence[Source]], stdin: bytes | None) -> Claims:
+    """The ResourceClaims and ResourceClaimTemplates anywhere in the input, so a pod resolves
+    the claims it consumes whatever file or order they come in. Only the sources whose bytes
+    name the kind are parsed: most inputs have none, and pay one scan of their bytes."""
+    objects: list[Any] = []
+    for task in work:
+        for source in task:
+            if not source.exists:
+                continue
+            try:
+                data = stdin if source.name == "-" else _source_bytes(source)
+            except OSError:
+                continue  # reported when the source is judged
+            if data is None or _CLAIM_MARKER not in data:
+                continue
+            if source.name != "-":
+                source = Source(source.name, walked=source.walked, line=source.line)
+            objects += [document.obj for document in read_source(source, data)
+                        if not document.error]
+    return claims_from(objects)
+
+
+_CLAIM_MARKER = b"ResourceClaim"
+
+
+def _source_bytes(source: Source) -> bytes:
+    with open(source.name, "rb") as file:
+        if source.whole:
+            return file.read()
+        file.seek(source.start)
+        return file.read(-1 if source.end == -1 else source.end - source.start)
 
 
 def count(decision: Decision, counts: Counter[str]) -> None:
     """Add a decision to the summary counts (see webhook.cli.summary)."""
     counts["resources"] += 1
-    counts["outcome:" + decision.outcome] += 1
+    if decision.skipped:  # not judged at all: neither allowed by the policies nor denied
+        counts["skipped"] += 1
+    else:
+        counts["outcome:" + decision.outcome] += 1
     if decision.warnings:
         counts["level:warn"] += 1
     if decision.audit_annotations:
@@ -112,20 +161,25 @@ def is_object(obj: Any) -> bool:
 
 
 def run_task(task: Sequence[Source], policies: PolicySet, render: Render,
-             stdin: bytes | None, granted: Granted = NOTHING_GRANTED) -> Part:
+             stdin: bytes | None, granted: Granted = NOTHING_GRANTED,
+             claims: ClaimLookup | None = None) -> Part:
     """Read, judge and render the sources of one task."""
     part = Part(None)
     with _without_cyclic_gc():
         # The verdicts are freed as soon as they are rendered, while the collector is still
         # off: switched back on, it would otherwise scan all of them once more first.
-        part.rendered = render(_judge_task(task, policies, stdin, part, granted))
+        part.rendered = render(_judge_task(task, policies, stdin, part, granted, claims))
     return part
 
 
 def _judge_task(task: Sequence[Source], policies: PolicySet, stdin: bytes | None,
-                part: Part, granted: Granted) -> list[Judged]:
+                part: Part, granted: Granted, claims: ClaimLookup | None) -> list[Judged]:
     judged: list[Judged] = []
     for source in task:
+        if source.walked and (why := _kustomize_skip(source.name)):
+            if source.start == 0:  # once for a file split into pieces
+                part.notes.append(f"skipped {source.name}: {why}")
+            continue
         documents: Iterator[Document] = read_source(
             source, stdin if source.name == "-" else None)
         if source.walked:
@@ -133,12 +187,22 @@ def _judge_task(task: Sequence[Source], policies: PolicySet, stdin: bytes | None
         # Read the piece whole, then judge: alternating parser and engine document by
         # document is measurably slower, and a piece is at most about TASK_BYTES.
         for document in list(documents):
-            decision = judge(document, policies, granted)
+            decision = judge(document, policies, granted, claims)
             judged.append(Judged(document, decision))
             count(decision, part.counts)
             if decision.outcome == "error":
                 part.errors.append(error_line(document, decision))
     return judged
+
+
+def _kustomize_skip(name: str) -> str:
+    """Why a file found in a directory walk is kustomize's input rather than an object."""
+    if kustomize.is_kustomization(name):
+        return ("a kustomization; check what it builds: kustomize build "
+                f"{os.path.dirname(name) or '.'} | quickq-guard check -")
+    listed = kustomize.listed_patch(name)
+    return f"a kustomize patch ({listed}); check the output of kustomize build instead" \
+        if listed else ""
 
 
 def _skip_non_manifests(source: Source, documents: Iterator[Document],
@@ -213,7 +277,8 @@ def _size(source: Source, stdin: bytes | None) -> int:
 
 
 def judge_all(work: list[list[Source]], policies: PolicySet, render: Render, jobs: int,
-              stdin: bytes | None, granted: Granted = NOTHING_GRANTED) -> Iterator[Part]:
+              stdin: bytes | None, granted: Granted = NOTHING_GRANTED,
+              claims: ClaimLookup | None = None) -> Iterator[Part]:
     """Each task's Part, in order. jobs: 0 = one process per CPU when the input is large
     enough to gain from it, 1 = this process only."""
     workers = min(jobs if jobs > 0 else _cpus(), len(work))
@@ -221,11 +286,11 @@ def judge_all(work: list[list[Source]], policies: PolicySet, render: Render, job
     if (workers <= 1 or "fork" not in mp.get_all_start_methods()
             or (jobs <= 0 and total < PARALLEL_MIN_BYTES)):
         for task in work:
-            yield run_task(task, policies, render, stdin, granted)
+            yield run_task(task, policies, render, stdin, granted, claims)
         return
     global _worker_job
     with tempfile.TemporaryDirectory(prefix="quickq-guard-") as parts:
-        _worker_job = (policies, render, stdin, parts, granted)
+        _worker_job = (policies, render, stdin, parts, granted, claims)
         try:
             with mp.get_context("fork").Pool(workers) as pool:
                 _worker_job = None  # the workers have their copy; the parent needs none
@@ -241,9 +306,9 @@ def judge_all(work: list[list[Source]], policies: PolicySet, render: Render, job
 
 
 # Set in the parent just before the fork, so the workers inherit the policies, the renderer,
-# stdin's bytes, the folder parts come back through and the exceptions, instead of having
-# them pickled for every task.
-_worker_job: tuple[PolicySet, Render, bytes | None, str, Granted] | None = None
+# stdin's bytes, the folder parts come back through, the exceptions and the claims, instead
+# of having them pickled for every task.
+_worker_job: tuple[PolicySet, Render, bytes | None, str, Granted, ClaimLookup | None] | None = None
 
 
 def _run_in_worker(task: list[Source]) -> str:
@@ -251,8 +316,8 @@ def _run_in_worker(task: list[Source]) -> str:
     through the pool's pipe: the pipe moves a large output (a JSON report is 14x its input)
     in 64 KB reads that cost the parent more than writing it."""
     assert _worker_job is not None
-    policies, render, stdin, parts, granted = _worker_job
-    part = run_task(task, policies, render, stdin, granted)
+    policies, render, stdin, parts, granted, claims = _worker_job
+    part = run_task(task, policies, render, stdin, granted, claims)
     handle, name = tempfile.mkstemp(dir=parts)
     with open(handle, "wb") as file:
         pickle.dump(part, file, protocol=pickle.HIGHEST_PROTOCOL)

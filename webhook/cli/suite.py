@@ -23,6 +23,7 @@ from webhook.cli.exits import EXIT_ERROR, EXIT_FAILED, EXIT_OK, CliError, error
 from webhook.cli.formats.github import command_line
 from webhook.cli.formats.junit import attr, text
 from webhook.cli.judge import is_object
+from webhook.engine.claims import claims_from
 from webhook.engine.evaluate import evaluate
 from webhook.engine.policy import (
     Config,
@@ -202,13 +203,17 @@ def _explain(problem: ValidationError) -> str:
 def _judge(spec: TestFile, path: Path, policies: PolicySet) -> dict[str, _Judged]:
     """Each resource's decision, by every name a case may use for it."""
     judged: dict[str, _Judged] = {}
-    for number, resource in enumerate(spec.resources, 1):
-        for obj, source in _objects(resource.file, resource.object, path, number):
+    read = [(resource, _objects(resource.file, resource.object, path, number), number)
+            for number, resource in enumerate(spec.resources, 1)]
+    # The DRA claims a pod consumes resolve from the suite's own resources, as check's do.
+    claims = claims_from(obj for _, objects, _ in read for obj, _ in objects)
+    for resource, objects, number in read:
+        for obj, source in objects:
             old = None
             if resource.operation == "UPDATE":
                 [(old, _)] = _objects(resource.oldFile, resource.oldObject, path, number)
             decision = evaluate(obj, policies, operation=resource.operation, old_object=old,
-                                source=source)
+                                source=source, claims=claims)
             kind, namespace, name = (decision.resource.kind, decision.resource.namespace,
                                      decision.resource.name)
             for key in (f"{kind}/{namespace}/{name}", f"{kind}/{name}", name):

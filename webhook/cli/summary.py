@@ -22,13 +22,16 @@ def summary(counts: Counter[str]) -> dict[str, Any]:
     decisions per outcome and the number of findings (one per thing to change)."""
     return {"resources": counts["resources"], **{key: counts[key] for key in STATUSES},
             "outcomes": {outcome: counts["outcome:" + outcome] for outcome in OUTCOMES},
-            "findings": counts["findings"]}
+            "skipped": counts["skipped"], "findings": counts["findings"]}
 
 
 def summary_line(counts: Counter[str]) -> str:
-    """`3 resources: 1 denied, 1 allowed, 1 error; 4 findings (...)` for people."""
+    """`3 resources: 1 denied, 1 allowed, 1 error, 2 skipped; 4 findings (...)` for people:
+    a skipped object (a kind not judged, an excluded namespace) is not counted allowed."""
     outcomes = [f"{counts['outcome:' + o]} {o}" for o in OUTCOMES
                 if counts["outcome:" + o] or o in ("denied", "allowed", "error")]
+    if counts["skipped"]:
+        outcomes.append(f"{counts['skipped']} skipped")
     results = ", ".join(f"{counts[key]} {key}" for key in STATUSES)
     return (f"{counts['resources']} resources: {', '.join(outcomes)}; "
             f"{counts['findings']} findings; policy results: {results}\n")

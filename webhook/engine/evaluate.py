@@ -12,8 +12,9 @@ from datetime import datetime
 from typing import Any
 
 from webhook.engine import exceptions as granted
-from webhook.engine.apiserver import REFUSED, refused_fields
+from webhook.engine.apiserver import refusal, refused_fields
 from webhook.engine.cel import EvaluationError
+from webhook.engine.claims import NO_CLAIMS, ClaimLookup, with_claims
 from webhook.engine.globs import matches_any
 from webhook.engine.hidden import hidden_values, hide
 from webhook.engine.normalize import normalize
@@ -49,6 +50,7 @@ def evaluate(
     exceptions: granted.Exceptions = granted.NONE,
     now: datetime | None = None,
     as_applied: bool = False,
+    claims: ClaimLookup | None = None,
 ) -> Decision:
     """Judge one object as the API server would hand it to the webhook.
 
@@ -65,7 +67,9 @@ def evaluate(
     manifests) judges an object as written the way the API server would hand it to the webhook
     at `kubectl apply`: decoded, defaulted, normalized (webhook.engine.normalize), `old_object`
     too; the decision's patch then applies to that object, and one that lacks a required field
-    is refused.
+    is refused. `claims` is where the Dynamic Resource Allocation claims
+    a pod consumes are looked up (webhook.engine.claims: the claims of the same input
+    offline, the webhook's view of the cluster online); without it, none resolves.
     """
     resource = describe(obj, namespace, source)
     refused: list[tuple[str, str]] = []
@@ -94,12 +98,14 @@ def evaluate(
         return error_decision(resource, str(error),
                               f"{resource}: cannot be judged: {error}", in_dry_run_mode)
     if workload is None:
-        return _skipped(resource, policies, not_judged(obj, config.workload_kinds))
+        return skipped_decision(resource, policies, not_judged(obj, config.workload_kinds))
     excluded = _exclusion(workload, resource.namespace, username, groups, policies)
     if excluded:
-        return _skipped(resource, policies, excluded)
+        return skipped_decision(resource, policies, excluded)
 
     namespace = resource.namespace
+    lookup = claims or NO_CLAIMS
+    workload = with_claims(workload, lookup, namespace)
     request = Request(operation, namespace, username, groups, dry_run, old_object,
                       namespace_object)
     results: list[Result] = []  # in the order they run: mutate policies, then validate ones
@@ -128,6 +134,7 @@ def evaluate(
                                                   check=policy.cel is not None,
                                                   custom_kinds=config.workload_kinds)
                                     or workload)
+                patched_workload = with_claims(patched_workload, lookup, namespace)
             except (PatchError, InvalidObject) as error:
                 results[-1] = _result(policy, "error", reason=f"patch failed: {error}")
                 continue
@@ -143,9 +150,10 @@ def evaluate(
             current, workload = patched, patched_workload
             patch.extend(ops)
 
-    validated = [_run(policy, workload, request) for policy in policies.validating]
+    validated = [_run(policy, workload, request) for policy in (
+        policies.validating if workload.is_claim else policies.validating_pods)]
     if operation == "UPDATE" and old_object is not None:
-        old_keys = _violation_keys(old_object, policies, request)
+        old_keys = _violation_keys(old_object, policies, request, lookup)
         if old_keys:
             validated = [_mark_preexisting(result, old_keys, workload.obj)
                          for result in validated]
@@ -157,8 +165,12 @@ def evaluate(
     results += validated
 
     by_id = {result.policy: result for result in results}
-    ordered = tuple(by_id[policy.id] for policy in policies.policies)
-    return _decide(resource, ordered, in_dry_run_mode, tuple(patch), current if patch else None)
+    ordered = tuple(by_id.get(policy.id) or policy.idle for policy in policies.policies)
+    decision = _decide(resource, ordered, in_dry_run_mode, tuple(patch),
+                       current if patch else None)
+    if workload.unseen:
+        return replace(decision, warnings=(*decision.warnings, *workload.unseen))
+    return decision
 
 
 def describe(obj: Any, namespace: str | None = None, source: str = "") -> Resource:
@@ -225,20 +237,33 @@ def _skip_reason(policy: Policy, workload: Workload, namespace: str, operation: 
         return "the policy is off"
     if not policy.node_templates and workload.is_node_template:
         return "not applicable to NodeTemplate"
+    if workload.is_claim and not policy.claims:
+        return f"not applicable to {workload.kind}"
+    if policy.everywhere:
+        return "" if operation in policy.match.operations else _UNMATCHED
     if not policy.applies(workload.kind, namespace, operation, workload.labels):
-        return "the policy does not match this object"
+        return _UNMATCHED
     return ""
+
+
+_UNMATCHED = "the policy does not match this object"
 
 
 def _note_api_server_refusals(results: list[Result], workload: Workload) -> list[Result]:
     """Failed results about fields the API server refuses on its own say so in their reason:
-    such an object is judged offline only, never by the webhook."""
+    such an object (or, for another project's kind, every pod made from it) is judged
+    offline only, never by the webhook."""
     refused = refused_fields(workload)
     if not refused:
         return results
-    return [replace(result, reason=REFUSED)
-            if result.status == "fail" and any(f.path in refused for f in result.findings)
-            else result for result in results]
+    group = api_group(str(workload.obj.get("apiVersion")))
+    noted = []
+    for result in results:
+        hits = [refused[f.path] for f in result.findings if f.path in refused] \
+            if result.status == "fail" else []
+        noted.append(replace(result, reason=refusal(workload.kind, group, any(hits)))
+                     if hits else result)
+    return noted
 
 
 def _not_mutated(workload: Workload, operation: str) -> str:
@@ -332,8 +357,8 @@ def _result(policy: Policy, status: Any, findings: tuple[Finding, ...] = (),
     return Result(policy.id, policy.type, policy.action, status, findings, reason)
 
 
-def _violation_keys(old_object: Any, policies: PolicySet,
-                    request: Request) -> frozenset[FindingKey]:
+def _violation_keys(old_object: Any, policies: PolicySet, request: Request,
+                    lookup: ClaimLookup) -> frozenset[FindingKey]:
     """The key (see _finding_key) of every validate violation the old object already had."""
     try:
         workload = read_workload(old_object, policies.config.nodeTemplateGroups, check=False,
@@ -342,6 +367,7 @@ def _violation_keys(old_object: Any, policies: PolicySet,
         return frozenset()
     if workload is None:
         return frozenset()
+    workload = with_claims(workload, lookup, request.namespace)
     old_request = request._replace(old_object=None)
     keys = set()
     for policy in policies.validating:
@@ -369,9 +395,10 @@ def _exclusion(workload: Workload, namespace: str, username: str | None,
     return ""
 
 
-def _skipped(resource: Resource, policies: PolicySet, reason: str) -> Decision:
+def skipped_decision(resource: Resource, policies: PolicySet, reason: str) -> Decision:
+    """The verdict on an object not judged at all: every policy skips, for `reason`."""
     results = tuple(_result(policy, "skip", reason=reason) for policy in policies.policies)
-    return Decision(resource, results, allowed=True, outcome="allowed")
+    return Decision(resource, results, allowed=True, outcome="allowed", skipped=reason)
 
 
 def error_decision(resource: Resource, problem: str, message: str, dry_run: bool,

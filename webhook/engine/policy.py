@@ -17,6 +17,8 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from webhook.engine import cel, podsecurity
+from webhook.engine.accelerators import Accelerators
+from webhook.engine.claims import CLAIM_KINDS
 from webhook.engine.globs import matches_any
 from webhook.engine.results import Result
 from webhook.engine.rules import RULES, Rule
@@ -251,6 +253,8 @@ class Config(Model):
     exceptionNamespaces: tuple[Annotated[str, Field(pattern=_NAMESPACE)], ...] = ()
     exceptionMaxDays: int = Field(default=90, ge=1, le=3650)
     exceptionWildcards: bool = False  # may an exception name policies by glob (`*`)?
+    # The GPU resources, taint keys and DRA device classes every GPU policy reads.
+    accelerators: Accelerators = Accelerators()
 
     @field_validator("nodeTemplateGroups")
     @classmethod
@@ -295,12 +299,28 @@ class Policy:
     cel: CelPolicy | None = None  # the compiled expressions of a CEL policy
     # Whether the policy judges NodeTemplates (a CEL policy's `match.kinds` decides).
     node_templates: bool = True
+    # Whether it judges ResourceClaims and ResourceClaimTemplates (a CEL policy: when its
+    # `match.kinds` names them), and whether it judges anything else.
+    claims: bool = False
+    pods: bool = True
     # This policy's verdict on an object it has nothing to say about: one immutable value,
     # the same for every evaluation, as a constant is.
     passed: Result = field(init=False, repr=False, compare=False)
+    # Whether `match` narrows nothing but the operations (most policies): then applies()
+    # has nothing else to ask, and every evaluation of every policy asks it.
+    everywhere: bool = field(init=False, repr=False, compare=False)
+    idle: Result = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "passed", Result(self.id, self.type, self.action, "pass"))
+        # What it says of an object it is not run on: off, or not its kind of object.
+        idle = "the policy is off" if self.action == "off" else "" if self.pods else \
+            "the policy judges ResourceClaims and ResourceClaimTemplates only"
+        object.__setattr__(self, "idle", Result(self.id, self.type, self.action, "skip",
+                                                reason=idle) if idle else self.passed)
+        match = self.match
+        object.__setattr__(self, "everywhere", not match.kinds and match.namespaces == ("*",)
+                           and not match.excludeNamespaces and match.selector is None)
 
     def applies(self, kind: str, namespace: str, operation: str,
                 labels: Mapping[str, Any]) -> bool:
@@ -326,12 +346,17 @@ class PolicySet:
     # runs before the validating one.
     mutating: tuple[Policy, ...] = field(init=False, repr=False, compare=False)
     validating: tuple[Policy, ...] = field(init=False, repr=False, compare=False)
+    # The validate policies a workload with pods is run through: not those that are off or
+    # judge only DRA claims, whose verdict on it is known (Policy.idle) before it arrives.
+    validating_pods: tuple[Policy, ...] = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "mutating",
                            tuple(p for p in self.policies if p.type == "mutate"))
         object.__setattr__(self, "validating",
                            tuple(p for p in self.policies if p.type == "validate"))
+        object.__setattr__(self, "validating_pods", tuple(
+            p for p in self.validating if p.pods and p.action != "off"))
 
     def get(self, policy_id: str) -> Policy:
         for policy in self.policies:
@@ -472,6 +497,8 @@ def _build(document: Any, where: str, config: Config) -> Policy:
                           f"not {spec.type}")
     override = config.policies.get(spec.id, PolicyOverride())
     params = {**spec.params, **override.params}
+    if "accelerators" in rule.params.model_fields and "accelerators" not in params:
+        params["accelerators"] = config.accelerators  # one setting for every GPU policy
     try:
         validated = rule.params.model_validate(params)
     except ValidationError as error:
@@ -480,7 +507,7 @@ def _build(document: Any, where: str, config: Config) -> Policy:
     return Policy(id=spec.id, description=spec.description.strip(), type=spec.type,
                   action=override.action or spec.action, rule=rule, params=validated,
                   match=spec.match, message=spec.message, source=where,
-                  node_templates=rule.node_templates)
+                  node_templates=rule.node_templates, claims=rule.claims, pods=rule.pods)
 
 
 def _build_cel(spec: PolicyFile, where: str, config: Config) -> Policy:
@@ -577,7 +604,8 @@ def _build_cel(spec: PolicyFile, where: str, config: Config) -> Policy:
     return Policy(id=spec.id, description=spec.description.strip(), type=spec.type,
                   action=override.action or spec.action, rule=None,
                   params=CelParams.model_validate(params), match=spec.match, message=None,
-                  source=where, cel=program)
+                  source=where, cel=program,
+                  claims=bool(CLAIM_KINDS.intersection(spec.match.kinds)))
 
 
 def _known_variables(expression: cel.Expression, defined: set[str], where: str,

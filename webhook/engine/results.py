@@ -101,6 +101,9 @@ class Decision:
                                                  hash=False)
     patch: tuple[dict[str, Any], ...] = field(default=(), hash=False)
     patched: Any = field(default=None, hash=False, compare=False)
+    # Why the object was not judged at all (a kind not judged, an excluded namespace or
+    # user); "" when it was. Such a decision is allowed, and the CLI counts it as skipped.
+    skipped: str = ""
 
     def __post_init__(self) -> None:
         if not isinstance(self.audit_annotations, MappingProxyType):

@@ -22,14 +22,17 @@ config adds custom kinds (`Config.customKinds`) as `PodSite`s too.
 from __future__ import annotations
 
 import difflib
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from webhook.engine import schema
 from webhook.engine.kubernetes_fields import KINDS
 from webhook.engine.patch import Path
 from webhook.engine.patch import dotted as dotted  # rules and messages name paths with it
+
+if TYPE_CHECKING:
+    from webhook.engine.claims import ClaimUse
 
 
 def api_group(api_version: str) -> str:
@@ -54,6 +57,19 @@ class PodSite:
     path: Path
     style: Style = "template"
     models: tuple[str, ...] = ()
+    # The group of the containers in `models`, and the name of one that names none: KServe's
+    # model specs, an Argo template's container or script.
+    model_group: str = "model"
+    model_name: str = "kserve-container"
+    # An inline pod spec's labels, below it (a KServe component's `labels`).
+    labels: Path = ("labels",)
+    # A mapping whose pod-level securityContext each pod spec without one of its own gets
+    # (an Argo Workflow's spec for each of its templates).
+    shared: Path | None = None
+    # Whether a pod spec there without containers makes no pod (an Argo steps template).
+    only_with_containers: bool = False
+    # Fields of its pod specs quickq-guard cannot see through (UNSEEN_FIELDS).
+    unseen: tuple[str, ...] = ()
 
 
 def _template(*path: str | int) -> PodSite:
@@ -112,6 +128,40 @@ WORKLOAD_KINDS: dict[tuple[str, str], tuple[PodSite, ...]] = {
     ("leaderworkerset.x-k8s.io", "LeaderWorkerSet"): (
         _template("spec", "leaderWorkerTemplate", "leaderTemplate"),
         _template("spec", "leaderWorkerTemplate", "workerTemplate")),
+    # Volcano: each task's template
+    ("batch.volcano.sh", "Job"): (_template("spec", "tasks", ANY, "template"),),
+    # KAITO: a Workspace keeps its fields at the top level; inference.template is the pod
+    # template of a model it has no preset for
+    ("kaito.sh", "Workspace"): (_template("inference", "template"),),
+    # Kueue's AppWrapper: the pod templates of the objects it wraps (a Job, a Deployment, a
+    # JobSet, a PyTorchJob...)
+    ("workload.codeflare.dev", "AppWrapper"): tuple(
+        _template("spec", "components", ANY, "template", *inner) for inner in (
+            ("spec", "template"),
+            ("spec", "replicatedJobs", ANY, "template", "spec", "template"),
+            ("spec", "pytorchReplicaSpecs", ANY, "template"),
+            ("spec", "headGroupSpec", "template"),
+            ("spec", "workerGroupSpecs", ANY, "template"))),
+    # Argo: each template's container or script (a container with a `source`); the
+    # template itself holds the pod-level fields (securityContext, tolerations)
+    **{("argoproj.io", kind): (PodSite((*where, "templates", ANY), "inline",
+                                       ("container", "script"), "template", "main",
+                                       ("metadata", "labels"), where, True,
+                                       ("podSpecPatch",)),)
+       for kind, where in (("Workflow", ("spec",)), ("WorkflowTemplate", ("spec",)),
+                           ("ClusterWorkflowTemplate", ("spec",)),
+                           ("CronWorkflow", ("spec", "workflowSpec")))},
+    # Dynamic Resource Allocation: no pod spec, judged by the GPU claim policy
+    ("resource.k8s.io", "ResourceClaimTemplate"): (),
+    ("resource.k8s.io", "ResourceClaim"): (),
+}
+# Kinds whose pod specs need more than reading (shared fields, specs that make no pod).
+_SHAPED = frozenset(key for key, sites in WORKLOAD_KINDS.items()
+                    if any(site.shared or site.only_with_containers for site in sites))
+# Fields of a pod spec quickq-guard cannot see through, and why: said in the verdict.
+UNSEEN_FIELDS = {
+    "podSpecPatch": "a patch Argo applies to the pod at run time, which quickq-guard does "
+                    "not judge",
 }
 # Kinds that look like workloads but carry no pod template, and why they are not judged.
 NOT_JUDGED = {
@@ -134,7 +184,8 @@ NODE_TEMPLATE_PROBES = {"livenessProbe": "liveness", "readinessProbe": "readines
 CORE_RESOURCES = frozenset({"cpu", "memory", "ephemeral-storage"})
 _EMPTY: Mapping[str, Any] = {}
 _LABELS = {"containers": "container", "initContainers": "initContainer",
-           "ephemeralContainers": "ephemeralContainer", "model": "model"}
+           "ephemeralContainers": "ephemeralContainer", "model": "model",
+           "template": "container"}
 
 
 class InvalidObject(ValueError):
@@ -167,6 +218,9 @@ class Container:
     limits: Mapping[str, Any] = field(repr=False, compare=False)
     # Which pod spec it is in, when the workload has several (pytorchReplicaSpecs.Worker).
     pod: str = ""
+    # The DRA claims it consumes, resolved (webhook.engine.claims.with_claims); empty until
+    # then, and for almost every container.
+    claims: tuple[ClaimUse, ...] = field(default=(), repr=False, compare=False)
 
     @property
     def label(self) -> str:
@@ -224,6 +278,10 @@ class Workload:
     pod_specs: tuple[PodSpec, ...]
     containers: tuple[Container, ...]  # every container of every pod spec
     labels: Mapping[str, Any]  # the object's own metadata.labels
+    # A ResourceClaim or ResourceClaimTemplate: no pods, devices to judge.
+    is_claim: bool = False
+    # What its pod specs hold that quickq-guard cannot judge, said as warnings (podSpecPatch).
+    unseen: tuple[str, ...] = ()
 
     @property
     def is_node_template(self) -> bool:
@@ -271,7 +329,11 @@ def read_workload(obj: Any, node_template_groups: Sequence[str], *,
         sites = custom_kinds.get((group, kind))
     if sites is None:
         return None
+    if not sites:  # ResourceClaim(Template): nothing but the object to judge
+        return Workload(obj, kind, (), (), labels, is_claim=True)
     found = [(site, path, data) for site in sites for path, data in _expand(obj, site.path)]
+    if sites and not found and (group, kind) not in SERVED_API_VERSIONS:
+        return None  # a kind of another project without its pod templates: see not_judged
     if check and not checked:
         problems: list[schema.Problem] = []
         for site, path, _ in found:
@@ -282,11 +344,31 @@ def read_workload(obj: Any, node_template_groups: Sequence[str], *,
     # otherwise their types are checked as they are read (a review may not come from the
     # API server at all).
     pods = [_pod_spec(data, site, path, guard=decoded or not check) for site, path, data in found]
+    unseen: tuple[str, ...] = ()
+    if (group, kind) in _SHAPED:
+        unseen = tuple(f"{dotted((*path, name))} is not judged: {UNSEEN_FIELDS[name]}"
+                       for site, path, data in found for name in site.unseen if name in data)
+        pods = [_shared(obj, site, pod) for (site, _, _), pod in zip(found, pods, strict=True)
+                if pod.containers or not site.only_with_containers]
+        if len(pods) != 1:
+            pods = [_named(pod) for pod in pods]
+        containers = tuple(container for pod in pods for container in pod.containers)
+        return Workload(obj, kind, tuple(pods), containers, labels, unseen=unseen)
     if len(pods) == 1:
         return Workload(obj, kind, (pods[0],), pods[0].containers, labels)
     pods = [_named(pod) for pod in pods]
     containers = tuple(container for pod in pods for container in pod.containers)
     return Workload(obj, kind, tuple(pods), containers, labels)
+
+
+def _shared(obj: Mapping[str, Any], site: PodSite, pod: PodSpec) -> PodSpec:
+    """The pod spec with the securityContext its object sets for every pod, when it sets
+    none of its own."""
+    if site.shared is None or pod.security_context:
+        return pod
+    shared = _dig(obj, site.shared) or _EMPTY
+    context = _mapping(shared.get("securityContext"), (*site.shared, "securityContext"))
+    return replace(pod, security_context=context) if context else pod
 
 
 def _named(pod: PodSpec) -> PodSpec:
@@ -325,8 +407,8 @@ def _pod_spec(data: Mapping[str, Any], site: PodSite, path: Path, guard: bool) -
             item_path = (*path, model)
             spec = _mapping(spec, item_path)
             name = spec.get("name")
-            label = name if isinstance(name, str) and name else MODEL_CONTAINER
-            containers.append(_container(spec, "model", item_path, label, guard))
+            label = name if isinstance(name, str) and name else site.model_name
+            containers.append(_container(spec, site.model_group, item_path, label, guard))
     if guard:
         security_context = _mapping(data.get("securityContext"), (*path, "securityContext"))
         _list_of_mappings(data.get("tolerations"), (*path, "tolerations"))
@@ -336,7 +418,7 @@ def _pod_spec(data: Mapping[str, Any], site: PodSite, path: Path, guard: bool) -
         template = path[:-1]
         labels_path: Path = (*template, "metadata", "labels")
     elif site.style == "inline":
-        template, labels_path = path, (*path, "labels")
+        template, labels_path = path, (*path, *site.labels)
     else:
         template, labels_path = path, ("metadata", "labels")
     return PodSpec(path, data, tuple(containers), template, labels_path, security_context)
@@ -411,19 +493,33 @@ def _refusals(obj: Mapping[str, Any], kind: str, api_version: str, group: str,
     return True
 
 
-def not_judged(obj: Mapping[str, Any], custom_kinds: Iterable[tuple[str, str]] = ()) -> str:
-    """Why quickq-guard does not judge an object of this kind; a near miss of a kind judged
-    in the same API group (`Deploymnet` in apps) is named."""
+def not_judged(obj: Mapping[str, Any],
+               custom_kinds: Mapping[tuple[str, str], tuple[PodSite, ...]] | None = None) -> str:
+    """Why quickq-guard does not judge an object of this kind, naming the kind with its API
+    group (a Job of batch.volcano.sh is not a batch/v1 Job); a near miss of a kind judged in
+    the same group (`Deploymnet` in apps) is named, and so are pod templates a judged kind
+    keeps elsewhere than the object has them."""
     kind = str(obj.get("kind"))
     group = api_group(str(obj.get("apiVersion")))
+    named = f"kind {kind} ({group})" if group else f"kind {kind}"
     reason = NOT_JUDGED.get((group, kind))
     if reason:
-        return f"kind {kind} is not judged: {reason}"
+        return f"{named} is not judged: {reason}"
+    custom_kinds = custom_kinds or {}
+    sites = WORKLOAD_KINDS.get((group, kind)) or custom_kinds.get((group, kind))
+    if sites:
+        where = ", ".join(dotted(_template_of(site)) for site in sites)
+        return f"{named} is not judged: it has no pod template where {kind} keeps them ({where})"
     judged = [name for known, name in (*WORKLOAD_KINDS, *custom_kinds) if known == group]
     guess = difflib.get_close_matches(kind, judged, n=1, cutoff=0.8)
     if guess and guess[0] != kind:
-        return f"kind {kind} is not judged: {UNKNOWN_KIND} {kind}; did you mean {guess[0]}?"
-    return f"kind {kind} is not judged"
+        return f"{named} is not judged: {UNKNOWN_KIND} {kind}; did you mean {guess[0]}?"
+    return f"{named} is not judged"
+
+
+def _template_of(site: PodSite) -> Path:
+    """How a message names a pod-spec site: spec.workers[*].template."""
+    return site.path[:-1] if site.style == "template" else site.path
 
 
 def _container(data: Mapping[str, Any], group: str, path: Path, name: str,

@@ -24,6 +24,7 @@ from starlette.requests import ClientDisconnect, Request
 from starlette.responses import JSONResponse, PlainTextResponse, Response
 from starlette.routing import Route
 
+from webhook.engine.claims import NO_CLUSTER_VIEW
 from webhook.engine.evaluate import error_decision, evaluate
 from webhook.engine.exceptions import NONE, Exceptions
 from webhook.engine.policy import PolicyError, PolicySet
@@ -233,7 +234,8 @@ def judge(review: Review, policies: PolicySet, exceptions: Exceptions = NONE) ->
                         old_object=review.old_object, namespace=review.namespace,
                         username=review.username, groups=review.groups,
                         dry_run=review.dry_run, from_api_server=True,
-                        exceptions=exceptions, now=datetime.now(UTC))
+                        exceptions=exceptions, now=datetime.now(UTC),
+                        claims=NO_CLUSTER_VIEW)
     except Exception as error:  # the engine catches rule bugs; this is the last resort
         log.exception("evaluation failed", extra={"fields": {"uid": review.uid}})
         problem = f"quickq-guard could not judge this object ({type(error).__name__})"

@@ -9,7 +9,6 @@ from webhook.cli.formats import Format, fails, label, location
 from webhook.cli.judge import Judged
 from webhook.cli.summary import summary_line
 from webhook.engine.results import Finding
-from webhook.engine.workload import UNKNOWN_KIND
 
 _COLORS = {"skip": "33", "deny": "31", "would-deny": "33", "warn": "33", "audit": "36",
            "patch": "32", "would-patch": "32", "excepted": "36"}
@@ -21,10 +20,10 @@ class Table(Format):
         quiet = self.options.quiet
         for item in judged:
             decision = item.decision
-            results = decision.results
-            if results and UNKNOWN_KIND in results[0].reason and not quiet:
-                # a typo in `kind` (Deploymnet): skipped, but say so
-                lines.append(self.line("skip", "-", item, results[0].reason))
+            if decision.skipped:
+                # not judged (a kind, a namespace, a user): skipped, and the table says why
+                if not quiet:
+                    lines.append(self.line("skip", "-", item, decision.skipped))
                 continue
             if decision.outcome == "allowed" and not decision.warnings \
                     and not decision.audit_annotations:
@@ -43,6 +42,11 @@ class Table(Format):
                         message += f" ({result.reason})"
                     lines.append(self.line(verdict, result.policy or "-", item, message,
                                            finding))
+            for warning in decision.warnings:
+                # a warning of no policy: a field quickq-guard does not judge (podSpecPatch)
+                if not warning.startswith("[") and not (quiet and not fails(
+                        "warn", self.options.fail_on)):
+                    lines.append(self.line("warn", "-", item, warning))
         return "".join(lines)
 
     def line(self, verdict: str, policy: str, item: Judged, message: str,

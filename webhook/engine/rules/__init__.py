@@ -27,6 +27,8 @@ class Rule:
     check: Callable[[Workload, Any], list[Finding]]
     params: builtins.type[Params]
     node_templates: bool = True  # False: the rule is about pods only
+    claims: bool = False  # True: the rule judges ResourceClaims and ResourceClaimTemplates
+    pods: bool = True  # False: it judges nothing else (no Pod, controller or NodeTemplate)
 
 
 RULES: dict[str, Rule] = {
@@ -50,5 +52,11 @@ RULES: dict[str, Rule] = {
              probes.StartupProbeParams),
         Rule("inject-gpu-toleration", "mutate", gpu.inject_gpu_toleration,
              gpu.GpuTolerationParams),
+        Rule("gpu-resource-claims", "validate", gpu.gpu_resource_claims,
+             gpu.ResourceClaimParams, node_templates=False, claims=True, pods=False),
+        Rule("gpu-claim-usage", "validate", gpu.gpu_claim_usage, gpu.GpuParams,
+             node_templates=False),
+        Rule("require-kueue-queue", "validate", gpu.require_kueue_queue,
+             gpu.KueueQueueParams, node_templates=False),
     )
 }

@@ -2,11 +2,16 @@
 
 from __future__ import annotations
 
+import re
 from functools import lru_cache
 
 from webhook.engine.results import Finding
 from webhook.engine.rules._base import NoParams, finding
 from webhook.engine.workload import Workload
+
+# `$VLLM_IMAGE`, `${IMAGE}`, `$(IMAGE)`, `{{ .Values.image }}`: a variable that envsubst, a
+# script or Helm should have filled in; Kubernetes expands none of them in `image`.
+_VARIABLE = re.compile(r"\$\{?\(?[A-Za-z_][A-Za-z0-9_]*|\{\{")
 
 
 @lru_cache(maxsize=4096)
@@ -42,6 +47,13 @@ def disallow_latest_tag(workload: Workload, params: NoParams) -> list[Finding]:
             findings.append(finding(container, "set image to a pinned reference "
                                     "(registry/app:1.2.3 or registry/app@sha256:...)",
                                     container.field_path("image")))
+            continue
+        if ("$" in image or "{{" in image) and _VARIABLE.search(image):
+            findings.append(finding(
+                container, f"image '{image}' is an unrendered variable, which Kubernetes does "
+                "not expand in image; render the manifest first (envsubst, helm template, "
+                "kustomize build) or set a pinned reference (registry/app:1.2.3)",
+                container.field_path("image")))
             continue
         problem = image_pin_problem(image)
         if problem:

@@ -108,7 +108,11 @@ def _dig(obj: Mapping[str, Any], path: Path) -> Mapping[str, Any]:
     object the API server refuses for that before any policy runs)."""
     current: Any = obj
     for name in path:
-        current = current.get(name) if isinstance(current, Mapping) else None
+        if isinstance(name, int):  # an item of a list: spec.tasks[0].template
+            current = current[name] if isinstance(current, list) and name < len(current) \
+                else None
+        else:
+            current = current.get(name) if isinstance(current, Mapping) else None
         if current is None:
             return _EMPTY
     return current if isinstance(current, Mapping) else _EMPTY

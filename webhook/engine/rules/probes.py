@@ -7,13 +7,14 @@ failureThreshold 3, initialDelaySeconds 0), which is how the object reaches the 
 from __future__ import annotations
 
 from collections.abc import Mapping
+from functools import cached_property
 from typing import Any
 
 from pydantic import Field
 
 from webhook.engine.patch import add
 from webhook.engine.results import Finding
-from webhook.engine.rules._base import Params, finding
+from webhook.engine.rules._base import Params, finding, matches_any
 from webhook.engine.workload import Workload
 
 HANDLERS = ("httpGet", "tcpSocket", "exec", "grpc")
@@ -75,6 +76,22 @@ class StartupProbeParams(Params):
     # The shortest window the injected probe allows: periodSeconds x failureThreshold.
     periodSeconds: int = Field(10, ge=1)
     failureThreshold: int = Field(60, ge=1)
+    # Image glob -> the shortest window in seconds for containers of that image (large model
+    # servers load for many minutes); the first glob that matches wins.
+    imageWindows: dict[str, int] = Field(default_factory=dict)
+
+    @cached_property
+    def _window_globs(self) -> tuple[str, ...]:
+        return tuple(self.imageWindows)
+
+    def window(self, image: Any) -> int:
+        """The shortest startup window, in seconds, for a container of this image: one
+        match against all the globs at once, since most images are in none of them."""
+        if isinstance(image, str) and matches_any(image, self._window_globs):
+            for pattern, seconds in self.imageWindows.items():
+                if matches_any(image, (pattern,)):
+                    return max(seconds, 1)
+        return self.periodSeconds * self.failureThreshold
 
 
 def inject_startup_probe(workload: Workload, params: StartupProbeParams) -> list[Finding]:
@@ -99,7 +116,8 @@ def inject_startup_probe(workload: Workload, params: StartupProbeParams) -> list
         [handler] = handlers
         period = params.periodSeconds
         allowed = liveness_allowance(liveness)
-        threshold = min(max(params.failureThreshold, -(-allowed // period)), INT32_MAX)
+        shortest = -(-params.window(container.data.get("image")) // period)
+        threshold = min(max(shortest, -(-allowed // period)), INT32_MAX)
         startup: dict[str, Any] = {handler: liveness[handler]}
         if "timeoutSeconds" in liveness:
             startup["timeoutSeconds"] = liveness["timeoutSeconds"]
@@ -109,8 +127,7 @@ def inject_startup_probe(workload: Workload, params: StartupProbeParams) -> list
         name = "health.startup" if workload.is_node_template else "startupProbe"
         liveness_name = "health.liveness" if workload.is_node_template else "livenessProbe"
         window = period * threshold
-        why = f" (no less than {liveness_name} allowed)" if threshold > params.failureThreshold \
-            else ""
+        why = f" (no less than {liveness_name} allowed)" if threshold > shortest else ""
         findings.append(finding(
             container, f"add {name}: it runs the liveness check every {period}s for up to "
             f"{window}s{why} and holds off liveness checks until it succeeds, so a slow start "

@@ -23,6 +23,20 @@ _CAMEL = re.compile(r"(?<=[a-z0-9])(?=[A-Z])")
 _BOOLEAN_WORDS = frozenset({"true", "false", "yes", "no", "on", "off"})
 _NUMBER = re.compile(r"[+-]?(?:\d+(?:\.\d*)?|\.\d+)")
 _REFERENCES = re.compile(r"(?:\$\([^()$\s]+\))+")
+# A file a Secret is mounted at (GOOGLE_APPLICATION_CREDENTIALS=/var/secrets/google/key.json):
+# an absolute path of at least two plain segments.
+_PATH = re.compile(r"/[\w.@+-]+(?:/[\w.@+-]+)+/?")
+# A URL: with credentials in it (scheme://user:password@host), it holds a secret whatever
+# the variable is called; without, a secret-named variable holding it (TOKEN_URL) names
+# where a secret is fetched, not the secret. `$(VAR)` as the password is filled in by the
+# kubelet from another variable.
+_URL = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*://(?P<userinfo>[^/?#@\s]*@)?[^\s]*")
+_SECRET_QUERY = re.compile(r"[?&](?:[\w.-]*(?:password|passwd|secret|token|key|sig|signature|"
+                           r"credential)s?[\w.-]*)=[^&#\s]", re.IGNORECASE)
+# Key material: 32 or more hex digits (128 bits), or 32 or more base64 characters with letters
+# of both cases and digits.
+_HEX_KEY = re.compile(r"(?:0x)?[0-9a-fA-F]{32,}")
+_BASE64_KEY = re.compile(r"[A-Za-z0-9+/_-]{32,}={0,2}")
 
 
 class PlaintextSecretParams(Params):
@@ -30,7 +44,11 @@ class PlaintextSecretParams(Params):
                               "CREDENTIAL", "CREDENTIALS")
     pairs: tuple[str, ...] = ("API KEY", "PRIVATE KEY", "ACCESS KEY")
     # A name ending in one of these refers to a secret (SECRET_NAME) instead of holding one.
-    referenceSuffixes: tuple[str, ...] = ("NAME", "PATH", "FILE", "DIR", "REF")
+    referenceSuffixes: tuple[str, ...] = ("NAME", "PATH", "FILE", "DIR", "REF", "URL", "URI",
+                                          "ENDPOINT", "HEADER")
+    # A name with one of these words holds a key when its value looks like key material
+    # (ENCRYPTION_KEY=<64 hex digits>), while KEY alone says nothing (CACHE_KEY=user-id).
+    keyWords: tuple[str, ...] = ("KEY",)
 
     @cached_property
     def _words(self) -> frozenset[str]:
@@ -43,6 +61,16 @@ class PlaintextSecretParams(Params):
     @cached_property
     def _suffixes(self) -> frozenset[str]:
         return frozenset(suffix.upper() for suffix in self.referenceSuffixes)
+
+    @cached_property
+    def _key_words(self) -> frozenset[str]:
+        return frozenset(word.upper() for word in self.keyWords)
+
+    def names_key(self, name: str) -> bool:
+        """ENCRYPTION_KEY, HMAC_KEY_V2 do; KEY_PATH (a reference) doesn't."""
+        words = name_words(name)
+        return bool(words) and words[-1] not in self._suffixes \
+            and any(word in self._key_words for word in words)
 
     def ends_in_secret(self, name: str) -> bool:
         """DB_PASSWORD, API_KEY, AWS_SECRET_ACCESS_KEY do; PASSWORD_MIN_LENGTH, TOKEN_TTL
@@ -69,10 +97,11 @@ def name_words(name: str) -> tuple[str, ...]:
 
 
 def holds_a_secret(value: Any, names_the_secret: bool) -> bool:
-    """False for what cannot be a secret: empty, a boolean word (any case), or only `$(VAR)`
-    references to other variables. A plain number is a setting (PASSWORD_MIN_LENGTH "12",
-    TOKEN_TTL "3600") unless the name ends in the secret itself (DB_PASSWORD "123456": a
-    PIN-like password). True for any other literal."""
+    """False for what cannot be a secret: empty, a boolean word (any case), only `$(VAR)`
+    references to other variables, the path of a mounted file, or a URL without
+    credentials. A plain number is a setting (PASSWORD_MIN_LENGTH "12", TOKEN_TTL "3600")
+    unless the name ends in the secret itself (DB_PASSWORD "123456": a PIN-like password).
+    True for any other literal."""
     if value is None or isinstance(value, bool | int | float):
         return False
     if not isinstance(value, str):
@@ -82,7 +111,34 @@ def holds_a_secret(value: Any, names_the_secret: bool) -> bool:
         return False
     if _NUMBER.fullmatch(text):
         return names_the_secret
+    if _PATH.fullmatch(text) and not looks_like_key(text):
+        return False
+    url = _URL.fullmatch(text)
+    if url is not None:  # in a secret-named variable, any userinfo is suspect
+        return bool(url.group("userinfo")) or url_has_credentials(text)
     return True
+
+
+def url_has_credentials(text: str) -> bool:
+    """scheme://user:password@host (a literal password) or a secret in the query string."""
+    url = _URL.fullmatch(text)
+    if url is None:
+        return False
+    userinfo = (url.group("userinfo") or "")[:-1]
+    password = userinfo.partition(":")[2]
+    if password and not _REFERENCES.fullmatch(password):
+        return True
+    return _SECRET_QUERY.search(text) is not None
+
+
+def looks_like_key(text: str) -> bool:
+    """32+ hex digits, or 32+ base64 characters mixing upper case, lower case and digits."""
+    if len(set(text)) < 8:
+        return False  # a placeholder (000..., xxxx...), not a key
+    if _HEX_KEY.fullmatch(text):
+        return True
+    return (_BASE64_KEY.fullmatch(text) is not None and any(c.isupper() for c in text)
+            and any(c.islower() for c in text) and any(c.isdigit() for c in text))
 
 
 def no_plaintext_secrets(workload: Workload, params: PlaintextSecretParams) -> list[Finding]:
@@ -99,7 +155,14 @@ def no_plaintext_secrets(workload: Workload, params: PlaintextSecretParams) -> l
                         or source.get("configMapKeyRef") is None:
                     continue  # most valueFrom entries: secretKeyRef, fieldRef
                 from_config_map = True
-            if not isinstance(name, str) or not params.names_secret(name):
+            if not isinstance(name, str):
+                continue
+            if not params.names_secret(name):
+                problem = _value_problem(name, value, params) if isinstance(value, str) \
+                    and (len(value) >= 32 or "://" in value) else ""
+                if problem:
+                    findings.append(finding(container, problem,
+                                            container.field_path("env", index, "value")))
                 continue
             if from_config_map:
                 findings.append(finding(
@@ -113,3 +176,18 @@ def no_plaintext_secrets(workload: Workload, params: PlaintextSecretParams) -> l
                     "reference it with valueFrom.secretKeyRef",
                     container.field_path("env", index, "value")))
     return findings
+
+
+def _value_problem(name: str, value: Any, params: PlaintextSecretParams) -> str:
+    """What makes the literal value of a variable whose name names no secret one all the
+    same: a URL with a password (DATABASE_URL), key material in a key (ENCRYPTION_KEY)."""
+    if not isinstance(value, str) or not value:
+        return ""  # most entries: no literal, or one read from a ConfigMap
+    text = value.strip()
+    if "://" in text and url_has_credentials(text):
+        return (f"env {name} holds a URL with credentials in it; move the URL (or its "
+                "password) into a Secret and reference it with valueFrom.secretKeyRef")
+    if len(text) >= 32 and params.names_key(name) and looks_like_key(text):
+        return (f"env {name} holds what looks like key material; move it into a Secret and "
+                "reference it with valueFrom.secretKeyRef")
+    return ""

@@ -1,0 +1,141 @@
+"""What a directory check leaves out is shown and counted as skipped: kinds not judged,
+excluded namespaces, kustomize's patch files and lone patch fragments."""
+
+from __future__ import annotations
+
+import json
+import textwrap
+
+from builders import run_cli as run
+
+KUSTOMIZATION = """\
+apiVersion: kustomize.config.k8s.io/v1beta1
+kind: Kustomization
+resources: [deployment.yaml]
+patches:
+  - path: patches/gpu.yaml
+  - target: {kind: Deployment}
+    patch: |-
+      - op: add
+        path: /spec/replicas
+        value: 2
+patchesStrategicMerge:
+  - memory.yaml
+"""
+DEPLOYMENT = """\
+apiVersion: apps/v1
+kind: Deployment
+metadata: {name: vllm, labels: {app: vllm}}
+spec:
+  selector: {matchLabels: {app: vllm}}
+  template:
+    metadata: {labels: {app: vllm}}
+    spec:
+      securityContext: {runAsNonRoot: true}
+      containers:
+        - name: vllm
+          image: vllm/vllm-openai:v0.9.1
+          resources: {requests: {cpu: "1", memory: 1Gi}}
+"""
+# What kustomize patches look like: containers named, with only the fields changed.
+PATCH = """\
+apiVersion: apps/v1
+kind: Deployment
+metadata: {name: vllm}
+spec:
+  template:
+    spec:
+      containers:
+        - name: vllm
+          resources:
+            limits: {%s}
+"""
+
+
+def overlay(tmp_path):
+    (tmp_path / "patches").mkdir()
+    (tmp_path / "kustomization.yaml").write_text(KUSTOMIZATION)
+    (tmp_path / "deployment.yaml").write_text(DEPLOYMENT)
+    (tmp_path / "patches" / "gpu.yaml").write_text(PATCH % "nvidia.com/gpu: 1")
+    (tmp_path / "memory.yaml").write_text(PATCH % "memory: 2Gi")
+    return tmp_path
+
+
+def test_the_patches_a_kustomization_lists_are_skipped_saying_so(capsys, tmp_path):
+    code, out, err = run(capsys, "check", str(overlay(tmp_path)))
+    assert code == 0, out
+    assert out.splitlines()[-1].startswith("1 resources: 1 allowed, 0 denied, 0 error;")
+    assert (f"note: skipped {tmp_path}/patches/gpu.yaml: a kustomize patch "
+            f"({tmp_path}/kustomization.yaml lists it under patches:); check the "
+            "output of kustomize build instead") in err
+    assert (f"note: skipped {tmp_path}/memory.yaml: a kustomize patch ({tmp_path}/"
+            "kustomization.yaml lists it under patchesStrategicMerge:)") in err
+    assert (f"note: skipped {tmp_path}/kustomization.yaml: a kustomization; check what it "
+            f"builds: kustomize build {tmp_path} | quickq-guard check -") in err
+
+
+def test_a_patch_file_named_on_the_command_line_is_still_judged(capsys, tmp_path):
+    code, out, _ = run(capsys, "check", str(overlay(tmp_path) / "memory.yaml"))
+    assert "SKIP" in out and "incomplete: no container has an image" in out
+    assert code == 0
+
+
+def test_a_lone_patch_fragment_is_incomplete_not_denied(capsys, tmp_path):
+    (tmp_path / "lone.yaml").write_text(textwrap.dedent("""\
+        apiVersion: apps/v1
+        kind: Deployment
+        metadata: {name: vllm}
+        spec:
+          template:
+            spec:
+              containers:
+                - name: sidecar
+                  $patch: delete
+        """))
+    code, out, err = run(capsys, "check", str(tmp_path))
+    assert code == 0 and err == ""
+    assert ("SKIP        -                          Deployment vllm  incomplete: it has a "
+            "strategic merge patch directive ($patch), as in a kustomize patch; check the "
+            "output of kustomize build instead") in out
+    assert out.splitlines()[-1].startswith("1 resources: 0 allowed, 0 denied, 0 error, "
+                                           "1 skipped;")
+
+
+def test_a_whole_object_with_a_bad_image_is_still_denied(capsys, tmp_path):
+    (tmp_path / "pod.yaml").write_text(DEPLOYMENT.replace(
+        "          image: vllm/vllm-openai:v0.9.1\n", "").replace(
+        "        - name: vllm\n", "        - name: vllm\n          image: app:latest\n"))
+    code, out, _ = run(capsys, "check", str(tmp_path))
+    assert code == 1 and "DENY" in out
+
+
+def test_an_excluded_namespace_and_a_kind_not_judged_are_shown_and_counted(capsys, tmp_path):
+    (tmp_path / "all.yaml").write_text(textwrap.dedent("""\
+        apiVersion: apps/v1
+        kind: DaemonSet
+        metadata: {name: agent, namespace: kube-system}
+        spec:
+          selector: {matchLabels: {app: agent}}
+          template:
+            metadata: {labels: {app: agent}}
+            spec:
+              containers: [{name: agent, image: alpine:latest}]
+        ---
+        apiVersion: v1
+        kind: Service
+        metadata: {name: web}
+        spec: {ports: [{port: 80}]}
+        """))
+    code, out, _ = run(capsys, "check", str(tmp_path))
+    assert code == 0
+    lines = out.splitlines()
+    assert lines[0] == ("SKIP        -                          DaemonSet kube-system/agent  "
+                        f"namespace kube-system is excluded  [{tmp_path}/all.yaml:1:1]")
+    assert lines[1] == ("SKIP        -                          Service web  kind Service is "
+                        f"not judged  [{tmp_path}/all.yaml:11:1]")
+    assert lines[2].startswith("2 resources: 0 allowed, 0 denied, 0 error, 2 skipped;")
+    _, quiet, _ = run(capsys, "check", "-q", str(tmp_path))
+    assert "SKIP" not in quiet
+    _, report, _ = run(capsys, "check", "-o", "json", str(tmp_path))
+    summary = json.loads(report)["summary"]
+    assert summary["skipped"] == 2 and summary["outcomes"]["allowed"] == 0
