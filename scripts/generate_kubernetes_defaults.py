@@ -279,18 +279,10 @@ def dry_run(kubectl: list[str], objects: list[dict[str, Any]]) -> dict[str, dict
     done = subprocess.run(command,
                           input=json.dumps(listed), capture_output=True, text=True,
                           check=False, timeout=600)
-    answers: dict[str, dict[str, Any]] = {}
-    decoder = json.JSONDecoder()
-    text, index = done.stdout, 0
-    while True:
-        while index < len(text) and text[index].isspace():
-            index += 1
-        if index >= len(text):
-            break
-        obj, index = decoder.raw_decode(text, index)
-        for item in obj.get("items", [obj]) if obj.get("kind") == "List" else [obj]:
-            answers[f"{item['kind']}/{item['metadata']['name']}"] = item
-    return answers
+    from webhook.testing.controlplane import printed_objects
+
+    return {f"{item['kind']}/{item['metadata']['name']}": item
+            for item in printed_objects(done.stdout)}
 
 
 def record(kubectl: list[str]) -> dict[str, Any]:

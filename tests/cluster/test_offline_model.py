@@ -31,6 +31,7 @@ from webhook.engine.normalize import normalize
 from webhook.engine.workload import read_workload
 from webhook.manifests import read_text
 from webhook.testing import POD_SPEC_PATHS, container, pod, pod_spec, workload
+from webhook.testing.controlplane import printed_objects
 
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO / "benchmarks"))
@@ -114,16 +115,7 @@ def server_answers(plane: ControlPlane, texts: list[str]) -> tuple[list[Any], st
     """kubectl's answers, in order, to the YAML documents of one call, and its stderr."""
     done = plane.kubectl("create", "--dry-run=server", "-o", "json", "-f", "-",
                          input="\n---\n".join(texts), check=False)
-    answers: list[Any] = []
-    decoder = json.JSONDecoder()
-    text, index = done.stdout, 0
-    while True:
-        while index < len(text) and text[index].isspace():
-            index += 1
-        if index >= len(text):
-            return answers, done.stderr
-        answer, index = decoder.raw_decode(text, index)
-        answers.extend(answer["items"] if answer.get("kind") == "List" else [answer])
+    return printed_objects(done.stdout), done.stderr
 
 
 def without_server_set(answer: dict[str, Any], sent: dict[str, Any]) -> dict[str, Any]:

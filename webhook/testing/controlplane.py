@@ -587,6 +587,21 @@ def template_spec(obj: dict[str, Any]) -> dict[str, Any]:
     return spec
 
 
+def printed_objects(output: str) -> list[dict[str, Any]]:
+    """The objects `kubectl ... -o json` printed for several inputs: one JSON document each,
+    one after another, with a List's items taken apart."""
+    objects: list[dict[str, Any]] = []
+    decoder = json.JSONDecoder()
+    index = 0
+    while True:
+        while index < len(output) and output[index].isspace():
+            index += 1
+        if index >= len(output):
+            return objects
+        printed, index = decoder.raw_decode(output, index)
+        objects.extend(printed["items"] if printed.get("kind") == "List" else [printed])
+
+
 def warnings_of(stderr: str) -> list[str]:
     """The warnings as kubectl prints them, one `Warning: <text>` line each."""
     return [line[len("Warning: "):] for line in stderr.splitlines()
