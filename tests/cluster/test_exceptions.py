@@ -62,8 +62,11 @@ def watcher(guard: Guard, tmp_path_factory: pytest.TempPathFactory) -> Iterator[
                          release_values("https://127.0.0.1:1", guard.ca_bundle, **VALUES))
     policies, config = chart_runtime_files(documents, workdir / "chart-files")
     assert "exceptionNamespaces" in config.read_text()
+    # The webhook reads exceptions as its pods do: with a token of the chart's ServiceAccount,
+    # so only the read-only Role the chart grants it (created by the upgrade below).
+    account = plane.kubeconfig_as(RELEASE_NAMESPACE, RELEASE, workdir / "webhook-kubeconfig")
     webhook = Webhook(workdir, guard.certs, "--policies", str(policies), "--config",
-                      str(config), "--watch-exceptions", "--kubeconfig", str(plane.kubeconfig))
+                      str(config), "--watch-exceptions", "--kubeconfig", str(account))
     try:
         with guard.pointed_at(webhook.url, lambda: denies_bad_pod(plane), **VALUES):
             plane.namespace(TEAM)
@@ -191,6 +194,20 @@ def test_check_offline_gives_the_webhooks_verdicts(kube: ControlPlane, tmp_path:
                 "exception" in f for f in row["findings"]):
             offline[name] = False
     assert [offline[w["metadata"]["name"]] for w in workloads] == online == [True, False]
+
+
+WEBHOOK_ACCOUNT = f"system:serviceaccount:{RELEASE_NAMESPACE}:{RELEASE}"
+
+
+@pytest.mark.parametrize(("verb", "namespace", "allowed"), [
+    ("list", RELEASE_NAMESPACE, True), ("watch", RELEASE_NAMESPACE, True),
+    ("list", TEAM, False), ("create", RELEASE_NAMESPACE, False),
+    ("delete", RELEASE_NAMESPACE, False), ("update", RELEASE_NAMESPACE, False)])
+def test_the_webhooks_account_only_reads_the_exception_namespace(
+        kube: ControlPlane, verb: str, namespace: str, allowed: bool) -> None:
+    done = kube.kubectl("auth", "can-i", verb, "policyexceptions.quickq.io", "-n", namespace,
+                        "--as", WEBHOOK_ACCOUNT, check=False)
+    assert done.stdout.strip() == ("yes" if allowed else "no"), done.stderr
 
 
 def test_the_view_age_is_a_metric(kube: ControlPlane, guard: Guard, watcher: Webhook) -> None:
