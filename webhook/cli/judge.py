@@ -138,7 +138,10 @@ def count(decision: Decision, counts: Counter[str]) -> None:
         counts["level:audit"] += 1
     for result in decision.results:
         status = result.status
-        counts["warn" if status == "fail" and result.action != "enforce" else status] += 1
+        if status == "fail" and all(f.exception for f in result.findings):
+            counts["excepted"] += 1  # a PolicyException covers every finding: not a failure
+        else:
+            counts["warn" if status == "fail" and result.action != "enforce" else status] += 1
         if status in ("fail", "patch"):
             counts["findings"] += len(result.findings)
 
