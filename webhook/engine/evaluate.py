@@ -409,7 +409,7 @@ def error_decision(resource: Resource, problem: str, message: str, dry_run: bool
     result = Result(None, "validate", "enforce", "error", findings, problem)
     if dry_run:
         return Decision(resource, (result,), allowed=True, outcome="error",
-                        warnings=(f"[dry-run] {message}",))
+                        warnings=(f"[dry-run] {message}",), dry_run=True)
     return Decision(resource, (result,), allowed=False, outcome="error", message=message)
 
 
@@ -421,7 +421,7 @@ def _decide(resource: Resource, results: tuple[Result, ...], dry_run: bool,
     """Turn results into the verdict: denials, warnings, audit annotations and the patch."""
     notable = [result for result in results if result.status not in _QUIET]
     if not notable:  # every policy passed or skipped: nothing to say
-        return Decision(resource, results, allowed=True, outcome="allowed")
+        return Decision(resource, results, allowed=True, outcome="allowed", dry_run=dry_run)
     denials: list[str] = []
     warnings: list[str] = []
     audit: dict[str, list[str]] = {}
@@ -475,6 +475,7 @@ def _decide(resource: Resource, results: tuple[Result, ...], dry_run: bool,
         audit_annotations={key: "; ".join(values) for key, values in audit.items()},
         patch=patch,
         patched=patched,
+        dry_run=dry_run,
     )
 
 

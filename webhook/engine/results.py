@@ -104,6 +104,9 @@ class Decision:
     # Why the object was not judged at all (a kind not judged, an excluded namespace or
     # user); "" when it was. Such a decision is allowed, and the CLI counts it as skipped.
     skipped: str = ""
+    # Judged in the config's dry-run mode: nothing denied or patched. The formats read this,
+    # never the outcome (an error elsewhere makes the outcome "error", not "would-deny").
+    dry_run: bool = False
 
     def __post_init__(self) -> None:
         if not isinstance(self.audit_annotations, MappingProxyType):
