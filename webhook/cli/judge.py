@@ -316,7 +316,7 @@ _worker_job: tuple[PolicySet, Render, bytes | None, str, Granted, ClaimLookup | 
 
 def _run_in_worker(task: list[Source]) -> str:
     """Judge a task; its Part goes back through a file in the parts folder, whose name goes
-    through the pool's pipe: the pipe moves a large output (a JSON report is 14x its input)
+    through the pool's pipe: the pipe moves a large output (a JSON report is many times its input)
     in 64 KB reads that cost the parent more than writing it."""
     assert _worker_job is not None
     policies, render, stdin, parts, granted, claims = _worker_job
