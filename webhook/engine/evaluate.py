@@ -423,6 +423,7 @@ def _decide(resource: Resource, results: tuple[Result, ...], dry_run: bool,
     if not notable:  # every policy passed or skipped: nothing to say
         return Decision(resource, results, allowed=True, outcome="allowed", dry_run=dry_run)
     denials: list[str] = []
+    denial_reason = ""
     warnings: list[str] = []
     audit: dict[str, list[str]] = {}
     for result in notable:
@@ -462,6 +463,7 @@ def _decide(resource: Resource, results: tuple[Result, ...], dry_run: bool,
             else:
                 field = f" (field: {found.path})" if found.path else ""
                 denials.append(f"[{result.policy}] {found.message}{field}")
+                denial_reason = denial_reason or found.denial_reason or "Forbidden"
     message = ""
     if denials:
         message = f"{resource} is denied by quickq-guard:\n" + "\n".join(f"- {d}" for d in denials)
@@ -475,6 +477,7 @@ def _decide(resource: Resource, results: tuple[Result, ...], dry_run: bool,
         audit_annotations={key: "; ".join(values) for key, values in audit.items()},
         patch=patch,
         patched=patched,
+        denial_reason=denial_reason or "Forbidden",
         dry_run=dry_run,
     )
 
