@@ -31,25 +31,24 @@ from dataclasses import dataclass
 from typing import Any
 
 from webhook.engine.cel import lex
+from webhook.engine.evaluate import MIRROR_POD_ANNOTATION
 from webhook.engine.policy import Config, Policy, PolicySet
+from webhook.engine.workload import BUILT_IN, IN_TEMPLATE, api_group
 
 API_VERSION = "admissionregistration.k8s.io/v1"  # GA since Kubernetes 1.30
 NAME_PREFIX = "quickq-guard-"
 # The API group and resource of each judged built-in kind.
-RESOURCES = {"Pod": ("", "pods"), "ReplicationController": ("", "replicationcontrollers"),
-             "Deployment": ("apps", "deployments"),
-             "ReplicaSet": ("apps", "replicasets"), "StatefulSet": ("apps", "statefulsets"),
-             "DaemonSet": ("apps", "daemonsets"), "Job": ("batch", "jobs"),
-             "CronJob": ("batch", "cronjobs")}
-POD_SPEC = ("object.kind == 'Pod' ? object.spec"
-            " : object.kind == 'CronJob' ? object.spec.jobTemplate.spec.template.spec"
-            " : object.kind == 'NodeTemplate' ? {}"
-            " : object.spec.template.spec")
+RESOURCES = {kind: (api_group(built.api_version), built.resource)
+             for kind, built in BUILT_IN.items()}
+# podSpec: where each kind keeps it (the usual place, a template's, last).
+POD_SPEC = " : ".join(
+    [*(f"object.kind == '{kind}' ? object.{'.'.join(built.pod_spec)}"
+       for kind, built in BUILT_IN.items() if built.pod_spec != IN_TEMPLATE),
+     "object.kind == 'NodeTemplate' ? {}", f"object.{'.'.join(IN_TEMPLATE)}"])
 # (list in the pod spec, how a finding names a container of it)
 CONTAINER_GROUPS = (("containers", "container"), ("initContainers", "initContainer"),
                     ("ephemeralContainers", "ephemeralContainer"))
 EXPORTED_KINDS = frozenset({*RESOURCES, "NodeTemplate"})
-MIRROR_POD_ANNOTATION = "kubernetes.io/config.mirror"
 _CONTAINER_NAMES = frozenset({"container", "containerGroup"})
 
 

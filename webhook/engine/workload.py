@@ -24,7 +24,7 @@ from __future__ import annotations
 import difflib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, NamedTuple
 
 from webhook.engine import schema
 from webhook.engine.kubernetes_fields import KINDS
@@ -83,16 +83,35 @@ KSERVE_MODELS = ("model", "sklearn", "xgboost", "tensorflow", "pytorch", "triton
 MODEL_CONTAINER = "kserve-container"  # the name KServe gives a model spec's container
 _RAY_CLUSTER = ("headGroupSpec",), ("workerGroupSpecs", ANY)
 
+class BuiltIn(NamedTuple):
+    """A built-in kind quickq-guard judges: its apiVersion, its resource (plural) and the
+    path of its pod spec. The one table the export, the test builders and the cluster tests
+    derive theirs from."""
+
+    api_version: str
+    resource: str
+    pod_spec: tuple[str, ...]
+
+
+IN_TEMPLATE = ("spec", "template", "spec")
+BUILT_IN: dict[str, BuiltIn] = {
+    "Pod": BuiltIn("v1", "pods", ("spec",)),
+    "ReplicationController": BuiltIn("v1", "replicationcontrollers", IN_TEMPLATE),
+    "Deployment": BuiltIn("apps/v1", "deployments", IN_TEMPLATE),
+    "ReplicaSet": BuiltIn("apps/v1", "replicasets", IN_TEMPLATE),
+    "StatefulSet": BuiltIn("apps/v1", "statefulsets", IN_TEMPLATE),
+    "DaemonSet": BuiltIn("apps/v1", "daemonsets", IN_TEMPLATE),
+    "Job": BuiltIn("batch/v1", "jobs", IN_TEMPLATE),
+    "CronJob": BuiltIn("batch/v1", "cronjobs", ("spec", "jobTemplate", "spec", "template",
+                                                "spec")),
+}
+
+
 # Where each judged kind keeps its pod specs, by (API group, kind).
 WORKLOAD_KINDS: dict[tuple[str, str], tuple[PodSite, ...]] = {
-    ("", "Pod"): (PodSite(("spec",), "pod"),),
-    ("", "ReplicationController"): (_template("spec", "template"),),
-    ("apps", "Deployment"): (_template("spec", "template"),),
-    ("apps", "ReplicaSet"): (_template("spec", "template"),),
-    ("apps", "StatefulSet"): (_template("spec", "template"),),
-    ("apps", "DaemonSet"): (_template("spec", "template"),),
-    ("batch", "Job"): (_template("spec", "template"),),
-    ("batch", "CronJob"): (_template("spec", "jobTemplate", "spec", "template"),),
+    **{(api_group(built.api_version), kind):
+       (PodSite(built.pod_spec, "pod") if kind == "Pod" else PodSite(built.pod_spec),)
+       for kind, built in BUILT_IN.items()},
     # KServe
     ("serving.kserve.io", "InferenceService"): (
         PodSite(("spec", "predictor"), "inline", KSERVE_MODELS),

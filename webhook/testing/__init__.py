@@ -24,19 +24,16 @@ from typing import TYPE_CHECKING, Any
 
 from cryptography import x509
 
+from webhook.engine.workload import BUILT_IN
+
 if TYPE_CHECKING:
     import httpx
 
 GOOD_IMAGE = "registry.example.com/app:1.2.3"
-POD_SPEC_PATHS = {
-    "Pod": ("v1", ("spec",)),
-    "Deployment": ("apps/v1", ("spec", "template", "spec")),
-    "ReplicaSet": ("apps/v1", ("spec", "template", "spec")),
-    "StatefulSet": ("apps/v1", ("spec", "template", "spec")),
-    "DaemonSet": ("apps/v1", ("spec", "template", "spec")),
-    "Job": ("batch/v1", ("spec", "template", "spec")),
-    "CronJob": ("batch/v1", ("spec", "jobTemplate", "spec", "template", "spec")),
-}
+# The kinds the tests build, with (apiVersion, path of the pod spec); every built-in kind but
+# ReplicationController, which few clusters still run.
+POD_SPEC_PATHS = {kind: (built.api_version, built.pod_spec) for kind, built in BUILT_IN.items()
+                  if kind != "ReplicationController"}
 CONTROLLERS = [kind for kind in POD_SPEC_PATHS if kind != "Pod"]
 
 

@@ -34,7 +34,8 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec, rsa
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
-from webhook.testing import REPO, Server, free_port, stop_process
+from webhook.engine.workload import BUILT_IN
+from webhook.testing import CONTROLLERS, REPO, Server, free_port, stop_process
 from webhook.testing.assets import default_release
 
 CHART = REPO / "charts" / "quickq-guard"
@@ -527,12 +528,10 @@ class Guard:
 # --- manifests ----------------------------------------------------------------------------
 
 GPU_TOLERATION = {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}
-TEMPLATE_PATH = {"Deployment": ("spec", "template"), "ReplicaSet": ("spec", "template"),
-                 "StatefulSet": ("spec", "template"), "DaemonSet": ("spec", "template"),
-                 "Job": ("spec", "template"),
-                 "CronJob": ("spec", "jobTemplate", "spec", "template")}
-API_VERSION = {"Deployment": "apps/v1", "ReplicaSet": "apps/v1", "StatefulSet": "apps/v1",
-               "DaemonSet": "apps/v1", "Job": "batch/v1", "CronJob": "batch/v1"}
+# Where each controller keeps its pod template, and its apiVersion (from the engine's table).
+TEMPLATE_PATH = {kind: built.pod_spec[:-1] for kind, built in BUILT_IN.items()
+                 if kind != "Pod"}
+API_VERSION = {kind: BUILT_IN[kind].api_version for kind in CONTROLLERS}  # those tests build
 
 
 def container(name: str = "web", image: str = "registry.example.com/web:1.0",
