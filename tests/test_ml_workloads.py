@@ -425,6 +425,28 @@ def test_an_appwrapper_is_judged_at_the_template_of_what_it_wraps():
         "/spec/components/0/template/spec/template/spec/tolerations"]
 
 
+def test_an_appwrapper_wrapping_a_bare_pod_judges_the_pods_spec():
+    obj = load("appwrapper.yaml")
+    job = obj["spec"]["components"][0]["template"]
+    wrapped = {"apiVersion": "v1", "kind": "Pod",
+               "metadata": {"name": "one", "labels": {"app": "one"}},
+               "spec": copy.deepcopy(job["spec"]["template"]["spec"])}
+    obj["spec"]["components"].append({"podSets": [{"replicas": 1, "path": "template"}],
+                                      "template": wrapped})
+    decision = judge(obj)
+    assert pointers(decision) == [
+        "/spec/components/0/template/spec/template/spec/tolerations",
+        "/spec/components/1/template/spec/tolerations"]
+    assert "require-labels" not in {r.policy for r in decision.results if r.status == "fail"}
+    wrapped["spec"]["containers"][0]["image"] = "registry.example.com/train:latest"
+    assert paths(judge(obj), "disallow-latest-tag") == [
+        "spec.components[1].template.spec.containers[0].image"]
+    # A wrapped Job's own spec is no pod spec: only its template is read.
+    del obj["spec"]["components"][1]
+    assert pointers(judge(obj)) == [
+        "/spec/components/0/template/spec/template/spec/tolerations"]
+
+
 def test_an_argo_workflow_judges_container_and_script_templates_only():
     decision = judge(load("argo-workflow.yaml"))
     # The workflow's own securityContext holds for every template's pod.
