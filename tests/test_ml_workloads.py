@@ -122,6 +122,23 @@ def test_a_train_job_is_skipped_saying_where_its_pods_come_from():
         "quickq-guard judges"}
 
 
+def test_a_spark_application_is_skipped_saying_its_pods_are_judged_instead():
+    app = {"apiVersion": "sparkoperator.k8s.io/v1beta2", "kind": "SparkApplication",
+           "metadata": {"name": "spark-pi", "namespace": "team-a"},
+           "spec": {"type": "Scala", "mode": "cluster", "image": "spark:latest",
+                    "driver": {"cores": 1, "memory": "512m",
+                               "template": {"spec": {"containers": [{"name": "x"}]}}},
+                    "executor": {"instances": 1, "cores": 1, "memory": "512m"}}}
+    scheduled = {**app, "kind": "ScheduledSparkApplication",
+                 "spec": {"schedule": "@every 1h", "template": app["spec"]}}
+    for obj in (app, scheduled):
+        decision = judge(obj)
+        assert decision.outcome == "allowed"
+        [reason] = {r.reason for r in decision.results}
+        assert reason.startswith(f"kind {obj['kind']} (sparkoperator.k8s.io) is not judged: "
+                                 "Spark builds its driver and executor pods from spec.driver")
+
+
 # --- what the shipped policies say about each manifest ----------------------------------------
 
 def test_kserve_predictor_model_spec_is_a_container_of_the_predictor():

@@ -171,6 +171,14 @@ UNSEEN_FIELDS = {
 NOT_JUDGED = {
     ("trainer.kubeflow.org", "TrainJob"): "a TrainJob carries no pod template: its pods come "
     "from its TrainingRuntime or ClusterTrainingRuntime, which quickq-guard judges",
+    # Spark sets the driver's and executors' image, resources and env from spec.driver and
+    # spec.executor (SparkPodSpec: cores, memory, gpu...), overwriting a pod template's;
+    # judged as a pod spec, it would be judged wrong.
+    **{("sparkoperator.k8s.io", kind): "Spark builds its driver and executor pods from "
+       "spec.driver and spec.executor, whose fields (image, cores, memory, gpu) are Spark's, "
+       "not a pod spec's, and override a pod template's; quickq-guard judges the Pods Spark "
+       "creates, when they are created"
+       for kind in ("SparkApplication", "ScheduledSparkApplication")},
 }
 MAX_PROBLEMS = schema.MAX_PROBLEMS
 # How a skip reason starts to say the kind looks like a typo of a judged one.
