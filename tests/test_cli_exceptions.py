@@ -146,3 +146,15 @@ def test_crd_prints_both_definitions(capsys: Any) -> None:
                                                         "reason"]
     code, out, _ = run_cli(capsys, "crd", "--kind", "nodetemplate")
     assert [d["spec"]["names"]["kind"] for d in yaml.safe_load_all(out)] == ["NodeTemplate"]
+
+
+def test_the_summary_counts_an_excepted_result_apart_from_failures(
+        capsys: Any, files: dict[str, str]) -> None:
+    code, out, _ = check(capsys, files, "--exceptions", files["exceptions"], "-o", "json")
+    summary = json.loads(out)["summary"]
+    assert code == 0 and summary["excepted"] == 1 and summary["fail"] == 0
+    code, out, _ = check(capsys, files, "--exceptions", files["exceptions"])
+    assert "0 fail" in out and "1 excepted" in out.splitlines()[-1]
+    code, out, _ = check(capsys, files, "-o", "json")  # without it: a failure, none excepted
+    summary = json.loads(out)["summary"]
+    assert code == 1 and summary["excepted"] == 0 and summary["fail"] == 1

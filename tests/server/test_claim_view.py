@@ -108,7 +108,7 @@ def test_a_pod_consuming_a_gpu_claim_template_of_the_cluster_is_a_gpu_pod() -> N
         api = FakeApi([template("one-gpu"), template("one-gpu", namespace="other",
                                                      device_class="nic.example.com")])
         view = view_of(api)
-        tasks = view.tasks()
+        view.begin()
         await settle()
         decision = judged(view, consumer())
         assert {"op": "add", "path": "/spec/tolerations", "value": [GPU_TOLERATION]} \
@@ -126,8 +126,7 @@ def test_a_pod_consuming_a_gpu_claim_template_of_the_cluster_is_a_gpu_pod() -> N
         await settle()
         assert any("tolerations" in op["path"] for op in judged(view, consumer("two")).patch)
         assert set(api.asked) == {("ResourceClaim", "*"), ("ResourceClaimTemplate", "*")}
-        for task in tasks:
-            task.cancel()
+        view.stop()
 
     asyncio.run(scenario())
 
@@ -135,14 +134,13 @@ def test_a_pod_consuming_a_gpu_claim_template_of_the_cluster_is_a_gpu_pod() -> N
 def test_a_claim_not_in_the_cluster_is_said() -> None:
     async def scenario() -> None:
         view = view_of(FakeApi([]))
-        tasks = view.tasks()
+        view.begin()
         await settle()
         decision = judged(view, consumer("missing"))
         [warning] = [w for w in decision.warnings if w.startswith("[gpu-claim-usage]")]
         assert "ResourceClaimTemplate 'missing' is not in the cluster," in warning
         assert len(warning) <= 256  # what the API server keeps of a warning
-        for task in tasks:
-            task.cancel()
+        view.stop()
 
     asyncio.run(scenario())
 
@@ -164,12 +162,11 @@ def test_the_lookup_is_read_once_per_change(monkeypatch: pytest.MonkeyPatch) -> 
 
     async def scenario() -> None:
         view = view_of(FakeApi([template("one-gpu")]))
-        tasks = view.tasks()
+        view.begin()
         await settle()
         assert view.current() is view.current()
         assert view.current().device_classes("ResourceClaimTemplate", "team-a", "one-gpu") \
             == ("gpu.nvidia.com",)
-        for task in tasks:
-            task.cancel()
+        view.stop()
 
     asyncio.run(scenario())

@@ -409,7 +409,7 @@ def error_decision(resource: Resource, problem: str, message: str, dry_run: bool
     result = Result(None, "validate", "enforce", "error", findings, problem)
     if dry_run:
         return Decision(resource, (result,), allowed=True, outcome="error",
-                        warnings=(f"[dry-run] {message}",))
+                        warnings=(f"[dry-run] {message}",), dry_run=True)
     return Decision(resource, (result,), allowed=False, outcome="error", message=message)
 
 
@@ -421,8 +421,9 @@ def _decide(resource: Resource, results: tuple[Result, ...], dry_run: bool,
     """Turn results into the verdict: denials, warnings, audit annotations and the patch."""
     notable = [result for result in results if result.status not in _QUIET]
     if not notable:  # every policy passed or skipped: nothing to say
-        return Decision(resource, results, allowed=True, outcome="allowed")
+        return Decision(resource, results, allowed=True, outcome="allowed", dry_run=dry_run)
     denials: list[str] = []
+    denial_reason = ""
     warnings: list[str] = []
     audit: dict[str, list[str]] = {}
     for result in notable:
@@ -462,6 +463,7 @@ def _decide(resource: Resource, results: tuple[Result, ...], dry_run: bool,
             else:
                 field = f" (field: {found.path})" if found.path else ""
                 denials.append(f"[{result.policy}] {found.message}{field}")
+                denial_reason = denial_reason or found.denial_reason or "Forbidden"
     message = ""
     if denials:
         message = f"{resource} is denied by quickq-guard:\n" + "\n".join(f"- {d}" for d in denials)
@@ -475,6 +477,8 @@ def _decide(resource: Resource, results: tuple[Result, ...], dry_run: bool,
         audit_annotations={key: "; ".join(values) for key, values in audit.items()},
         patch=patch,
         patched=patched,
+        denial_reason=denial_reason or "Forbidden",
+        dry_run=dry_run,
     )
 
 

@@ -109,6 +109,13 @@ class Guard:
             return
         self.policies = loaded
         metrics.RELOADS.labels("policies").inc()
+        if self.settings.watch_exceptions and not self.exceptions.watches(
+                loaded.validate.config):
+            # Other exception namespaces: a new view, which applies no exception until it
+            # has listed them all (never one from a namespace no longer listed).
+            self.exceptions.stop()
+            self.exceptions = granted.Granted.start(self.settings, loaded.validate.config)
+            self.exceptions.begin()
         log.info("policies reloaded", extra={"fields": {
             "event": "reloaded", "what": "policies", "mode": loaded.mode,
             "policies": [p.id for p in loaded.full.policies]}})
@@ -157,14 +164,15 @@ def build_app(guard: Guard) -> Starlette:
         with contextlib.suppress(ValueError, RuntimeError, NotImplementedError):
             loop.add_signal_handler(signal.SIGHUP, wake.set)  # main thread only
         watcher = asyncio.create_task(guard.watch(wake))
-        watching = guard.exceptions.tasks() + guard.claims.tasks()
+        guard.exceptions.begin()
+        guard.claims.begin()
         try:
             yield
         finally:
             guard.ready = False
             watcher.cancel()
-            for task in watching:
-                task.cancel()
+            guard.exceptions.stop()
+            guard.claims.stop()
             metrics.worker_exited(os.getpid())
 
     async def validate(request: Request) -> Response:

@@ -35,6 +35,7 @@ class ClaimView:
     def __init__(self, views: tuple[ClusterView, ...]) -> None:
         self.views = views
         self._built: tuple[tuple[Snapshot, ...], Claims] | None = None
+        self._tasks: list[asyncio.Task[Any]] = []
 
     @classmethod
     def start(cls, settings: Settings) -> ClaimView:
@@ -44,10 +45,16 @@ class ClaimView:
         return cls(tuple(ClusterView(kind, [ALL_NAMESPACES], lambda: client(path))
                          for kind in KINDS))
 
-    def tasks(self) -> list[asyncio.Task[Any]]:
-        """Start watching (in the running loop); the tasks run until cancelled."""
-        return [asyncio.create_task(job) for view in self.views
-                for job in (view.run(), report_age(view))]
+    def begin(self) -> None:
+        """Start watching (in the running loop) until stop()."""
+        if not self._tasks:
+            self._tasks = [asyncio.create_task(job) for view in self.views
+                           for job in (view.run(), report_age(view))]
+
+    def stop(self) -> None:
+        for task in self._tasks:
+            task.cancel()
+        self._tasks = []
 
     def current(self) -> Claims:
         """The claims as the views have them now, read once per change."""

@@ -33,6 +33,7 @@ class Granted:
     def __init__(self, view: ClusterView | None) -> None:
         self.view = view
         self._built: tuple[Snapshot, PolicySet, Exceptions] | None = None
+        self._tasks: list[asyncio.Task[Any]] = []
 
     @classmethod
     def start(cls, settings: Settings, config: Config) -> Granted:
@@ -45,11 +46,21 @@ class Granted:
         path = settings.kubeconfig
         return cls(ClusterView(KIND, config.exceptionNamespaces, lambda: client(path)))
 
-    def tasks(self) -> list[asyncio.Task[Any]]:
-        """Start watching (in the running loop); the tasks run until cancelled."""
-        if self.view is None:
-            return []
-        return [asyncio.create_task(self.view.run()), asyncio.create_task(report_age(self.view))]
+    def watches(self, config: Config) -> bool:
+        """Whether this view is the one `config` asks for (the same exception namespaces)."""
+        namespaces = self.view.namespaces if self.view is not None else ()
+        return tuple(namespaces) == tuple(config.exceptionNamespaces)
+
+    def begin(self) -> None:
+        """Start watching (in the running loop) until stop()."""
+        if self.view is not None and not self._tasks:
+            self._tasks = [asyncio.create_task(self.view.run()),
+                           asyncio.create_task(report_age(self.view))]
+
+    def stop(self) -> None:
+        for task in self._tasks:
+            task.cancel()
+        self._tasks = []
 
     def current(self, policies: PolicySet) -> Exceptions:
         """The exceptions as the view has them now, indexed once per change."""

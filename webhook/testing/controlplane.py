@@ -339,6 +339,15 @@ class ControlPlane:
                    "metadata": {"name": "default", "namespace": namespace}}
         self.kubectl("apply", "-f", "-", input=json.dumps(account))
 
+    def kubeconfig_as(self, namespace: str, account: str, out: Path) -> Path:
+        """A kubeconfig holding a fresh token of the ServiceAccount `namespace/account`: a
+        process started with it has that account's RBAC and nothing more, as its pod would."""
+        token = self.kubectl("create", "token", account, "-n", namespace).stdout.strip()
+        config = yaml.safe_load(self.kubeconfig.read_text())
+        config["users"] = [{"name": "admin", "user": {"token": token}}]
+        out.write_text(yaml.safe_dump(config))
+        return out
+
     def audit_events(self) -> list[dict[str, Any]]:
         lines = self.audit_log.read_text().splitlines() if self.audit_log.exists() else []
         return [json.loads(line) for line in lines if line.startswith("{")]
