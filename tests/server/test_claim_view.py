@@ -90,7 +90,8 @@ async def settle() -> None:
 
 
 def view_of(api: FakeApi) -> ClaimView:
-    return ClaimView(tuple(ClusterView(kind, [ALL_NAMESPACES], lambda: api)  # type: ignore[arg-type,return-value]
+    return ClaimView(tuple(ClusterView(kind, [ALL_NAMESPACES], lambda: api,  # type: ignore[arg-type,return-value]
+                                       keep=claim_view.spec_only)
                            for kind in claim_view.KINDS))
 
 
@@ -161,10 +162,17 @@ def test_the_lookup_is_read_once_per_change(monkeypatch: pytest.MonkeyPatch) -> 
     monkeypatch.setattr(cluster_view, "RETRY_SECONDS", 0.01)
 
     async def scenario() -> None:
-        view = view_of(FakeApi([template("one-gpu")]))
+        kept = template("one-gpu")
+        kept["metadata"]["managedFields"] = [{"manager": "kubectl"}]
+        kept["status"] = {"reservedFor": [{"name": "a-pod"}]}
+        view = view_of(FakeApi([kept]))
         view.begin()
         await settle()
         assert view.current() is view.current()
+        # Only what the lookup reads is kept.
+        [stored] = view.views[1].snapshot().values()  # type: ignore[union-attr]
+        assert stored == {"metadata": {"name": "one-gpu", "namespace": "team-a"},
+                          "spec": template("one-gpu")["spec"]}
         assert view.current().device_classes("ResourceClaimTemplate", "team-a", "one-gpu") \
             == ("gpu.nvidia.com",)
         view.stop()

@@ -42,7 +42,8 @@ class ClaimView:
         if not settings.watch_claims:
             return cls(())
         path = settings.kubeconfig
-        return cls(tuple(ClusterView(kind, [ALL_NAMESPACES], lambda: client(path))
+        return cls(tuple(ClusterView(kind, [ALL_NAMESPACES], lambda: client(path),
+                                     keep=spec_only)
                          for kind in KINDS))
 
     def begin(self) -> None:
@@ -70,6 +71,14 @@ class ClaimView:
         claims = read(dict(zip((view.kind for view in self.views), listed, strict=True)))
         self._built = (listed, claims)
         return claims
+
+
+def spec_only(obj: dict[str, Any]) -> dict[str, Any]:
+    """What a claim's lookup reads: its name, namespace and spec (a ResourceClaim's status,
+    the devices allocated and the pods reserving it, and managedFields are left out)."""
+    metadata = obj.get("metadata") or {}
+    return {"metadata": {"name": metadata.get("name"), "namespace": metadata.get("namespace")},
+            "spec": obj.get("spec")}
 
 
 def read(snapshots: Mapping[Kind, Snapshot]) -> Claims:

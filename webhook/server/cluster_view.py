@@ -66,8 +66,12 @@ class ClusterView:
 
     def __init__(self, kind: Kind, namespaces: Sequence[str],
                  client: Callable[[], AsyncClient],
-                 clock: Callable[[], float] = time.monotonic) -> None:
+                 clock: Callable[[], float] = time.monotonic,
+                 keep: Callable[[dict[str, Any]], dict[str, Any]] | None = None) -> None:
         self.kind = kind
+        # What of each object is kept (all of it by default): a view of many objects keeps
+        # only the fields it reads, not their status and managedFields.
+        self._trim = keep or _whole
         self.namespaces = tuple(namespaces)
         self._client = client
         self._clock = clock
@@ -120,7 +124,7 @@ class ClusterView:
         listing = client.list(self._resource, namespace=namespace)
         objects = {}
         async for item in listing:
-            obj = _plain(item)
+            obj = self._trim(_plain(item))
             objects[_key(obj, namespace)] = obj
         self._by_namespace[namespace] = MappingProxyType(objects)
         self._up.add(namespace)
@@ -137,7 +141,7 @@ class ClusterView:
                 kind, item = await asyncio.wait_for(events.__anext__(), RESYNC_SECONDS)
             except TimeoutError:
                 return  # quiet for long: list again to be sure the view is current
-            obj = _plain(item)
+            obj = self._trim(_plain(item))
             key = _key(obj, namespace)
             objects = dict(self._by_namespace.get(namespace, {}))
             if kind == "DELETED":
@@ -174,6 +178,10 @@ async def report_age(view: ClusterView) -> None:
 def _key(obj: Mapping[str, Any], namespace: str) -> tuple[str, str]:
     """(namespace, name): the object's own namespace, which a list of every namespace needs."""
     return (obj["metadata"].get("namespace") or namespace, obj["metadata"]["name"])
+
+
+def _whole(obj: dict[str, Any]) -> dict[str, Any]:
+    return obj
 
 
 def _plain(item: Any) -> dict[str, Any]:
