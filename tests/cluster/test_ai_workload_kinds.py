@@ -1,7 +1,7 @@
 """The chart's switches for the AI scheduler kinds through a real kube-apiserver: with
-minimal CRDs for Volcano's Job and Argo's Workflow installed, `workloadKinds.volcano` and
-`workloadKinds.argo` send them to the webhooks, which judge and patch their pod templates;
-without the switches the API server never asks."""
+minimal CRDs for Volcano's Job, Argo's Workflow and Kueue's AppWrapper installed, the
+`workloadKinds` switches send them to the webhooks, which judge and patch their pod specs (an
+AppWrapper's wrapped bare Pod too); without the switches the API server never asks."""
 
 from __future__ import annotations
 
@@ -21,8 +21,10 @@ from cluster_helpers import (
 )
 
 NAMESPACE = "ai-kinds"
-SWITCHES = {"workloadKinds.volcano": "true", "workloadKinds.argo": "true"}
-CRDS = [("batch.volcano.sh", "Job", "jobs"), ("argoproj.io", "Workflow", "workflows")]
+SWITCHES = {"workloadKinds.volcano": "true", "workloadKinds.argo": "true",
+            "workloadKinds.appWrapper": "true"}
+CRDS = [("batch.volcano.sh", "Job", "jobs"), ("argoproj.io", "Workflow", "workflows"),
+        ("workload.codeflare.dev", "AppWrapper", "appwrappers")]
 
 
 def crd(group: str, kind: str, plural: str) -> dict[str, Any]:
@@ -57,6 +59,17 @@ def workflow(name: str, image: str) -> dict[str, Any]:
                      "templates": [{"name": "run", "container": main}]}}
 
 
+def wrapped_pod(name: str, *containers: dict[str, Any]) -> dict[str, Any]:
+    """An AppWrapper around one bare Pod."""
+    inner = {"apiVersion": "v1", "kind": "Pod",
+             "metadata": {"name": name, "labels": {"app": name}},
+             "spec": pod_spec(*containers, restartPolicy="Never")}
+    return {"apiVersion": "workload.codeflare.dev/v1alpha1", "kind": "AppWrapper",
+            "metadata": {"name": name, "namespace": NAMESPACE, "labels": {"app": name}},
+            "spec": {"components": [{"podSets": [{"replicas": 1, "path": "template"}],
+                                     "template": inner}]}}
+
+
 @pytest.fixture(scope="module")
 def kube(guard: Guard) -> ControlPlane:
     plane = guard.plane
@@ -81,7 +94,8 @@ def server_dry_run(kube: ControlPlane, obj: dict[str, Any]) -> tuple[int, str, d
 
 def test_off_by_default_the_api_server_never_asks(kube: ControlPlane) -> None:
     for obj in (volcano_job("latest", container("worker", image="nginx:latest")),
-                workflow("latest", "nginx:latest")):
+                workflow("latest", "nginx:latest"),
+                wrapped_pod("latest", container("worker", image="nginx:latest"))):
         code, stderr, _ = server_dry_run(kube, obj)
         assert code == 0, stderr
 
@@ -103,3 +117,12 @@ def test_switched_on_the_webhooks_judge_and_patch_the_pod_templates(
     assert admitted["spec"]["tasks"][0]["template"]["spec"]["tolerations"] == [GPU_TOLERATION]
     code, stderr, _ = server_dry_run(kube, workflow("pinned", "registry.example.com/t:1.0"))
     assert code == 0, stderr
+    # An AppWrapper's wrapped bare Pod is judged, and patched, at its own spec.
+    code, stderr, _ = server_dry_run(
+        kube, wrapped_pod("latest", container("worker", image="nginx:latest")))
+    assert code != 0
+    assert "spec.components[0].template.spec.containers[0].image" in stderr
+    code, stderr, admitted = server_dry_run(kube, wrapped_pod("gpu", gpu_container()))
+    assert code == 0, stderr
+    assert admitted["spec"]["components"][0]["template"]["spec"]["tolerations"] == [
+        GPU_TOLERATION]
