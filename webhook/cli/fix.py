@@ -26,7 +26,7 @@ from ruamel.yaml.util import load_yaml_guess_indent
 
 from webhook.cli.exits import EXIT_ERROR, EXIT_FAILED, EXIT_OK, CliError, error, hint, note
 from webhook.cli.formats import label
-from webhook.cli.judge import input_claims, is_object, judge
+from webhook.cli.judge import input_claims, is_object, judge, kustomize_skip
 from webhook.engine.claims import ClaimLookup
 from webhook.engine.patch import PatchError, apply_in_place
 from webhook.engine.policy import PolicySet
@@ -56,6 +56,12 @@ def fix(args: argparse.Namespace, policies: PolicySet) -> int:
     claims = input_claims([[source for source in sources if source.name != "-"]], None)
     code, objects = EXIT_OK, 0
     for source in sources:
+        if source.walked and (why := kustomize_skip(source.name)):
+            # A patch is no object to fix (check skips it too): printed among the fixed
+            # manifests, it would be applied as a whole object.
+            if source.start == 0 and not args.quiet:
+                note(f"skipped {source.name}: {why}")
+            continue
         done = fix_source(source, policies, claims)
         objects += done.objects
         for line in done.errors:

@@ -179,7 +179,7 @@ def _judge_task(task: Sequence[Source], policies: PolicySet, stdin: bytes | None
                 part: Part, granted: Granted, claims: ClaimLookup | None) -> list[Judged]:
     judged: list[Judged] = []
     for source in task:
-        if source.walked and (why := _kustomize_skip(source.name)):
+        if source.walked and (why := kustomize_skip(source.name)):
             if source.start == 0:  # once for a file split into pieces
                 part.notes.append(f"skipped {source.name}: {why}")
             continue
@@ -198,7 +198,7 @@ def _judge_task(task: Sequence[Source], policies: PolicySet, stdin: bytes | None
     return judged
 
 
-def _kustomize_skip(name: str) -> str:
+def kustomize_skip(name: str) -> str:
     """Why a file found in a directory walk is kustomize's input rather than an object."""
     if kustomize.is_kustomization(name):
         return ("a kustomization; check what it builds: kustomize build "

@@ -70,6 +70,9 @@ class PodSite:
     only_with_containers: bool = False
     # Fields of its pod specs quickq-guard cannot see through (UNSEEN_FIELDS).
     unseen: tuple[str, ...] = ()
+    # The kind the object holding the pod spec must be, when the path alone cannot tell (an
+    # AppWrapper's component is a Pod, whose `spec` is a pod spec, or a Job, whose is not).
+    holder_kind: str = ""
 
 
 def _template(*path: str | int) -> PodSite:
@@ -153,14 +156,15 @@ WORKLOAD_KINDS: dict[tuple[str, str], tuple[PodSite, ...]] = {
     # template of a model it has no preset for
     ("kaito.sh", "Workspace"): (_template("inference", "template"),),
     # Kueue's AppWrapper: the pod templates of the objects it wraps (a Job, a Deployment, a
-    # JobSet, a PyTorchJob...)
-    ("workload.codeflare.dev", "AppWrapper"): tuple(
+    # JobSet, a PyTorchJob...), and a wrapped Pod's own spec
+    ("workload.codeflare.dev", "AppWrapper"): (*(
         _template("spec", "components", ANY, "template", *inner) for inner in (
             ("spec", "template"),
             ("spec", "replicatedJobs", ANY, "template", "spec", "template"),
             ("spec", "pytorchReplicaSpecs", ANY, "template"),
             ("spec", "headGroupSpec", "template"),
             ("spec", "workerGroupSpecs", ANY, "template"))),
+        PodSite(("spec", "components", ANY, "template", "spec"), holder_kind="Pod")),
     # Argo: each template's container or script (a container with a `source`); the
     # template itself holds the pod-level fields (securityContext, tolerations)
     **{("argoproj.io", kind): (PodSite((*where, "templates", ANY), "inline",
@@ -186,6 +190,14 @@ UNSEEN_FIELDS = {
 NOT_JUDGED = {
     ("trainer.kubeflow.org", "TrainJob"): "a TrainJob carries no pod template: its pods come "
     "from its TrainingRuntime or ClusterTrainingRuntime, which quickq-guard judges",
+    # Spark sets the driver's and executors' image, resources and env from spec.driver and
+    # spec.executor (SparkPodSpec: cores, memory, gpu...), overwriting a pod template's;
+    # judged as a pod spec, it would be judged wrong.
+    **{("sparkoperator.k8s.io", kind): "Spark builds its driver and executor pods from "
+       "spec.driver and spec.executor, whose fields (image, cores, memory, gpu) are Spark's, "
+       "not a pod spec's, and override a pod template's; quickq-guard judges the Pods Spark "
+       "creates, when they are created"
+       for kind in ("SparkApplication", "ScheduledSparkApplication")},
 }
 MAX_PROBLEMS = schema.MAX_PROBLEMS
 # How a skip reason starts to say the kind looks like a typo of a judged one.
@@ -350,7 +362,8 @@ def read_workload(obj: Any, node_template_groups: Sequence[str], *,
         return None
     if not sites:  # ResourceClaim(Template): nothing but the object to judge
         return Workload(obj, kind, (), (), labels, is_claim=True)
-    found = [(site, path, data) for site in sites for path, data in _expand(obj, site.path)]
+    found = [(site, path, data) for site in sites for path, data in _expand(obj, site.path)
+             if not site.holder_kind or _holder_kind(obj, path) == site.holder_kind]
     if sites and not found and (group, kind) not in SERVED_API_VERSIONS:
         return None  # a kind of another project without its pod templates: see not_judged
     if check and not checked:
@@ -443,6 +456,12 @@ def _pod_spec(data: Mapping[str, Any], site: PodSite, path: Path, guard: bool) -
     return PodSpec(path, data, tuple(containers), template, labels_path, security_context)
 
 
+def _holder_kind(obj: Mapping[str, Any], path: Path) -> object:
+    """The kind of the object a pod spec at `path` is the spec of."""
+    holder = _dig(obj, path[:-1])
+    return holder.get("kind") if holder is not None else None
+
+
 def _expand(obj: Mapping[str, Any], pattern: Path) -> list[tuple[Path, Mapping[str, Any]]]:
     """(path, value) of each mapping the pattern reaches; ANY stands for every key of a
     mapping or item of a list. A missing level yields nothing."""
@@ -478,6 +497,12 @@ def _check_site(obj: Mapping[str, Any], site: PodSite, path: Path,
     """What the API server would refuse in a pod spec of a kind whose own schema quickq-guard
     does not carry: the whole pod template (the CRDs embed Kubernetes' own), or an inline pod
     spec's known fields, its containers and its model specs."""
+    if site.holder_kind:  # a wrapped object's spec: its kind's own schema, as it is created
+        holder = _dig(obj, path[:-1]) or _EMPTY
+        node = schema.object_type(str(holder.get("apiVersion")), site.holder_kind)
+        schema.check(holder if node else _dig(obj, path), node or schema.POD_SPEC,
+                     path[:-1] if node else path, problems)
+        return
     if site.style == "template":
         schema.check(_dig(obj, path[:-1]), schema.POD_TEMPLATE, path[:-1], problems)
         return
