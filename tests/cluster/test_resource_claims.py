@@ -66,11 +66,6 @@ def consuming_pod(name: str, template: str) -> dict[str, Any]:
                resourceClaims=[{"name": "gpu", "resourceClaimTemplateName": template}])
 
 
-@pytest.fixture(scope="module")
-def kube(guard: Guard) -> ControlPlane:
-    guard.plane.namespace(NAMESPACE)
-    return guard.plane
-
 
 # --- the session's webhook: no claims watch -------------------------------------------------
 

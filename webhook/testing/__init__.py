@@ -19,6 +19,7 @@ import subprocess
 import sys
 import time
 import uuid
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -405,3 +406,15 @@ def metric(client: httpx.Client, prefix: str) -> float:
     lines = client.get("/metrics").text.splitlines()
     return sum(float(line.rsplit(" ", 1)[1]) for line in lines if line.startswith(prefix))
 
+
+def wait_until(check: Callable[[], bool], timeout: float = 20, what: str = "condition",
+               interval: float = 0.2) -> None:
+    """Poll `check` until it holds: servers and the API server pick changes up
+    asynchronously (reloads, informers, log writes), so a test waits for the effect, never
+    for a fixed time."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if check():
+            return
+        time.sleep(interval)
+    raise AssertionError(f"timed out after {timeout} s waiting for {what}")

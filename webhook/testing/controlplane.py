@@ -35,7 +35,7 @@ from cryptography.hazmat.primitives.asymmetric import ec, rsa
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
 from webhook.engine.workload import BUILT_IN
-from webhook.testing import CONTROLLERS, REPO, Server, free_port, stop_process
+from webhook.testing import CONTROLLERS, REPO, Server, free_port, stop_process, wait_until
 from webhook.testing.assets import default_release
 
 CHART = REPO / "charts" / "quickq-guard"
@@ -378,17 +378,6 @@ class ApiClient:
 
     def close(self) -> None:
         self.connection.close()
-
-
-def wait_until(check: Callable[[], bool], timeout: float = 20, what: str = "condition") -> None:
-    """Poll `check` until it holds: the API server picks up configuration changes
-    asynchronously (its informers), so a test waits for the effect, not for a fixed time."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if check():
-            return
-        time.sleep(0.2)
-    raise AssertionError(f"timed out after {timeout} s waiting for {what}")
 
 
 # --- the webhook --------------------------------------------------------------------------
