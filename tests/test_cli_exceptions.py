@@ -131,7 +131,7 @@ def test_every_format_reports_the_exception(capsys: Any, files: dict[str, str]) 
 def test_crd_prints_both_definitions(capsys: Any) -> None:
     import kubernetes_validate
 
-    from webhook import crd
+    from webhook.export import crd
 
     code, out, _ = run_cli(capsys, "crd")
     assert code == 0

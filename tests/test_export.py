@@ -28,7 +28,7 @@ from test_cel_examples import objects
 from webhook import Config, evaluate, load_policies
 from webhook.engine import cel
 from webhook.engine.policy import PolicySet
-from webhook.vap import RESOURCES, export, translate
+from webhook.export.vap import RESOURCES, export, translate
 
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLES = ROOT / "examples" / "policies"

@@ -10,8 +10,8 @@ import pytest
 import yaml
 from chart_helpers import KUBE_VERSION, NAMESPACE, find, helm_lint, helm_template
 
-from webhook import crd
 from webhook.engine.policy import Config
+from webhook.export import crd
 
 ON = {"exceptions": {"enabled": True, "granteeGroup": "platform-admins"}}
 

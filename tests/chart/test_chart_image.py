@@ -144,4 +144,4 @@ def test_build_stage_replayed_yields_complete_wheel(tmp_path: Path) -> None:
     # the default policies and the Pod Security Standards profiles under pod-security/
     assert shipped == {f"webhook/policies/{p.relative_to(REPO / 'policies')}"
                        for p in (REPO / "policies").rglob("*.yaml")}
-    assert "webhook/crd.py" in names and "webhook/cli/check.py" in names
+    assert "webhook/export/crd.py" in names and "webhook/cli/check.py" in names

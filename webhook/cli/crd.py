@@ -1,6 +1,6 @@
 """`quickq-guard crd`: the CustomResourceDefinitions quickq-guard reads, for `kubectl apply`.
 
-The same schemas the chart ships (webhook/crd.py makes both from the engine's models), for
+The same schemas the chart ships (webhook/export/crd.py makes both from the engine's models), for
 clusters that install quickq-guard without the chart or the CRDs apart from it.
 """
 
@@ -11,9 +11,9 @@ from typing import Any
 
 import yaml
 
-from webhook import crd
 from webhook.cli.exits import EXIT_OK
 from webhook.engine.exceptions import KIND, VERSION
+from webhook.export import crd
 
 KINDS = ("policyexception", "nodetemplate")
 

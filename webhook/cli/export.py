@@ -1,5 +1,5 @@
 """`quickq-guard export --format vap`: the CEL validate policies as Kubernetes
-ValidatingAdmissionPolicies and bindings (the translation is webhook/vap.py).
+ValidatingAdmissionPolicies and bindings (the translation is webhook/export/vap.py).
 
 Exit codes: 0 every CEL validate policy in force was exported; 1 one could not be (the others
 are written, and stderr says why); 2 an input, policy or usage error.
@@ -15,7 +15,7 @@ import yaml
 
 from webhook.cli.check import load, policy_options
 from webhook.cli.exits import EXIT_FAILED, EXIT_OK, CliError, note
-from webhook.vap import API_VERSION, export
+from webhook.export.vap import API_VERSION, export
 
 
 def add_parser(commands: Any) -> None:

@@ -6,7 +6,7 @@ so the API server rejects a malformed NodeTemplate before the webhook is
 even asked. Kubernetes accepts only a *structural* OpenAPI v3 subset: no
 `$ref`, every node typed, no `additionalProperties: false`, booleans for
 `exclusiveMinimum`, and so on. `openapi_v3_schema()` does that translation;
-`main()` writes it into the chart (`python -m webhook.crd`), and a chart test
+`main()` writes it into the chart (`python -m webhook.export.crd`), and a chart test
 checks the committed file matches.
 """
 
@@ -20,7 +20,7 @@ from typing import Any
 
 Schema = dict[str, Any]
 
-FILES = Path(__file__).resolve().parent.parent / "charts" / "quickq-guard" / "files"
+FILES = Path(__file__).resolve().parents[2] / "charts" / "quickq-guard" / "files"
 SCHEMA_FILE = FILES / "nodetemplate-schema.json"
 EXCEPTION_SCHEMA_FILE = FILES / "policyexception-schema.json"
 
@@ -216,7 +216,7 @@ def main(argv: list[str] | None = None) -> int:
         text = render(schema)
         if "--check" in args:
             if not path.is_file() or path.read_text() != text:
-                print(f"{path} is stale: run `python -m webhook.crd`", file=sys.stderr)
+                print(f"{path} is stale: run `python -m webhook.export.crd`", file=sys.stderr)
                 stale = 1
             continue
         path.parent.mkdir(parents=True, exist_ok=True)
