@@ -1,8 +1,11 @@
-"""`quickq-guard export --format vap`: the CEL validate policies as Kubernetes
-ValidatingAdmissionPolicies and bindings (the translation is webhook/export/vap.py).
+"""`quickq-guard export --format vap|map|native`: the policies as the API server's own
+admission policies: CEL validate policies as ValidatingAdmissionPolicies
+(webhook/export/vap.py), mutate policies as MutatingAdmissionPolicies
+(webhook/export/map.py), `native` both, each with its binding.
 
-Exit codes: 0 every CEL validate policy in force was exported; 1 one could not be (the others
-are written, and stderr says why); 2 an input, policy or usage error.
+Exit codes: 0 every policy in force of the format's type was exported; 1 one could not be
+(the others are written, and stderr names it and says why); 2 an input, policy or usage
+error.
 """
 
 from __future__ import annotations
@@ -15,20 +18,25 @@ import yaml
 
 from webhook.cli.check import load, policy_options
 from webhook.cli.exits import EXIT_FAILED, EXIT_OK, CliError, note
-from webhook.export.vap import API_VERSION, export
+from webhook.engine.policy import PolicySet
+from webhook.export import map as mutating
+from webhook.export import vap
+from webhook.export.vap import API_VERSION, Exported
 
 
 def add_parser(commands: Any) -> None:
     parser = commands.add_parser(
-        "export", help="write the CEL policies as ValidatingAdmissionPolicies",
-        description="Write a ValidatingAdmissionPolicy and a ValidatingAdmissionPolicyBinding "
-                    "for each CEL validate policy, so the API server itself keeps the "
-                    "guardrails when the webhook is down. Built-in rules, mutate policies and "
-                    "policies that are off are not exported; stderr names each and says why.",
-        epilog="Exit codes: 0 every CEL validate policy in force was exported, 1 one could "
+        "export", help="write the policies as native admission policies (VAP, MAP)",
+        description="Write a ValidatingAdmissionPolicy and its binding for each CEL validate "
+                    "policy, a MutatingAdmissionPolicy and its binding for each mutate policy, "
+                    "so the API server itself keeps the guardrails when the webhook is down. "
+                    "What is not exported is named on stderr with the reason.",
+        epilog="Exit codes: 0 every policy in force of the format was exported, 1 one could "
                "not be (the others are written), 2 input, policy or usage error.")
-    parser.add_argument("--format", required=True, choices=("vap",),
-                        help="vap: ValidatingAdmissionPolicy and its binding")
+    parser.add_argument("--format", required=True, choices=("vap", "map", "native"),
+                        help="vap: ValidatingAdmissionPolicy and its binding; map: "
+                             "MutatingAdmissionPolicy (Kubernetes 1.36) and its binding; "
+                             "native: both")
     parser.add_argument("--output", "-o", metavar="FILE",
                         help="write the YAML here instead of to stdout")
     policy_options(parser)
@@ -37,7 +45,7 @@ def add_parser(commands: Any) -> None:
 
 def run(args: argparse.Namespace) -> int:
     policies = load(args)
-    exported = export(policies)
+    exported = _export(policies, args.format)
     objects = exported.objects
     text = yaml.safe_dump_all(objects, sort_keys=False, width=100) if objects else ""
     if args.output:
@@ -55,3 +63,15 @@ def run(args: argparse.Namespace) -> int:
     note(f"exported {count} {'policy' if count == 1 else 'policies'} as {API_VERSION}")
     return EXIT_FAILED if any(not refusal.expected for refusal in exported.refusals) \
         else EXIT_OK
+
+
+def _export(policies: PolicySet, format: str) -> Exported:
+    """The format's objects; with `native`, the mutate policies vap leaves out are map's."""
+    validating = vap.export(policies) if format != "map" else Exported([], [], [])
+    if format == "vap":
+        return validating
+    mutate = {policy.id for policy in policies.policies if policy.type == "mutate"}
+    mutated = mutating.export(policies)
+    return Exported(validating.objects + mutated.objects,
+                    [r for r in validating.refusals if r.policy not in mutate]
+                    + mutated.refusals, validating.notes + mutated.notes)
