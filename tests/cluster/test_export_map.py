@@ -1,7 +1,9 @@
 """`quickq-guard export --format map` (MutatingAdmissionPolicy, admissionregistration.k8s.io/v1)
 on the real API server: with quickq-guard's webhooks unregistered, the objects the API server
 stores after its own MutatingAdmissionPolicies equal those it stores after the webhook's
-patches, on a corpus of GPU and non-GPU Pods and pod controllers.
+patches, on a corpus of GPU and non-GPU Pods and pod controllers: the built-in
+inject-startup-probe and inject-gpu-toleration, and the CEL mutate policies of
+tests/map_policies/, which a webhook runs beside the chart's policies.
 
 MutatingAdmissionPolicy v1 is served from Kubernetes 1.36; on an older API server the test
 skips and says so."""
@@ -11,9 +13,11 @@ from __future__ import annotations
 import copy
 import json
 import re
+import shutil
 import subprocess
 import sys
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -23,12 +27,14 @@ from cluster_helpers import (
     REPO,
     ControlPlane,
     Guard,
+    Webhook,
     container,
     controller,
     gpu_container,
     liveness,
     pod,
     pod_spec,
+    running,
     template_spec,
     wait_until,
 )
@@ -36,6 +42,7 @@ from cluster_helpers import (
 from webhook.testing.controlplane import printed_objects
 
 NAMESPACE = "map-export"
+USER_POLICIES = REPO / "tests" / "map_policies"
 MAP_RESOURCE = "mutatingadmissionpolicies.admissionregistration.k8s.io"
 _TOKEN_VOLUME = re.compile(r"kube-api-access-[a-z0-9]+")
 _SERVER_SET = ("uid", "creationTimestamp", "resourceVersion", "managedFields", "generation")
@@ -143,24 +150,43 @@ def _startup_probed(plane: ControlPlane) -> bool:
 
 
 @pytest.fixture(scope="module")
-def webhook_stored(guard: Guard) -> dict[str, dict[str, Any]]:
-    """The corpus as stored after the webhook's patches."""
-    if not _serves_map(guard.plane):
-        pytest.skip(f"kube-apiserver {guard.plane.version()} does not serve {MAP_RESOURCE} "
-                    "(MutatingAdmissionPolicy v1 is GA from Kubernetes 1.36)")
-    guard.plane.namespace(NAMESPACE)
-    return _stored(guard.plane, corpus())
+def policies(guard: Guard, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The chart's policies and the CEL mutate policies of tests/map_policies/."""
+    out = tmp_path_factory.mktemp("map-policies") / "policies"
+    shutil.copytree(guard.policies, out)
+    for path in USER_POLICIES.glob("*.yaml"):
+        shutil.copy(path, out / path.name)
+    return out
+
+
+def _team_labelled(plane: ControlPlane) -> bool:
+    probe = pod("map-probe", NAMESPACE, container())
+    return "team" in _stored(plane, [probe])["Pod/map-probe"]["metadata"]["labels"]
 
 
 @pytest.fixture(scope="module")
-def native_stored(guard: Guard, webhook_stored: dict[str, dict[str, Any]],
+def webhook_stored(guard: Guard, policies: Path) -> Iterator[dict[str, dict[str, Any]]]:
+    """The corpus as stored after the patches of a webhook that runs `policies`."""
+    if not _serves_map(guard.plane):
+        pytest.skip(f"kube-apiserver {guard.plane.version()} does not serve {MAP_RESOURCE} "
+                    "(MutatingAdmissionPolicy v1 is GA from Kubernetes 1.36)")
+    plane = guard.plane
+    plane.namespace(NAMESPACE)
+    with running(Webhook(guard.workdir, guard.certs, "--policies", str(policies),
+                         "--config", str(guard.config))) as webhook, \
+            guard.pointed_at(webhook.url, lambda: _team_labelled(plane)):
+        yield _stored(plane, corpus())
+
+
+@pytest.fixture(scope="module")
+def native_stored(guard: Guard, policies: Path, webhook_stored: dict[str, dict[str, Any]],
                   tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
     """The corpus as stored after the exported MutatingAdmissionPolicies alone (webhooks
-    unregistered), exported from the policies and config the chart gave the webhook."""
+    unregistered), exported from the same policies and the chart's config."""
     plane = guard.plane
     out = tmp_path_factory.mktemp("map") / "map.yaml"
     done = subprocess.run([sys.executable, "-m", "webhook.cli", "export", "--format", "map",
-                           "--policies", str(guard.policies), "--config", str(guard.config),
+                           "--policies", str(policies), "--config", str(guard.config),
                            "-o", str(out)], capture_output=True, text=True, cwd=REPO,
                           check=False)
     assert done.returncode == 0, done.stderr
@@ -206,6 +232,10 @@ def test_the_corpus_is_patched_by_both_mutations(webhook_stored: dict[str, Any])
     tolerated = [s for s in specs if any(t.get("key", "").startswith(("nvidia", "amd", "google"))
                                          for t in s.get("tolerations", []))]
     untouched = [s for s in specs if s not in probed and s not in tolerated]
+    labelled = [o for o in webhook_stored.values() if o["metadata"]["labels"].get("team")]
+    annotated = [o for o in webhook_stored.values()
+                 if o["metadata"].get("annotations", {}).get("quickq.io/gpu") == "true"]
+    assert len(labelled) == len(webhook_stored) and 0 < len(annotated) < len(labelled)
     count = len(API_VERSION) + 1
     assert len(specs) == len(SPECS) * count
     assert len(probed) >= 50 * count and len(tolerated) >= 40 * count and untouched

@@ -557,7 +557,7 @@ def _build_cel(spec: PolicyFile, where: str, config: Config) -> Policy:
         field = f"mutations[{index}].jsonPatch.expression"
         expression = compiled(field, cel.jsonpatch_literals(mutation.jsonPatch.expression))
         _known_variables(expression, seen, where, field)
-        mutations.append(Mutation(expression))
+        mutations.append(Mutation(expression, mutation.jsonPatch.expression))
     for index, validation in enumerate(validations):
         _known_variables(validation.expression, seen, where, f"validations[{index}].expression")
         if validation.message_expression is not None:
@@ -577,7 +577,8 @@ def _build_cel(spec: PolicyFile, where: str, config: Config) -> Policy:
         message_expression=None if validation.message_expression is None else bound(
             f"validations[{index}].messageExpression", validation.message_expression, "string"))
         for index, validation in enumerate(validations)]
-    mutations = [Mutation(bound(f"mutations[{index}].jsonPatch.expression", item.expression))
+    mutations = [replace(item, expression=bound(f"mutations[{index}].jsonPatch.expression",
+                                                item.expression))
                  for index, item in enumerate(mutations)]
     program = CelPolicy(scope=scope, params=params, variables=tuple(variables),
                         match_conditions=conditions, validations=tuple(validations),

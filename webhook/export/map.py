@@ -145,7 +145,8 @@ def translate(policy: Policy, config: Config) -> list[dict[str, Any]]:
         as_variables = {"params": "variables.params", "podSpec": "variables.podSpec"}
         own = [{"name": v.name, "expression": _rewrite(v.expression.text, as_variables, {})}
                for v in program.variables]
-        patches = [_rewrite(m.expression.text, as_variables, {}) for m in program.mutations]
+        patches = [_rewrite(m.source or m.expression.text, as_variables, {})
+                   for m in program.mutations]
         if any(_reads(text, {"variables.params"})
                for text in [*patches, *(v["expression"] for v in own)]):
             variables.append({"name": "params", "expression": params})

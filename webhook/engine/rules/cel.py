@@ -90,9 +90,11 @@ class Validation:
 @dataclass(frozen=True, slots=True)
 class Mutation:
     """A JSONPatch mutation: an expression yielding a list of JSON Patch operations, whose
-    paths are relative to the container in container scope."""
+    paths are relative to the container in container scope. `source` is the expression as
+    written (with its JSONPatch{...} literals), for the MutatingAdmissionPolicy export."""
 
     expression: Expression
+    source: str = ""
 
 
 @dataclass(frozen=True, slots=True)
