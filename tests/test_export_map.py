@@ -147,3 +147,18 @@ def test_the_command_exports_both_kinds_and_exits_1_naming_a_refused_policy(tmp_
     assert refused.returncode == 1
     assert "warns: not exported: action warn only reports the patch" in refused.stderr
     assert cli("--format", "vap", "--policies", str(folder)).returncode == 0
+
+
+def test_policies_are_refused_where_policy_exceptions_are_honoured(tmp_path):
+    """A native policy cannot read PolicyExceptions: exported, it would deny what the webhook
+    lets through, so neither kind is exported and the command says why (exit 1)."""
+    folder = write(tmp_path, mutate("m"), {"id": "v", "description": "d", "type": "validate",
+                                           "action": "enforce",
+                                           "validations": [{"expression": "true"}]})
+    config = tmp_path / "config.yaml"
+    config.write_text("exceptionNamespaces: [platform]\n")
+    done = cli("--format", "native", "--policies", str(folder), "--config", str(config))
+    assert done.returncode == 1 and done.stdout == ""
+    for policy in ("m", "v"):
+        assert (f"{policy}: not exported: PolicyExceptions are honoured from platform"
+                in done.stderr)

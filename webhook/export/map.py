@@ -48,6 +48,7 @@ from webhook.export.vap import (
     _namespace_selector,
     _reads,
     _rewrite,
+    refuse_exceptions,
 )
 
 API_VERSION = "admissionregistration.k8s.io/v1"  # MutatingAdmissionPolicy is GA since 1.36
@@ -113,6 +114,7 @@ def translate(policy: Policy, config: Config) -> list[dict[str, Any]]:
         why = "dry-run mode" if config.mode == "dry-run" else f"action {policy.action}"
         raise NotExportable(f"{why} only reports the patch, and a MutatingAdmissionPolicy "
                             "cannot report without patching")
+    refuse_exceptions(config)
     rules = _resource_rules(policy)
     if not rules:
         raise NotExportable(f"it patches only {', '.join(policy.match.kinds)}: the export "

@@ -118,6 +118,7 @@ def translate(policy: Policy, config: Config) -> list[dict[str, Any]]:
         raise NotExportable("a mutate policy: ValidatingAdmissionPolicy only validates")
     if policy.action == "off":
         raise NotExportable("its action is off")
+    refuse_exceptions(config)
     defined = {variable.name for variable in program.variables}
     reserved_names = ("params", "podSpec", "containers") if program.scope == "container" \
         else ("params", "podSpec")
@@ -222,6 +223,15 @@ def translate(policy: Policy, config: Config) -> list[dict[str, Any]]:
                       "annotations": {"quickq.io/policy": policy.id}},
          "spec": binding_spec},
     ]
+
+
+def refuse_exceptions(config: Config) -> None:
+    """A native policy cannot read PolicyExceptions: it would deny what one allows."""
+    if config.exceptionNamespaces:
+        raise NotExportable(
+            f"PolicyExceptions are honoured from {', '.join(config.exceptionNamespaces)}, and "
+            "a native admission policy cannot read them: it would deny what an exception "
+            "allows")
 
 
 def _actions(action: str, config: Config) -> list[str]:
