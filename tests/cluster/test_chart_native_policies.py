@@ -1,0 +1,100 @@
+"""The chart with nativePolicies.enabled on the real API server: with quickq-guard's webhooks
+unregistered, the admission policies the chart installed deny a bad object, naming the
+policy, and patch a GPU pod as the webhook would; the release namespace is left alone.
+
+The manifest is the user's workflow: `quickq-guard export --format native` on the policies
+and config the release renders, plus the user's own CEL policies (tests/vap_policies/),
+given with --set-file. MutatingAdmissionPolicy v1 is
+served from 1.36: where it is not, the test skips and says so."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+from cluster_helpers import (
+    CHART,
+    GPU_TOLERATION,
+    RELEASE,
+    RELEASE_NAMESPACE,
+    REPO,
+    ControlPlane,
+    Guard,
+    chart_runtime_files,
+    container,
+    denies_bad_pod,
+    gpu_container,
+    pod,
+    release_values,
+    rendered,
+    wait_until,
+)
+
+NAMESPACE = "native-chart"
+USER_POLICIES = REPO / "tests" / "vap_policies"
+MAP_RESOURCE = "mutatingadmissionpolicies.admissionregistration.k8s.io"
+
+
+def _create(plane: ControlPlane, obj: dict[str, Any]) -> subprocess.CompletedProcess[str]:
+    return plane.kubectl("create", "--dry-run=server", "-o", "json", "-f", "-",
+                         input=json.dumps(obj), check=False)
+
+
+def _manifest(guard: Guard, out: Path) -> Path:
+    """The export of the policies the release renders, and the user's."""
+    documents = rendered(guard.plane, RELEASE, RELEASE_NAMESPACE,
+                         release_values(guard.webhook.url, guard.ca_bundle))
+    policies, config = chart_runtime_files(documents, out / "files")
+    for path in USER_POLICIES.glob("*.yaml"):
+        shutil.copy(path, policies / path.name)
+    manifest = out / "native.yaml"
+    done = subprocess.run([sys.executable, "-m", "webhook.cli", "export", "--format", "native",
+                           "--policies", str(policies), "--config", str(config),
+                           "-o", str(manifest)], capture_output=True, text=True, cwd=REPO,
+                          check=False)
+    assert done.returncode == 0, done.stderr
+    return manifest
+
+
+def test_the_chart_installs_native_policies_that_hold_with_the_webhook_unregistered(
+        guard: Guard, tmp_path: Path) -> None:
+    plane = guard.plane
+    served = plane.kubectl("api-resources", "--api-group=admissionregistration.k8s.io",
+                           "-o", "name").stdout.split()
+    if MAP_RESOURCE not in served:
+        pytest.skip(f"kube-apiserver {plane.version()} does not serve {MAP_RESOURCE} "
+                    "(MutatingAdmissionPolicy v1 is GA from Kubernetes 1.36)")
+    plane.namespace(NAMESPACE)
+    manifest = _manifest(guard, tmp_path)
+    privileged = pod("privileged", NAMESPACE, container(securityContext={"privileged": True}))
+    flags = release_values(guard.webhook.url, guard.ca_bundle, **{
+        "webhook.validating": "false", "webhook.mutating": "false",
+        "nativePolicies.enabled": "true"})
+    try:
+        plane.helm("upgrade", RELEASE, str(CHART), "-n", RELEASE_NAMESPACE, *flags,
+                   "--set-file", f"nativePolicies.manifest={manifest}")
+        wait_until(lambda: _create(plane, privileged).returncode != 0,
+                   what="the chart's native policies to deny")
+        configurations = plane.kubectl("get", "validatingwebhookconfigurations,"
+                                       "mutatingwebhookconfigurations", "-o", "name").stdout
+        assert "quickq-guard" not in configurations  # the webhooks are unregistered
+        denied = _create(plane, privileged)
+        assert "ValidatingAdmissionPolicy 'quickq-guard-no-privileged'" in denied.stderr
+        assert "privileged" in denied.stderr.split("denied request:", 1)[1]
+        # The release namespace is excluded, as the webhook's config excludes it.
+        privileged["metadata"]["namespace"] = RELEASE_NAMESPACE
+        assert _create(plane, privileged).returncode == 0
+        # The chart's MutatingAdmissionPolicies patch a GPU pod.
+        stored = json.loads(_create(plane, pod("gpu", NAMESPACE, gpu_container())).stdout)
+        assert "startupProbe" in stored["spec"]["containers"][0]
+        assert GPU_TOLERATION in stored["spec"]["tolerations"]
+    finally:
+        guard.point_at(guard.webhook.url, lambda: denies_bad_pod(plane))
+        privileged["metadata"]["namespace"] = NAMESPACE
+        wait_until(lambda: _create(plane, privileged).returncode == 0,
+                   what="the chart's native policies to be gone")
