@@ -157,10 +157,11 @@ def evaluate(
         if old_keys:
             validated = [_mark_preexisting(result, old_keys, workload.obj)
                          for result in validated]
-    if exceptions and any(result.status == "fail" for result in validated):
+    failed = any(result.status == "fail" for result in validated)
+    if failed and exceptions:
         validated = granted.apply(validated, exceptions, config, _time(now), workload.kind,
                                   namespace, resource.name, workload.labels)
-    if not from_api_server and any(result.status == "fail" for result in validated):
+    if failed and not from_api_server:
         validated = _note_api_server_refusals(validated, workload)
     results += validated
 
@@ -201,6 +202,8 @@ def _text(value: Any) -> str:
 
 
 def _run(policy: Policy, workload: Workload, request: Request) -> Result:
+    if policy.action == "off":
+        return policy.idle  # "the policy is off": the same value every time
     reason = _skip_reason(policy, workload, request.namespace, request.operation)
     if reason:
         return _result(policy, "skip", reason=reason)

@@ -382,10 +382,8 @@ def load_policies(directory: str | Path | None = None,
         config = load_config(config)
     if not directory.is_dir():
         raise PolicyError(f"{directory}: not a directory of policy files")
-    files = sorted(p for p in directory.iterdir()
-                   if p.suffix in (".yaml", ".yml") and p.is_file() and not p.name.startswith("."))
     policies: list[Policy] = []
-    for path in files:
+    for path in policy_files(directory):
         for number, document in enumerate(_read_yaml(path), start=1):
             if document is None:
                 continue
@@ -405,6 +403,13 @@ def load_policies(directory: str | Path | None = None,
         raise PolicyError(f"config: policies: no policy with id {', '.join(map(repr, unknown))} "
                           f"(loaded: {', '.join(sorted(seen))})")
     return PolicySet(tuple(policies), config)
+
+
+def policy_files(directory: Path) -> list[Path]:
+    """The policy files of a directory, in the order they load: its top level's .yaml and
+    .yml files, hidden ones left out (a ConfigMap mount's ..data links among them)."""
+    return sorted(p for p in directory.iterdir()
+                  if p.suffix in (".yaml", ".yml") and p.is_file() and not p.name.startswith("."))
 
 
 def pod_security_dir() -> Path:

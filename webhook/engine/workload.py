@@ -399,7 +399,7 @@ def _shared(obj: Mapping[str, Any], site: PodSite, pod: PodSpec) -> PodSpec:
     if site.shared is None or pod.security_context:
         return pod
     shared = _dig(obj, site.shared) or _EMPTY
-    context = _mapping(shared.get("securityContext"), (*site.shared, "securityContext"))
+    context = _mapping(shared.get("securityContext"), site.shared, "securityContext")
     return replace(pod, security_context=context) if context else pod
 
 
@@ -442,8 +442,8 @@ def _pod_spec(data: Mapping[str, Any], site: PodSite, path: Path, guard: bool) -
             label = name if isinstance(name, str) and name else site.model_name
             containers.append(_container(spec, site.model_group, item_path, label, guard))
     if guard:
-        security_context = _mapping(data.get("securityContext"), (*path, "securityContext"))
-        _list_of_mappings(data.get("tolerations"), (*path, "tolerations"))
+        security_context = _mapping(data.get("securityContext"), path, "securityContext")
+        _list_of_mappings(data.get("tolerations"), path, "tolerations")
     else:
         security_context = data.get("securityContext") or _EMPTY
     if site.style == "template":
@@ -573,19 +573,19 @@ def _container(data: Mapping[str, Any], group: str, path: Path, name: str,
         resources = get("resources") or _EMPTY
         return Container(name, group, path, data, resources.get("requests") or _EMPTY,
                          resources.get("limits") or _EMPTY)
-    resources = _mapping(get("resources"), (*path, "resources"))
-    requests = _mapping(resources.get("requests"), (*path, "resources", "requests"))
-    limits = _mapping(resources.get("limits"), (*path, "resources", "limits"))
-    _list_of_mappings(get("env"), (*path, "env"))
+    resources = _mapping(get("resources"), path, "resources")
+    requests = _mapping(resources.get("requests"), path, "resources", "requests")
+    limits = _mapping(resources.get("limits"), path, "resources", "limits")
+    _list_of_mappings(get("env"), path, "env")
     if group == "nodeTemplate":
-        _mapping(get("securityContext"), (*path, "securityContext"))
-        health = _mapping(get("health"), (*path, "health"))
+        _mapping(get("securityContext"), path, "securityContext")
+        health = _mapping(get("health"), path, "health")
         for probe in NODE_TEMPLATE_PROBES.values():
-            _mapping(health.get(probe), (*path, "health", probe))
-        _list_of_mappings(get("tolerations"), (*path, "tolerations"))
+            _mapping(health.get(probe), path, "health", probe)
+        _list_of_mappings(get("tolerations"), path, "tolerations")
     else:
         for field_name in _CONTAINER_FIELDS:
-            _mapping(get(field_name), (*path, field_name))
+            _mapping(get(field_name), path, field_name)
     return Container(name, group, path, data, requests, limits)
 
 
@@ -610,22 +610,26 @@ def _dig(obj: Mapping[str, Any], path: Path) -> Mapping[str, Any] | None:
     return found
 
 
-def _mapping(value: Any, path: Path) -> Mapping[str, Any]:
+def _mapping(value: Any, path: Path, *keys: str | int) -> Mapping[str, Any]:
+    """`value` when it is a mapping ({} for None), else InvalidObject naming `path` + `keys`
+    (built only then: most objects are well formed)."""
     if value is None:
         return _EMPTY
-    if not isinstance(value, Mapping):
-        raise InvalidObject(f"{dotted(path)}: expected a mapping, got {_type(value)}")
+    if value.__class__ is not dict and not isinstance(value, Mapping):
+        raise InvalidObject(f"{dotted((*path, *keys))}: expected a mapping, got "
+                            f"{_type(value)}")
     return value
 
 
-def _list_of_mappings(value: Any, path: Path) -> None:
+def _list_of_mappings(value: Any, path: Path, *keys: str | int) -> None:
     if value is None:
         return
-    if not isinstance(value, list):
-        raise InvalidObject(f"{dotted(path)}: expected a list, got {_type(value)}")
+    if value.__class__ is not list and not isinstance(value, list):
+        raise InvalidObject(f"{dotted((*path, *keys))}: expected a list, got {_type(value)}")
     for index, item in enumerate(value):
-        if not isinstance(item, Mapping):
-            raise InvalidObject(f"{dotted((*path, index))}: expected a mapping, got {_type(item)}")
+        if item.__class__ is not dict and not isinstance(item, Mapping):
+            raise InvalidObject(f"{dotted((*path, *keys, index))}: expected a mapping, got "
+                                f"{_type(item)}")
 
 
 def _type(value: Any) -> str:

@@ -25,13 +25,13 @@ from __future__ import annotations
 
 import json
 import math
-import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from webhook.engine.cel import lex
 from webhook.engine.evaluate import MIRROR_POD_ANNOTATION
+from webhook.engine.globs import glob_regex
 from webhook.engine.policy import Config, Policy, PolicySet
 from webhook.engine.workload import BUILT_IN, IN_TEMPLATE, api_group
 
@@ -393,28 +393,8 @@ def _is_glob(pattern: str) -> bool:
 
 def _matches(subject: str, patterns: Iterable[str]) -> str:
     """A CEL test that `subject` matches one of the globs (as fnmatch, in RE2)."""
-    return " || ".join(f"{subject}.matches({_literal(_glob_regex(p))})" for p in patterns)
-
-
-def _glob_regex(pattern: str) -> str:
-    """A shell glob (`*`, `?`, `[seq]`, `[!seq]`) as an anchored RE2 expression."""
-    out, index = ["^"], 0
-    while index < len(pattern):
-        char = pattern[index]
-        index += 1
-        if char == "*":
-            out.append(".*")
-        elif char == "?":
-            out.append(".")
-        elif char == "[" and "]" in pattern[index + 1:]:
-            end = pattern.index("]", index + 1)
-            body = pattern[index:end]
-            body = "^" + body[1:] if body.startswith("!") else body
-            out.append("[" + body.replace("\\", "\\\\") + "]")
-            index = end + 1
-        else:
-            out.append(re.escape(char))
-    return "".join(out) + "$"
+    return " || ".join(f"{subject}.matches({_literal('^' + glob_regex(p) + '$')})"
+                       for p in patterns)
 
 
 def _literal(value: Any) -> str:
