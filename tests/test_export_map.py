@@ -96,7 +96,8 @@ def test_exclusions_and_match_become_the_bindings_and_the_policys_fields(tmp_pat
     assert [rule["resources"] for rule in spec["matchConstraints"]["resourceRules"]] \
         == [["pods"], ["deployments"]]
     conditions = {c["name"]: c["expression"] for c in spec["matchConditions"]}
-    assert "request.namespace.matches(\"^team\\\\-.*$\")" in conditions["quickq-guard-namespaces"]
+    assert "request.namespace.matches(\"^(?s:team\\\\-.*)$\")" \
+        in conditions["quickq-guard-namespaces"]
     assert "sandbox" in conditions["quickq-guard-exclude-namespaces"]
     assert "request.userInfo.username" in conditions["quickq-guard-exclude-users"]
     assert "request.userInfo.groups" in conditions["quickq-guard-exclude-groups"]

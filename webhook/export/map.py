@@ -24,6 +24,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from webhook.engine.globs import glob_regex
 from webhook.engine.policy import Config, Policy, PolicySet
 from webhook.engine.rules.gpu import GpuTolerationParams
 from webhook.engine.rules.probes import (
@@ -43,7 +44,6 @@ from webhook.export.vap import (
     NotExportable,
     Refusal,
     _exclusions,
-    _glob_regex,
     _literal,
     _namespace_selector,
     _reads,
@@ -209,11 +209,16 @@ def _resource_rules(policy: Policy) -> list[dict[str, Any]]:
                      "resources": resources} for group, resources in by_group.items()]
 
 
+def _anchored(pattern: str) -> str:
+    """A glob as an RE2 expression for the whole string (CEL's matches() searches)."""
+    return f"^{glob_regex(pattern)}$"
+
+
 def _first_match(subject: str, globs: Mapping[str, Any], otherwise: str) -> str:
     """The value of the first glob that matches `subject` (a CEL string), else `otherwise`."""
     out = otherwise
     for pattern, value in reversed(list(globs.items())):
-        out = f"{subject}.matches({_literal(_glob_regex(pattern))}) ? {value} : {out}"
+        out = f"{subject}.matches({_literal(_anchored(pattern))}) ? {value} : {out}"
     return f"({out})"
 
 
@@ -257,7 +262,7 @@ def startup_probe(params: StartupProbeParams) -> tuple[list[dict[str, str]], str
 def gpu_variables(params: GpuTolerationParams) -> list[dict[str, str]]:
     """The taint keys a pod's GPU resources need (sorted by resource, as the rule does), and
     those no toleration of the pod tolerates yet."""
-    resources = " || ".join(f"n.matches({_literal(_glob_regex(p))})"
+    resources = " || ".join(f"n.matches({_literal(_anchored(p))})"
                             for p in params.resources) or "false"
     keys = {pattern: _literal(key) for pattern, key in params.taint_keys.items()}
     lists = " + ".join(f"variables.podSpec.?{group}.orValue([])" for group, _ in CONTAINER_GROUPS)
