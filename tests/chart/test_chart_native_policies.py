@@ -49,16 +49,17 @@ def test_the_chart_file_is_the_export_of_the_shipped_policies() -> None:
         doc["metadata"]["name"] for doc in yaml.safe_load_all(exported.stdout) if doc]
 
 
-def test_enabled_installs_the_mutating_policies_with_the_charts_exclusions() -> None:
+def test_enabled_installs_the_shipped_policies_with_the_charts_exclusions() -> None:
     docs = native(helm_template(ON, extra=MAP_API))
     assert sorted(doc["kind"] for doc in docs) == ["MutatingAdmissionPolicy"] * 2 + [
-        "MutatingAdmissionPolicyBinding"] * 2
+        "MutatingAdmissionPolicyBinding"] * 2 + ["ValidatingAdmissionPolicy",
+                                                 "ValidatingAdmissionPolicyBinding"]
     shipped = {(doc["kind"], doc["metadata"]["name"]): doc
                for doc in yaml.safe_load_all(chart.NATIVE_FILE.read_text()) if doc}
     for doc in docs:
         kubernetes_validate.validate(doc, "1.36.0", strict=True)
         assert doc["metadata"]["labels"]["app.kubernetes.io/instance"] == "quickq-guard"
-        if doc["kind"] == "MutatingAdmissionPolicy":
+        if not doc["kind"].endswith("Binding"):
             assert doc["spec"] == shipped[doc["kind"], doc["metadata"]["name"]]["spec"]
             continue
         [expression] = doc["spec"]["matchResources"]["namespaceSelector"]["matchExpressions"]

@@ -21,6 +21,7 @@ from webhook.cli.exits import EXIT_FAILED, EXIT_OK, CliError, note
 from webhook.engine.policy import PolicySet
 from webhook.export import map as mutating
 from webhook.export import vap
+from webhook.export.forms import with_cel_forms
 from webhook.export.vap import API_VERSION, Exported
 
 
@@ -44,7 +45,7 @@ def add_parser(commands: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    policies = load(args)
+    policies = with_cel_forms(load(args))
     exported = _export(policies, args.format)
     objects = exported.objects
     text = yaml.safe_dump_all(objects, sort_keys=False, width=100) if objects else ""
