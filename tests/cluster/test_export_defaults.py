@@ -1,0 +1,106 @@
+"""The default policies' export (`quickq-guard export --format vap` of the shipped policies:
+disallow-latest-tag from its CEL form) on the real API server: with quickq-guard's webhooks
+unregistered, the ValidatingAdmissionPolicy denies exactly the objects the engine's built-in
+rule denies, with the rule's messages, over images of every shape in Pods and every pod
+controller, in containers and initContainers."""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+import sys
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from cluster_helpers import (
+    API_VERSION,
+    REPO,
+    ControlPlane,
+    Guard,
+    container,
+    controller,
+    pod,
+    pod_spec,
+    wait_until,
+)
+
+from webhook import evaluate, load_policies
+
+NAMESPACE = "vap-defaults"
+POLICY = "disallow-latest-tag"
+_DENIED = re.compile(r"ValidatingAdmissionPolicy 'quickq-guard-disallow-latest-tag' with "
+                     r"binding '[^']+' denied request: (.*)$", re.MULTILINE)
+# Not " app:1 ": the API server refuses an image with spaces around it before any admission
+# policy sees it.
+IMAGES = ["app", "app:latest", "app:1.2.3", "registry:5000/app", "registry:5000/app:2",
+          "registry:5000/app:latest", "a/b/c:latest", "app@sha256:" + "b" * 64,
+          "app:latest@sha256:" + "c" * 64, "$IMAGE", "${REGISTRY}/app:1",
+          "{{ .Values.image }}", "ghcr.io/org/app:v1.0-rc1"]
+
+
+def corpus() -> list[dict[str, Any]]:
+    objects = []
+    for index, image in enumerate(IMAGES):
+        for where in ("containers", "initContainers"):
+            spec = pod_spec(container()) if where == "initContainers" \
+                else pod_spec(container(image=image))
+            if where == "initContainers":
+                spec["initContainers"] = [container("init", image=image)]
+            name = f"i{index}-{where.lower()}"
+            objects.append(pod(name, NAMESPACE, *spec["containers"],
+                               **{k: v for k, v in spec.items() if k != "containers"}))
+            objects += [controller(kind, f"{name}-{kind.lower()}", NAMESPACE, spec)
+                        for kind in sorted(API_VERSION)]
+    return objects
+
+
+def _create(plane: ControlPlane, obj: dict[str, Any]) -> subprocess.CompletedProcess[str]:
+    return plane.kubectl("create", "--dry-run=server", "-f", "-", input=json.dumps(obj),
+                         check=False)
+
+
+@pytest.fixture(scope="module")
+def exported(guard: Guard, tmp_path_factory: pytest.TempPathFactory) -> Iterator[ControlPlane]:
+    plane = guard.plane
+    plane.namespace(NAMESPACE)
+    out = tmp_path_factory.mktemp("defaults") / "vap.yaml"
+    done = subprocess.run([sys.executable, "-m", "webhook.cli", "export", "--format", "vap",
+                           "--policies", str(guard.policies), "--config", str(guard.config),
+                           "-o", str(out)], capture_output=True, text=True, cwd=REPO,
+                          check=False)
+    assert done.returncode == 0, done.stderr
+    probe = pod("probe", NAMESPACE, container(image="app:latest"))
+    with guard.paused():
+        plane.kubectl("apply", "-f", str(out))
+        try:
+            wait_until(lambda: _create(plane, probe).returncode != 0,
+                       what="the exported disallow-latest-tag to deny")
+            yield plane
+        finally:
+            plane.kubectl("delete", "validatingadmissionpolicybindings,"
+                          "validatingadmissionpolicies", "-l",
+                          "app.kubernetes.io/managed-by=quickq-guard", "--wait=true")
+            wait_until(lambda: _create(plane, probe).returncode == 0,
+                       what="the exported policies to be gone")
+
+
+def test_the_native_policy_denies_what_the_rule_denies_with_its_messages(
+        exported: ControlPlane, guard: Guard) -> None:
+    policies = load_policies(guard.policies)
+    differences = []
+    objects = corpus()
+    denied = 0
+    for obj in objects:
+        [result] = [r for r in evaluate(obj, policies, namespace=NAMESPACE).results
+                    if r.policy == POLICY]
+        expected = "; ".join(f.message for f in result.findings)
+        done = _create(exported, obj)
+        messages = _DENIED.findall(done.stderr)
+        got = messages[0] if messages else ""
+        denied += bool(got)
+        if got != expected or (done.returncode == 0) != (not expected):
+            differences.append((obj["kind"], obj["metadata"]["name"], expected, done.stderr))
+    assert differences == []
+    assert len(objects) == len(IMAGES) * 2 * (len(API_VERSION) + 1) and 0 < denied < len(objects)
