@@ -243,7 +243,7 @@ def startup_probe(params: StartupProbeParams) -> tuple[list[dict[str, str]], str
     entries = ", ".join(f"?{_literal(key)}: has(l.{key}) ? optional.of(dyn(l.{key})) : "
                         "optional.none()" for key in (*HANDLERS, "timeoutSeconds"))
     # The probes are worked out in a variable, each name bound by a one-element map(): the
-    # API server's CEL (1.36) does not see cel.bind's names inside a map literal.
+    # API server's admission-policy CEL (1.36) has no cel.bind ("undeclared reference").
     probes = (
         "variables.podSpec.?containers.orValue([]).map(c, "
         f"has(c.livenessProbe) && !has(c.startupProbe) && [{handlers}].filter(h, h).size() == 1 ? "
