@@ -61,8 +61,11 @@ def _manifest(guard: Guard, out: Path) -> Path:
     return manifest
 
 
+@pytest.mark.parametrize("source", ["shipped", "manifest"])
 def test_the_chart_installs_native_policies_that_hold_with_the_webhook_unregistered(
-        guard: Guard, tmp_path: Path) -> None:
+        guard: Guard, tmp_path: Path, source: str) -> None:
+    """shipped: the chart's own file (disallow-latest-tag from its CEL form, the two
+    mutations); manifest: the export of the release's policies and the user's."""
     plane = guard.plane
     served = plane.kubectl("api-resources", "--api-group=admissionregistration.k8s.io",
                            "-o", "name").stdout.split()
@@ -70,31 +73,37 @@ def test_the_chart_installs_native_policies_that_hold_with_the_webhook_unregiste
         pytest.skip(f"kube-apiserver {plane.version()} does not serve {MAP_RESOURCE} "
                     "(MutatingAdmissionPolicy v1 is GA from Kubernetes 1.36)")
     plane.namespace(NAMESPACE)
-    manifest = _manifest(guard, tmp_path)
-    privileged = pod("privileged", NAMESPACE, container(securityContext={"privileged": True}))
+    if source == "shipped":
+        bad = pod("latest", NAMESPACE, container(image="registry.example.com/web:latest"))
+        policy, said = "quickq-guard-disallow-latest-tag", "uses the 'latest' tag"
+        extra: list[str] = []
+    else:
+        bad = pod("privileged", NAMESPACE, container(securityContext={"privileged": True}))
+        policy, said = "quickq-guard-no-privileged", "privileged"
+        extra = ["--set-file", f"nativePolicies.manifest={_manifest(guard, tmp_path)}"]
     flags = release_values(guard.webhook.url, guard.ca_bundle, **{
         "webhook.validating": "false", "webhook.mutating": "false",
         "nativePolicies.enabled": "true"})
     try:
-        plane.helm("upgrade", RELEASE, str(CHART), "-n", RELEASE_NAMESPACE, *flags,
-                   "--set-file", f"nativePolicies.manifest={manifest}")
-        wait_until(lambda: _create(plane, privileged).returncode != 0,
+        plane.helm("upgrade", RELEASE, str(CHART), "-n", RELEASE_NAMESPACE, *flags, *extra)
+        wait_until(lambda: _create(plane, bad).returncode != 0,
                    what="the chart's native policies to deny")
         configurations = plane.kubectl("get", "validatingwebhookconfigurations,"
                                        "mutatingwebhookconfigurations", "-o", "name").stdout
         assert "quickq-guard" not in configurations  # the webhooks are unregistered
-        denied = _create(plane, privileged)
-        assert "ValidatingAdmissionPolicy 'quickq-guard-no-privileged'" in denied.stderr
-        assert "privileged" in denied.stderr.split("denied request:", 1)[1]
+        denied = _create(plane, bad)
+        assert f"ValidatingAdmissionPolicy '{policy}'" in denied.stderr
+        assert said in denied.stderr.split("denied request:", 1)[1]
         # The release namespace is excluded, as the webhook's config excludes it.
-        privileged["metadata"]["namespace"] = RELEASE_NAMESPACE
-        assert _create(plane, privileged).returncode == 0
+        bad["metadata"]["namespace"] = RELEASE_NAMESPACE
+        assert _create(plane, bad).returncode == 0
         # The chart's MutatingAdmissionPolicies patch a GPU pod.
         stored = json.loads(_create(plane, pod("gpu", NAMESPACE, gpu_container())).stdout)
         assert "startupProbe" in stored["spec"]["containers"][0]
         assert GPU_TOLERATION in stored["spec"]["tolerations"]
     finally:
         guard.point_at(guard.webhook.url, lambda: denies_bad_pod(plane))
-        privileged["metadata"]["namespace"] = NAMESPACE
-        wait_until(lambda: _create(plane, privileged).returncode == 0,
+        bad["metadata"]["namespace"] = NAMESPACE
+        # (the webhook, registered again, denies the shipped case itself)
+        wait_until(lambda: "ValidatingAdmissionPolicy" not in _create(plane, bad).stderr,
                    what="the chart's native policies to be gone")
