@@ -35,6 +35,7 @@ from webhook.server.app import (
     build_app,
     build_probe_app,
 )
+from webhook.server.deadlines import DeadlineProtocol
 from webhook.server.logs import log_config
 
 # The API server keeps connections open between calls (Go's idle timeout is 90 s); closing
@@ -42,6 +43,7 @@ from webhook.server.logs import log_config
 KEEP_ALIVE = 100
 # SIGTERM: requests in flight get this long to finish (an API server waits at most 30 s).
 GRACEFUL_SHUTDOWN = 25
+LOOP = "webhook.server.deadlines:new_event_loop"
 # The probe port serves the kubelet and one Prometheus: a few connections, short keep-alive.
 PROBE_CONNECTIONS = 16
 PROBE_KEEP_ALIVE = 15
@@ -112,8 +114,8 @@ async def probe_listener(guard: Guard, sock: socket.socket) -> AsyncIterator[Non
     start when it cannot."""
     config = uvicorn.Config(
         build_probe_app(guard), ssl_context_factory=lambda config, default: guard.tls.probe_context,
-        lifespan="off", log_config=None, access_log=False, server_header=False,
-        proxy_headers=False, timeout_keep_alive=PROBE_KEEP_ALIVE,
+        lifespan="off", http=DeadlineProtocol, log_config=None, access_log=False,
+        server_header=False, proxy_headers=False, timeout_keep_alive=PROBE_KEEP_ALIVE,
         limit_concurrency=PROBE_CONNECTIONS + 1, timeout_graceful_shutdown=1)
     server = ProbeServer(config)
     serving = asyncio.create_task(server.serve(sockets=[sock]))
@@ -239,6 +241,8 @@ def run(args: argparse.Namespace) -> int:
         settings, probe_socket, host=settings.host, port=settings.port, workers=settings.workers,
         log_config=log_config(), access_log=False, server_header=False, proxy_headers=False,
         lifespan="on", timeout_keep_alive=KEEP_ALIVE,
+        # Handshake and header deadlines, a header size cap: see webhook/server/deadlines.py.
+        loop=LOOP, http=DeadlineProtocol,
         # uvicorn counts the new connection itself: N + 1 lets N be served at once
         limit_concurrency=settings.max_connections + 1,
         timeout_graceful_shutdown=GRACEFUL_SHUTDOWN)
