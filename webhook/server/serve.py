@@ -25,7 +25,7 @@ import uvicorn
 from uvicorn.supervisors import Multiprocess
 
 from webhook.engine.policy import PolicyError
-from webhook.server import certs, metrics
+from webhook.server import certs, deadlines, metrics
 from webhook.server.app import (
     MAX_BODY,
     MAX_CONNECTIONS,
@@ -43,7 +43,6 @@ from webhook.server.logs import log_config
 KEEP_ALIVE = 100
 # SIGTERM: requests in flight get this long to finish (an API server waits at most 30 s).
 GRACEFUL_SHUTDOWN = 25
-LOOP = "webhook.server.deadlines:new_event_loop"
 # The probe port serves the kubelet and one Prometheus: a few connections, short keep-alive.
 PROBE_CONNECTIONS = 16
 PROBE_KEEP_ALIVE = 15
@@ -65,6 +64,12 @@ class WorkerConfig(uvicorn.Config):
         self.settings = settings
         self.probe_socket = probe_socket
         super().__init__(_not_loaded, ssl_context_factory=_no_context, **kwargs)
+
+    def get_loop_factory(self) -> Callable[[], asyncio.AbstractEventLoop]:
+        # Connections a listener holds from accept to close, whatever their stage: those
+        # uvicorn serves (503 past max_connections) and as many again in a handshake or
+        # in their headers, each dropped within seconds (webhook/server/deadlines.py).
+        return deadlines.loop_factory(2 * self.settings.max_connections)
 
     def load(self) -> None:
         # SIGHUP means "reload" here; until the app installs its handler, ignore it rather
@@ -241,8 +246,9 @@ def run(args: argparse.Namespace) -> int:
         settings, probe_socket, host=settings.host, port=settings.port, workers=settings.workers,
         log_config=log_config(), access_log=False, server_header=False, proxy_headers=False,
         lifespan="on", timeout_keep_alive=KEEP_ALIVE,
-        # Handshake and header deadlines, a header size cap: see webhook/server/deadlines.py.
-        loop=LOOP, http=DeadlineProtocol,
+        # Handshake and header deadlines, a header size cap, the connection bound (the
+        # loop: get_loop_factory): see webhook/server/deadlines.py.
+        http=DeadlineProtocol,
         # uvicorn counts the new connection itself: N + 1 lets N be served at once
         limit_concurrency=settings.max_connections + 1,
         timeout_graceful_shutdown=GRACEFUL_SHUTDOWN)
