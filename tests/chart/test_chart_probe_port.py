@@ -94,7 +94,7 @@ def _local_args(args: list[str], certs: Path, ports: dict[int, int]) -> list[str
 
 def _kubelet_get(port: int, path: str, scheme: str) -> httpx.Response:
     """What the kubelet's httpGet probe sends: HTTPS without verifying, no client cert."""
-    with httpx.Client(verify=False, timeout=5) as client:  # noqa: S501 (as the kubelet)
+    with httpx.Client(verify=False, timeout=5) as client:  # as the kubelet: no verification
         return client.get(f"{scheme.lower()}://127.0.0.1:{port}{path}")
 
 
@@ -150,7 +150,7 @@ def test_rendered_probes_and_scrape_reach_the_server_and_validate_needs_a_cert(
         assert b"quickq_guard_" in scraped_bytes
         # The probe port serves no review, with or without a client certificate.
         body = json.dumps(review(pod())).encode()
-        with httpx.Client(verify=False, timeout=5) as other:  # noqa: S501
+        with httpx.Client(verify=False, timeout=5) as other:
             for path in ("/validate", "/mutate"):
                 answer = other.post(f"https://127.0.0.1:{ports[probes]}{path}", content=body,
                                     headers={"content-type": "application/json"})
