@@ -158,10 +158,11 @@ def evaluate(
         if old_keys:
             validated = [_mark_preexisting(result, old_keys, workload.obj)
                          for result in validated]
-    if exceptions and any(result.status == "fail" for result in validated):
+    failed = any(result.status == "fail" for result in validated)
+    if failed and exceptions:
         validated = granted.apply(validated, exceptions, config, _time(now), workload.kind,
                                   namespace, resource.name, workload.labels)
-    if not from_api_server and any(result.status == "fail" for result in validated):
+    if failed and not from_api_server:
         validated = _note_api_server_refusals(validated, workload)
     results += validated
 
@@ -202,6 +203,8 @@ def _text(value: Any) -> str:
 
 
 def _run(policy: Policy, workload: Workload, request: Request) -> Result:
+    if policy.action == "off":
+        return policy.idle  # "the policy is off": the same value every time
     reason = _skip_reason(policy, workload, request.namespace, request.operation)
     if reason:
         return _result(policy, "skip", reason=reason)
@@ -412,7 +415,7 @@ def error_decision(resource: Resource, problem: str, message: str, dry_run: bool
     result = Result(None, "validate", "enforce", "error", findings, problem)
     if dry_run:
         return Decision(resource, (result,), allowed=True, outcome="error",
-                        warnings=(f"[dry-run] {message}",))
+                        warnings=(f"[dry-run] {message}",), dry_run=True)
     return Decision(resource, (result,), allowed=False, outcome="error", message=message)
 
 
@@ -424,8 +427,9 @@ def _decide(resource: Resource, results: tuple[Result, ...], dry_run: bool,
     """Turn results into the verdict: denials, warnings, audit annotations and the patch."""
     notable = [result for result in results if result.status not in _QUIET]
     if not notable:  # every policy passed or skipped: nothing to say
-        return Decision(resource, results, allowed=True, outcome="allowed")
+        return Decision(resource, results, allowed=True, outcome="allowed", dry_run=dry_run)
     denials: list[str] = []
+    denial_reason = ""
     warnings: list[str] = []
     audit: dict[str, list[str]] = {}
     for result in notable:
@@ -465,6 +469,7 @@ def _decide(resource: Resource, results: tuple[Result, ...], dry_run: bool,
             else:
                 field = f" (field: {found.path})" if found.path else ""
                 denials.append(f"[{result.policy}] {found.message}{field}")
+                denial_reason = denial_reason or found.denial_reason or "Forbidden"
     message = ""
     if denials:
         message = f"{resource} is denied by quickq-guard:\n" + "\n".join(f"- {d}" for d in denials)
@@ -478,6 +483,8 @@ def _decide(resource: Resource, results: tuple[Result, ...], dry_run: bool,
         audit_annotations={key: "; ".join(values) for key, values in audit.items()},
         patch=patch,
         patched=patched,
+        denial_reason=denial_reason or "Forbidden",
+        dry_run=dry_run,
     )
 
 
