@@ -79,8 +79,11 @@ def _local_args(args: list[str], certs: Path, ports: dict[int, int]) -> list[str
              "/etc/quickq-guard/client-ca/ca.crt": certs / "ca.crt"}
     local: list[str] = []
     for arg in args:
-        option, _, value = arg.partition("=")
-        if option in ("--policies", "--config"):
+        option, equals, value = arg.partition("=")
+        if option in ("--policies", "--config", "--watch-claims", "--watch-exceptions"):
+            continue  # no API server to watch here
+        if not equals:
+            local.append(arg)
             continue
         if value in files:
             value = str(files[value])

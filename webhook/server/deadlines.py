@@ -13,9 +13,11 @@ API, not uvicorn's internals:
   reset at once: uvicorn's own limit answers 503 only once a request's headers are in, so a
   client that never sends them was never counted), and upgrades each with `loop.start_tls`
   under a HANDSHAKE_SECONDS deadline before handing it to uvicorn's protocol;
-- an `http=` protocol class: uvicorn's httptools protocol with a timer from the connection
-  (or a request's first byte) to the end of the request's headers, and a cap on their size,
-  which httptools does not have.
+- between the TLS transport and uvicorn's protocol, a _Watch that passes everything on
+  (asyncio's Protocol interface only) and times each request's headers: from the connection,
+  or the first byte after the previous answer (told by `watched`, an ASGI wrapper of the
+  app), to the blank line that ends them, within HEADERS_SECONDS and HEADERS_MAX bytes
+  (httptools has no limit on either).
 """
 
 from __future__ import annotations
@@ -27,7 +29,6 @@ from collections.abc import Callable
 from typing import Any
 
 import uvloop
-from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 
 # A client on the cluster network finishes a handshake in milliseconds; the API server
 # dials, handshakes and sends its request at once.
@@ -37,13 +38,18 @@ HEADERS_SECONDS = 5.0
 # them; 256 at about 50 KB each stay far inside the memory limit.
 HANDSHAKES_MAX = 256
 # The API server sends a few hundred bytes of headers; Go's net/http allows 1 MiB.
-HEADERS_MAX = 64 * 1024
+HEADERS_MAX = 128 * 1024
 
 
 class Loop(uvloop.Loop):
     """uvloop, whose TLS servers accept through a _Gate (bounded, with a deadline)."""
 
     connections_max = 2 * HANDSHAKES_MAX
+
+    def __init__(self) -> None:
+        super().__init__()
+        # The open connections' watches, by the client's address (the ASGI scope's client).
+        self.watches: dict[tuple[str, int], _Watch] = {}
 
     # The same parameters as the overloads of the base class, passed on as they are.
     async def create_server(  # type: ignore[override]
@@ -136,14 +142,15 @@ class _Handshake(asyncio.Protocol):
             raw.abort()
             return
         app: Any = self.gate.factory()
-        tls.set_protocol(app)
+        watch = _Watch(app, tls, self.gate.loop)
+        tls.set_protocol(watch)
         app.connection_made(tls)
         for chunk in self.early:
-            app.data_received(chunk)
+            watch.data_received(chunk)
         self.early.clear()
         if self.eof:
             with contextlib.suppress(Exception):
-                app.eof_received()
+                watch.eof_received()
 
     def _hand_early(self, raw: Any) -> None:
         """Give what this protocol read before start_tls to start_tls's protocol."""
@@ -172,53 +179,95 @@ class _Handshake(asyncio.Protocol):
         self.lost = True
 
 
-class DeadlineProtocol(HttpToolsProtocol):
-    """uvicorn's httptools protocol; a request's headers must arrive whole within
-    HEADERS_SECONDS of the connection (or of the request's first byte on a kept-alive one)
-    and within HEADERS_MAX bytes, else the connection is closed (431 when too large)."""
+class _Watch(asyncio.Protocol):
+    """What the TLS transport calls, passed on to uvicorn's protocol; on the way, each
+    request's headers are timed and counted up to the blank line that ends them."""
 
-    def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
-        super().connection_made(transport)
-        self._link = transport
-        self._waiting = 0  # bytes of headers received so far; -1 once they are complete
-        self._deadline: asyncio.TimerHandle | None = None
-        self._start_deadline()
+    def __init__(self, app: Any, transport: Any, loop: Any) -> None:
+        self.app = app
+        self.transport = transport
+        self.loop = loop
+        self.waiting = True  # for the end of a request's headers
+        self.idle = False  # answered: the next request's headers start with its first byte
+        self.count = 0
+        self.tail = b""
+        self.deadline: asyncio.TimerHandle | None = None
+        peer = transport.get_extra_info("peername")
+        self.key = (str(peer[0]), int(peer[1])) if isinstance(peer, tuple) else None
+        if self.key is not None and isinstance(loop, Loop):
+            loop.watches[self.key] = self
+        self._arm()
 
     def data_received(self, data: bytes) -> None:
-        waiting = self._waiting >= 0
-        super().data_received(data)
-        if waiting and self._waiting >= 0:  # still in the headers after this chunk
-            self._waiting += len(data)
-            if self._waiting > HEADERS_MAX and not self._link.is_closing():
-                self._link.write(b"HTTP/1.1 431 Request Header Fields Too Large\r\n"
-                                 b"content-length: 0\r\nconnection: close\r\n\r\n")
-                self._link.close()
+        if self.idle:
+            self.idle, self.waiting, self.count, self.tail = False, True, 0, b""
+            self._arm()
+        if self.waiting:
+            seen = self.tail + data
+            if b"\r\n\r\n" in seen:
+                self.waiting = False
+                self._disarm()
+            else:
+                self.count += len(data)
+                self.tail = seen[-3:]
+                if self.count > HEADERS_MAX:
+                    self._disarm()
+                    self.transport.write(b"HTTP/1.1 431 Request Header Fields Too Large\r\n"
+                                         b"content-length: 0\r\nconnection: close\r\n\r\n")
+                    self.transport.close()
+                    return
+        self.app.data_received(data)
 
-    def on_message_begin(self) -> None:
-        super().on_message_begin()
-        if self._waiting < 0:  # the next request on a kept-alive connection
-            self._waiting = 0
-            self._start_deadline()
+    def answered(self) -> None:
+        """The app answered this connection's request: the next one's clock starts with its
+        first byte (until then uvicorn's keep-alive timeout applies)."""
+        self.idle = True
+        self._disarm()
 
-    def on_headers_complete(self) -> None:
-        self._waiting = -1
-        self._cancel_deadline()
-        super().on_headers_complete()
+    def eof_received(self) -> bool | None:
+        result: bool | None = self.app.eof_received()
+        return result
+
+    def pause_writing(self) -> None:
+        self.app.pause_writing()
+
+    def resume_writing(self) -> None:
+        self.app.resume_writing()
 
     def connection_lost(self, exc: Exception | None) -> None:
-        self._cancel_deadline()
-        super().connection_lost(exc)
+        self._disarm()
+        if self.key is not None and isinstance(self.loop, Loop) and \
+                self.loop.watches.get(self.key) is self:
+            del self.loop.watches[self.key]
+        self.app.connection_lost(exc)
 
-    def _start_deadline(self) -> None:
-        self._cancel_deadline()
-        self._deadline = asyncio.get_running_loop().call_later(HEADERS_SECONDS, self._expired)
+    def _arm(self) -> None:
+        self._disarm()
+        self.deadline = self.loop.call_later(HEADERS_SECONDS, self._expired)
 
-    def _cancel_deadline(self) -> None:
-        if self._deadline is not None:
-            self._deadline.cancel()
-            self._deadline = None
+    def _disarm(self) -> None:
+        if self.deadline is not None:
+            self.deadline.cancel()
+            self.deadline = None
 
     def _expired(self) -> None:
-        self._deadline = None
-        if self._waiting >= 0 and not self._link.is_closing():
-            self._link.abort()  # no TLS close_notify exchange: the client gets no more time
+        self.deadline = None
+        if self.waiting and not self.transport.is_closing():
+            self.transport.abort()  # no TLS close_notify exchange: the client gets no more time
+
+
+def watched(app: Any) -> Any:
+    """The ASGI app, telling the connection's _Watch when a request has been answered."""
+
+    async def asgi(scope: Any, receive: Any, send: Any) -> None:
+        try:
+            await app(scope, receive, send)
+        finally:
+            loop = asyncio.get_running_loop()
+            client = scope.get("client")
+            if scope.get("type") == "http" and isinstance(loop, Loop) and client:
+                watch = loop.watches.get((str(client[0]), int(client[1])))
+                if watch is not None:
+                    watch.answered()
+
+    return asgi

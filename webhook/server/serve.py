@@ -35,7 +35,6 @@ from webhook.server.app import (
     build_app,
     build_probe_app,
 )
-from webhook.server.deadlines import DeadlineProtocol
 from webhook.server.logs import log_config
 
 # The API server keeps connections open between calls (Go's idle timeout is 90 s); closing
@@ -85,8 +84,9 @@ class WorkerConfig(uvicorn.Config):
             log.error("worker cannot start", extra={"fields": {"problem": str(error)}})
             sys.exit(STARTUP_FAILURE)
         probe_socket = self.probe_socket
-        self.app = build_app(guard, None if probe_socket is None
-                             else lambda: probe_listener(guard, probe_socket))
+        # deadlines.watched: each request's header deadline (webhook/server/deadlines.py)
+        self.app = deadlines.watched(build_app(guard, None if probe_socket is None
+                                               else lambda: probe_listener(guard, probe_socket)))
         self.ssl_context_factory = _serving_context(guard)
         super().load()
 
@@ -118,8 +118,9 @@ async def probe_listener(guard: Guard, sock: socket.socket) -> AsyncIterator[Non
     """Serve the probe app on `sock` for as long as the worker's app runs; fail the worker's
     start when it cannot."""
     config = uvicorn.Config(
-        build_probe_app(guard), ssl_context_factory=lambda config, default: guard.tls.probe_context,
-        lifespan="off", http=DeadlineProtocol, log_config=None, access_log=False,
+        deadlines.watched(build_probe_app(guard)),
+        ssl_context_factory=lambda config, default: guard.tls.probe_context,
+        lifespan="off", log_config=None, access_log=False,
         server_header=False, proxy_headers=False, timeout_keep_alive=PROBE_KEEP_ALIVE,
         limit_concurrency=PROBE_CONNECTIONS + 1, timeout_graceful_shutdown=1)
     server = ProbeServer(config)
@@ -247,9 +248,8 @@ def run(args: argparse.Namespace) -> int:
         settings, probe_socket, host=settings.host, port=settings.port, workers=settings.workers,
         log_config=log_config(), access_log=False, server_header=False, proxy_headers=False,
         lifespan="on", timeout_keep_alive=KEEP_ALIVE,
-        # Handshake and header deadlines, a header size cap, the connection bound (the
-        # loop: get_loop_factory): see webhook/server/deadlines.py.
-        http=DeadlineProtocol,
+        # Handshake and header deadlines, a header size cap and the connection bound come
+        # with the loop (get_loop_factory): see webhook/server/deadlines.py.
         # uvicorn counts the new connection itself: N + 1 lets N be served at once
         limit_concurrency=settings.max_connections + 1,
         timeout_graceful_shutdown=GRACEFUL_SHUTDOWN)
