@@ -126,3 +126,15 @@ def test_connections_past_the_handshake_bound_are_reset_at_once(server: Server) 
     time.sleep(0.5)  # the closed ones leave the count at once
     with server.client() as client:
         assert client.get("/healthz").status_code == 200
+
+
+def test_the_blank_line_split_between_two_writes_ends_the_headers(server: Server) -> None:
+    with _tls(server) as tls:
+        tls.sendall(b"GET /healthz HTTP/1.1\r\nHost: localhost\r\n\r")
+        time.sleep(0.3)
+        tls.sendall(b"\n")
+        answer = tls.recv(65536)
+        assert answer.startswith(b"HTTP/1.1 200"), answer
+        time.sleep(HEADERS_SECONDS + 1)  # answered: no header deadline while idle
+        tls.sendall(b"GET /healthz HTTP/1.1\r\nHost: localhost\r\n\r\n")
+        assert tls.recv(65536).startswith(b"HTTP/1.1 200")

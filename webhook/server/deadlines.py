@@ -203,13 +203,12 @@ class _Watch(asyncio.Protocol):
             self.idle, self.waiting, self.count, self.tail = False, True, 0, b""
             self._arm()
         if self.waiting:
-            seen = self.tail + data
-            if b"\r\n\r\n" in seen:
+            if b"\r\n\r\n" in data or b"\r\n\r\n" in self.tail + data[:3]:
                 self.waiting = False
                 self._disarm()
             else:
                 self.count += len(data)
-                self.tail = seen[-3:]
+                self.tail = (self.tail + data)[-3:] if len(data) < 3 else data[-3:]
                 if self.count > HEADERS_MAX:
                     self._disarm()
                     self.transport.write(b"HTTP/1.1 431 Request Header Fields Too Large\r\n"
