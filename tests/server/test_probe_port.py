@@ -45,7 +45,8 @@ def test_the_probe_port_serves_the_renewed_certificate_too(tmp_path: Path) -> No
         assert renewed != first
         wait_until(lambda: _probe_serial(probe, certs) == renewed, 10, interval=0.05)
         wait_until(lambda: server.served_serial() == renewed, 10, interval=0.05)
-        with httpx.Client(verify=str(certs / "ca.crt"), timeout=5) as kubelet:
+        context = ssl.create_default_context(cafile=str(certs / "ca.crt"))
+        with httpx.Client(verify=context, timeout=5) as kubelet:
             assert kubelet.get(f"https://localhost:{probe}/readyz").text == "ready"
     finally:
         assert server.stop() == 0
