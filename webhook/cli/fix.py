@@ -27,7 +27,7 @@ from ruamel.yaml.util import load_yaml_guess_indent
 
 from webhook.cli.exits import EXIT_ERROR, EXIT_FAILED, EXIT_OK, CliError, error, hint, note
 from webhook.cli.formats import label
-from webhook.cli.judge import input_claims, is_object, judge
+from webhook.cli.judge import input_claims, is_object, judge, manifest_patch
 from webhook.engine.claims import ClaimLookup
 from webhook.engine.patch import split_pointer
 from webhook.engine.policy import PolicySet
@@ -122,7 +122,9 @@ def fix_source(source: Source, policies: PolicySet,
     by_line = _nodes_by_line(nodes)
     for document in documents:
         done.objects += 1
-        decision = judge(document, policies, claims=claims, as_applied=False)
+        # Judged as applied, as check judges it; the file gets what the policies add and
+        # none of what the API server defaults (manifest_patch).
+        decision = judge(document, policies, claims=claims)
         where = f"{name}:{document.line}:{document.column} {decision.resource}"
         if decision.outcome == "error":
             reason = next(r.reason for r in decision.results if r.status == "error")
@@ -139,7 +141,7 @@ def fix_source(source: Source, policies: PolicySet,
         if node is None:
             done.errors.append(f"{where}: cannot find this object again to edit it")
             continue
-        for operation in decision.patch:
+        for operation in manifest_patch(document.obj, decision, policies, claims):
             _apply(node, operation)
         done.changed = True
     if done.errors:
@@ -198,14 +200,19 @@ def _nodes_by_line(nodes: Sequence[Any]) -> dict[int, Any]:
 
 
 def _apply(node: Any, operation: dict[str, Any]) -> None:
-    """An RFC 6902 `add` (the only operation rules emit) on round-trip nodes."""
+    """An RFC 6902 `add`, `replace` or `remove` on round-trip nodes."""
     tokens = split_pointer(operation["path"])
     parent = node
     for token in tokens[:-1]:
         parent = parent[int(token)] if isinstance(parent, list) else parent[token]
     last = tokens[-1]
+    if operation["op"] == "remove":
+        del parent[int(last) if isinstance(parent, list) else last]
+        return
     value = copy.deepcopy(operation["value"])  # never an alias of another value
-    if isinstance(parent, list):
+    if isinstance(parent, list) and operation["op"] == "replace":
+        parent[int(last)] = value
+    elif isinstance(parent, list):
         if last == "-":
             parent.append(value)
         else:

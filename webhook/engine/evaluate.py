@@ -49,7 +49,7 @@ def evaluate(
     from_api_server: bool = False,
     exceptions: granted.Exceptions = granted.NONE,
     now: datetime | None = None,
-    as_applied: bool = False,
+    as_applied: bool = True,
     claims: ClaimLookup | None = None,
 ) -> Decision:
     """Judge one object as the API server would hand it to the webhook.

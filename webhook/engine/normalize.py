@@ -110,7 +110,7 @@ class _Walk:
                 elif cls is int and kind == "boolean":
                     problems.append(schema.wrong_type(path, key, kind, item))
             elif key in quantities:
-                item = _quantities(item, quantities[key])
+                item = self._quantities(item, quantities[key], (*path, key))
             elif kind != "any":  # an object, a list or a map
                 item = self.value(item, kind, (*path, key))
             if not item and key not in kept:
@@ -173,6 +173,21 @@ class _Walk:
             return int(item)
         return item
 
+    def _quantities(self, item: Any, shape: str, path: Path) -> Any:
+        """A quantity, or a map or list of them, in canonical form; a map or list of
+        another shape is a problem (`limits: ["1"]`)."""
+        if shape == "quantity":
+            return canonical_quantity(item)
+        if shape == "{}quantity":
+            if isinstance(item, Mapping):
+                return {key: canonical_quantity(value) for key, value in item.items()}
+            return self._wrong_shape(item, "a mapping", path)
+        if shape == "[]quantity":
+            if isinstance(item, list):
+                return [canonical_quantity(value) for value in item]
+            return self._wrong_shape(item, "a list", path)
+        return item
+
     def _wrong_shape(self, item: Any, expected: str, path: Path) -> Any:
         if len(self.problems) <= MAX_PROBLEMS:
             self.problems.append((dotted(path),
@@ -186,14 +201,6 @@ _LEAF_KINDS = _SCALAR_KINDS | {"string"}
 _FAST_SCALAR = {"boolean": bool, "int-or-string": str}
 
 
-def _quantities(item: Any, shape: str) -> Any:
-    if shape == "quantity":
-        return canonical_quantity(item)
-    if shape == "{}quantity" and isinstance(item, Mapping):
-        return {key: canonical_quantity(value) for key, value in item.items()}
-    if shape == "[]quantity" and isinstance(item, list):
-        return [canonical_quantity(value) for value in item]
-    return item
 
 
 def _copy(value: Any) -> Any:
