@@ -17,7 +17,7 @@ from webhook.cli.main import main
 from webhook.engine.normalize import MISSING_FIELD, normalize
 from webhook.engine.patch import apply_patch, rebase
 from webhook.engine.quantity import canonical_quantity
-from webhook.testing import container, pod, probe, workload
+from webhook.testing import container, node_template, pod, probe, workload
 
 
 def normalized(obj: dict[str, Any]) -> dict[str, Any]:
@@ -198,3 +198,26 @@ def test_a_patch_for_the_applied_object_is_rebased_on_the_manifest() -> None:
                         "imagePullPolicy": "Always"}],
         "tolerations": [{"key": "x"}]}}
     assert written == {"spec": {"containers": [{"name": "a", "securityContext": None}]}}
+
+
+def test_our_custom_resources_get_their_crd_schemas_defaults() -> None:
+    """A PolicyException as the API server serves it: its CRD schema's defaults set (the
+    chart's schema is made from the model), its nulls where the schema allows none dropped."""
+    obj = {"apiVersion": "quickq.io/v1alpha1", "kind": "PolicyException",
+           "metadata": {"name": "x", "namespace": "quickq-guard"},
+           "spec": {"policies": [{"id": "disallow-root-user"}],
+                    "match": {"namespaces": ["gpu-operator"], "kinds": None},
+                    "expires": "2027-01-01T00:00:00Z", "reason": "r", "ticket": None}}
+    served, refused = normalize(obj)
+    assert refused == []
+    assert served["spec"]["match"] == {"namespaces": ["gpu-operator"], "kinds": [], "names": []}
+    assert served["spec"]["policies"] == [{"id": "disallow-root-user", "containers": []}]
+    assert served["spec"]["ticket"] is None  # nullable: kept
+    assert obj["spec"]["match"]["kinds"] is None  # the input is never changed
+
+
+def test_a_null_the_node_template_crd_refuses_is_refused() -> None:
+    obj = node_template(ports=[{"containerPort": 80, "protocol": None}])
+    decision = judge(obj)
+    assert decision.outcome == "error"
+    assert "spec.ports[0].protocol: Unsupported value: null" in decision.message

@@ -17,7 +17,7 @@ from webhook.engine.cel import EvaluationError
 from webhook.engine.claims import NO_CLAIMS, ClaimLookup, with_claims
 from webhook.engine.globs import matches_any
 from webhook.engine.hidden import hidden_values, hide
-from webhook.engine.normalize import normalize
+from webhook.engine.normalize import checks, normalize
 from webhook.engine.patch import PatchError, Path, apply_patch, undotted
 from webhook.engine.policy import Policy, PolicySet
 from webhook.engine.results import Decision, Finding, Outcome, Resource, Result
@@ -75,9 +75,8 @@ def evaluate(
     refused: list[tuple[str, str]] = []
     decoded = from_api_server
     if as_applied and not from_api_server:
-        written = obj
+        decoded = checks(obj)  # a built-in kind, checked as it is normalized
         obj, refused = normalize(obj)
-        decoded = obj is not written  # a built-in kind, checked as it was normalized
         old_object, _ = normalize(old_object)
     groups = tuple(groups)
     config = policies.config

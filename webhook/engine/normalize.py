@@ -23,6 +23,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from webhook.engine import schema
+from webhook.engine.custom_resources import as_served
 from webhook.engine.kubernetes_defaults import DEFAULTS, KEPT_EMPTY, QUANTITIES, REQUIRED
 from webhook.engine.kubernetes_fields import KINDS, TYPES
 from webhook.engine.patch import Path, dotted
@@ -53,17 +54,24 @@ _CONTAINER_TYPES = ("core.v1.Container", "core.v1.EphemeralContainer")
 _EMPTY: Mapping[str, Any] = {}
 
 
+def checks(obj: Any) -> bool:
+    """Whether normalize() checks what the API server would refuse in `obj` (a built-in kind
+    judged): then nothing else need check it again."""
+    return isinstance(obj, Mapping) and f"{obj.get('apiVersion')} {obj.get('kind')}" in KINDS
+
+
 def normalize(obj: Any) -> tuple[Any, list[Problem]]:
     """(the object as the API server would hand it to a webhook, what the API server would
     refuse in it). The object is checked as it is normalized, in the same walk: a field it
     does not know, a value of the wrong type (named as webhook.engine.schema names them), a
-    required field missing. Kinds other than the built-in ones judged come back as they are,
-    unchecked (`normalize(obj)[0] is obj`)."""
+    required field missing. quickq-guard's own custom resources come back decoded by their
+    CRD's schema (webhook.engine.custom_resources), checked only for what that decoding
+    refuses; other kinds as they are (`normalize(obj)[0] is obj`)."""
     if not isinstance(obj, Mapping):
         return obj, []
     root = KINDS.get(f"{obj.get('apiVersion')} {obj.get('kind')}")
     if root is None:
-        return obj, []
+        return as_served(obj)
     walk = _Walk(str(obj.get("kind")))
     normalized = walk.object(obj, root, ())
     for name in RESET_ON_CREATE:
