@@ -133,11 +133,16 @@ AS_KUBERNETES = [
     "int('+4') == 4 && int('-4') == -4 && int(2.9) == 2 && uint('42') == 42u",
     "double('1_000') == 1000.0 && double('1.5') == 1.5",
     "int(timestamp('2024-01-01T00:00:00Z')) == 1704067200",
+    "'abc'.indexOf('a', 4) == -1 && 'héllo'.indexOf('l') == 2 && 'abc'.indexOf('', 2) == 2",
+    "'abcabc'.lastIndexOf('bc') == 4 && 'abc'.lastIndexOf('c', 1) == -1",
+    "[1, 2, 3].indexOf(2) == 1 && [1, 2, 2].lastIndexOf(2) == 2 && [[1]].indexOf([1]) == 0",
+    "[1, 2, 3].slice(1, 3) == [2, 3] && ['a'].indexOf('b') == -1",
 ]
 REFUSED_AS_KUBERNETES = [
     "int(' 4') == 4", "int('4 ') == 4", "uint('+4') == 4u", "double(' 1') == 1.0",
     "double('1e400') > 0.0", "timestamp('2024-01-01t00:00:00z') != timestamp(0)",
     "'qq-'.substring(0, 4) == 'qq-'", "'qq-'.substring(2, 1) == ''",
+    "'abc'.indexOf('a', -1) == 0", "[1, 2, 3].slice(2, 4) == [3]",
 ]
 
 

@@ -80,22 +80,23 @@ def compile_expression(text: str, scope: Scope, kind: Kind = "any") -> Expressio
     if len(text) > MAX_EXPRESSION_LENGTH:
         raise CelError(f"the expression is {len(text)} characters long; "
                        f"at most {MAX_EXPRESSION_LENGTH} are allowed")
+    # Compiled with the calls the runtime gets wrong guarded (webhook.engine.cel_go); what
+    # does not compile is compiled as written again, so that errors name what it wrote.
+    compiled = guarded(lex(text))
     try:
-        program = _ENVIRONMENTS[scope].compile(text)
+        program = _ENVIRONMENTS[scope].compile(compiled)
     except RuntimeError as error:
-        raise CelError(_compile_problem(str(error), scope)) from None
+        if compiled == text:
+            raise CelError(_compile_problem(str(error), scope)) from None
+        try:
+            program = _ENVIRONMENTS[scope].compile(text)
+        except RuntimeError as as_written:
+            raise CelError(_compile_problem(str(as_written), scope)) from None
+        compiled = text  # a guard that does not fit: the runtime's own function
     result = program.return_type().name().lower()
     wanted = _WANTED[kind]
     if wanted and result not in (*wanted, "dyn"):
         raise CelError(f"the expression must yield a {kind}, but it yields {result}")
-    # Compiled as written first, so that errors name what the policy wrote; then with the
-    # calls the runtime gets wrong guarded (webhook.engine.cel_go).
-    compiled = guarded(lex(text))
-    if compiled != text:
-        try:
-            program = _ENVIRONMENTS[scope].compile(compiled)
-        except RuntimeError as error:
-            raise CelError(_compile_problem(str(error), scope)) from None
     return Expression(text, program, frozenset(_variable_references(text)),
                       frozenset(_top_level_names(text)), compiled if compiled != text else "")
 

@@ -13,11 +13,14 @@ here and in a real API server's ValidatingAdmissionPolicy:
 - `'qq-'.substring(0, 3)`: the runtime refuses an end equal to the size (off by one).
 - `duration('1500ms').getMilliseconds()`: cel-go gives the whole duration in milliseconds
   (1500), the runtime only the part below a second (500).
+- `'abc'.indexOf('a', 4)`: cel-go gives -1 for an offset past the end, the runtime an error;
+  and Kubernetes' lists library has `[1, 2].indexOf(2)` and `.lastIndexOf()`, names the
+  runtime's strings extension owns: ours serve both.
 
 The guard is a function of ours around the argument (`int(qq__int(x))`: it checks a string
 and passes every other value through) or in place of the method (`qq__substring`). Only the
-compiled text is changed; an expression is compiled as written first, so that its errors
-name what the policy wrote.
+compiled text is changed; an expression that does not compile is compiled as written again,
+so that its errors name what the policy wrote.
 """
 
 from __future__ import annotations
@@ -38,7 +41,8 @@ _CONVERSIONS = {
     "duration": (T.DURATION,),
     "timestamp": (T.INT, T.TIMESTAMP),
 }
-_METHODS = {"substring": "qq__substring"}
+_METHODS = {"substring": "qq__substring", "indexOf": "qq__indexOf",
+            "lastIndexOf": "qq__lastIndexOf"}
 _NO_ARGUMENT_METHODS = {"getMilliseconds": "qq__getMilliseconds"}
 GUARD_PREFIX = "qq__"
 
@@ -109,6 +113,39 @@ def _substring(text: str, start: int, end: int | None = None) -> str:
     return text[start:end]
 
 
+def _index_of(where: str | list[Any], what: Any, offset: int = 0) -> int:
+    """cel-go: a string's code points from `offset` (past the end: -1), or a list's first
+    equal item."""
+    if isinstance(where, list):
+        return next((i for i, item in enumerate(where) if _equal(item, what)), -1)
+    if what == "":
+        return offset
+    if offset < 0:
+        raise ValueError(f"index out of range: {offset}")
+    return where.find(what, offset) if offset < len(where) else -1
+
+
+def _last_index_of(where: str | list[Any], what: Any, offset: int | None = None) -> int:
+    if isinstance(where, list):
+        return next((i for i in range(len(where) - 1, -1, -1) if _equal(where[i], what)), -1)
+    if offset is None:
+        if what == "":
+            return len(where)
+        offset = len(where) - 1
+    if what == "":
+        return offset
+    if offset < 0:
+        raise ValueError(f"index out of range: {offset}")
+    if offset >= len(where):
+        return -1
+    return where.rfind(what, 0, offset + len(what))
+
+
+def _equal(a: Any, b: Any) -> bool:
+    """CEL's equality on plain values: a bool is no number."""
+    return (isinstance(a, bool) == isinstance(b, bool)) and a == b
+
+
 def _milliseconds(value: timedelta | datetime) -> int:
     """cel-go: a duration's whole length in milliseconds (toward zero), a timestamp's
     milliseconds within its second (UTC)."""
@@ -135,6 +172,20 @@ def _declarations() -> list[Any]:
                       impl=_substring),
         _cel.Overload("qq__substring_int_int", T.STRING, [T.STRING, T.INT, T.INT],
                       is_member=True, impl=_substring)]))
+    lists = T.List(T.DYN)
+    # One overload per type a list item may have: the runtime does not call a Python
+    # function through a `dyn` parameter.
+    items = {"int": T.INT, "uint": T.UINT, "double": T.DOUBLE, "string": T.STRING,
+             "bool": T.BOOL, "bytes": T.BYTES, "null": T.NULL, "list": lists,
+             "map": T.Map(T.DYN, T.DYN), "duration": T.DURATION, "timestamp": T.TIMESTAMP}
+    for name, impl in (("indexOf", _index_of), ("lastIndexOf", _last_index_of)):
+        declared.append(_cel.FunctionDecl(f"{GUARD_PREFIX}{name}", [
+            _cel.Overload(f"{GUARD_PREFIX}string_{name}", T.INT, [T.STRING, T.STRING],
+                          is_member=True, impl=impl),
+            _cel.Overload(f"{GUARD_PREFIX}string_{name}_offset", T.INT,
+                          [T.STRING, T.STRING, T.INT], is_member=True, impl=impl),
+            *(_cel.Overload(f"{GUARD_PREFIX}list_{name}_{kind}", T.INT, [lists, item],
+                            is_member=True, impl=impl) for kind, item in items.items())]))
     declared.append(_cel.FunctionDecl("qq__getMilliseconds", [
         _cel.Overload("qq__duration_milliseconds", T.INT, [T.DURATION], is_member=True,
                       impl=_milliseconds),
