@@ -63,11 +63,12 @@ def evaluate(
     cannot be in it, so that check is left out (offline it is how the CLI says why an object
     can never reach the webhook). `exceptions` (see webhook.engine.exceptions) turn the
     validate findings they cover into warnings, as of `now`, the evaluation time; a
-    PolicyException object itself is checked as the webhook checks it. `as_applied` (the CLI's
-    manifests) judges an object as written the way the API server would hand it to the webhook
-    at `kubectl apply`: decoded, defaulted, normalized (webhook.engine.normalize), `old_object`
-    too; the decision's patch then applies to that object, and one that lacks a required field
-    is refused. `claims` is where the Dynamic Resource Allocation claims
+    PolicyException object itself is checked as the webhook checks it. `as_applied` (the
+    default, unless `from_api_server`) judges an object as written the way the API server would
+    hand it to the webhook at `kubectl apply`: decoded, defaulted, normalized
+    (webhook.engine.normalize), `old_object` too; the decision's patch then applies to that
+    object, and one that lacks a required field is refused. `as_applied=False` judges the
+    object exactly as given (--fix computes the patch for a manifest that way). `claims` is where the Dynamic Resource Allocation claims
     a pod consumes are looked up (webhook.engine.claims: the claims of the same input
     offline, the webhook's view of the cluster online); without it, none resolves.
     """
