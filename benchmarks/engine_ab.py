@@ -73,9 +73,13 @@ def main(argv: Sequence[str] | None = None) -> int:
                  "after": (webhook.evaluate, webhook.load_policies())}
         typical = next(read_text(TYPICAL_POD.read_bytes(), str(TYPICAL_POD))).obj
         # name -> (object, keyword arguments before, after)
+        # The object as given on each side (evaluate()'s default became the object as
+        # applied, check's path, which has a row of its own).
+        given = [{"as_applied": False} if "as_applied" in inspect.signature(
+            evaluate).parameters else {} for evaluate, _ in sides.values()]
         objects: dict[str, tuple[Any, dict[str, Any], dict[str, Any]]] = {
-            "Pod (examples/good/pod.yaml)": (typical, {}, {}),
-            "webhook review Pod": (typical_pod(), {}, {}),
+            "Pod (examples/good/pod.yaml)": (typical, *given),
+            "webhook review Pod": (typical_pod(), *given),
             "webhook review Pod, from_api_server": (typical_pod(), {"from_api_server": True},
                                                     {"from_api_server": True})}
         if "as_applied" in inspect.signature(webhook.evaluate).parameters:
