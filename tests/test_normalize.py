@@ -221,3 +221,12 @@ def test_a_null_the_node_template_crd_refuses_is_refused() -> None:
     decision = judge(obj)
     assert decision.outcome == "error"
     assert "spec.ports[0].protocol: Unsupported value: null" in decision.message
+
+
+@pytest.mark.parametrize("kind", ["Job", "Deployment"])
+def test_a_metadata_that_is_no_mapping_is_a_problem_not_a_crash(kind: str) -> None:
+    obj = workload(kind, container(image="registry.example.com/app:1"))
+    obj["metadata"] = True
+    obj["spec"]["template"]["metadata"] = "x"
+    _, refused = normalize(obj)
+    assert ("metadata", "expected a mapping, got a boolean") in refused

@@ -340,7 +340,7 @@ def _job_spec(spec: dict[str, Any], kind: str) -> None:
 def _replication_controller_spec(spec: dict[str, Any], kind: str) -> None:
     """SetDefaults_ReplicationController: the selector is the pod template's labels."""
     template = spec.get("template")
-    labels = (template.get("metadata") or _EMPTY).get("labels") \
+    labels = _field(template.get("metadata"), "labels") \
         if isinstance(template, Mapping) else None
     if "selector" not in spec and isinstance(labels, Mapping) and labels:
         spec["selector"] = dict(labels)
@@ -350,7 +350,7 @@ def _replication_controller(obj: dict[str, Any]) -> None:
     """SetDefaults_ReplicationController: the labels are the pod template's when unset."""
     spec = obj.get("spec")
     template = spec.get("template") if isinstance(spec, Mapping) else None
-    labels = (template.get("metadata") or _EMPTY).get("labels") \
+    labels = _field(template.get("metadata"), "labels") \
         if isinstance(template, Mapping) else None
     metadata = obj.setdefault("metadata", {})
     if isinstance(metadata, dict) and "labels" not in metadata \
@@ -361,7 +361,7 @@ def _replication_controller(obj: dict[str, Any]) -> None:
 def _job(obj: dict[str, Any]) -> None:
     """The Job strategy labels the pod template with the Job's name (and its uid, which only
     the API server knows)."""
-    name = (obj.get("metadata") or _EMPTY).get("name")
+    name = _field(obj.get("metadata"), "name")
     spec = obj.get("spec")
     template = spec.get("template") if isinstance(spec, Mapping) else None
     if not isinstance(name, str) or not name or not isinstance(template, dict):
@@ -384,6 +384,11 @@ def _daemon_set(obj: dict[str, Any]) -> None:
         merged = dict(annotations) if isinstance(annotations, Mapping) else {}
         merged.setdefault("deprecated.daemonset.template.generation", "1")
         metadata["annotations"] = merged
+
+
+def _field(value: Any, key: str) -> Any:
+    """value[key] when value is a mapping (a manifest may hold anything where one belongs)."""
+    return value.get(key) if isinstance(value, Mapping) else None
 
 
 def _mappings(value: Any) -> list[dict[str, Any]]:
