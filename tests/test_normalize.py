@@ -230,3 +230,9 @@ def test_a_metadata_that_is_no_mapping_is_a_problem_not_a_crash(kind: str) -> No
     obj["spec"]["template"]["metadata"] = "x"
     _, refused = normalize(obj)
     assert ("metadata", "expected a mapping, got a boolean") in refused
+
+
+def test_a_priority_class_name_of_the_wrong_type_is_a_problem_not_a_crash() -> None:
+    _, refused = normalize(pod(container(image="registry.example.com/app:1"),
+                               priorityClassName=[None]))
+    assert [path for path, _ in refused] == ["spec.priorityClassName"]

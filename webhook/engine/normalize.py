@@ -263,7 +263,8 @@ def _pod_spec(spec: dict[str, Any], kind: str) -> None:
         spec.setdefault("priority", 0)
         spec.setdefault("preemptionPolicy", "PreemptLowerPriority")
     else:
-        builtin = _PRIORITY_CLASSES.get(spec["priorityClassName"])
+        name = spec["priorityClassName"]
+        builtin = _PRIORITY_CLASSES.get(name) if isinstance(name, str) else None
         if builtin is not None:
             spec.setdefault("priority", builtin)
             spec.setdefault("preemptionPolicy", "PreemptLowerPriority")
