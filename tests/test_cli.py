@@ -157,7 +157,7 @@ def test_json_output_has_one_result_per_resource_and_policy(capsys, tmp_path):
     assert code == 1
     assert set(report) == {"summary", "results"}
     assert set(report["summary"]) == {"resources", "pass", "fail", "warn", "patch", "skip",
-                                      "error", "outcomes", "skipped", "findings"}
+                                      "error", "excepted", "outcomes", "skipped", "findings"}
     assert report["summary"]["outcomes"] == {"allowed": 0, "denied": 1, "patched": 1,
                                              "would-deny": 0, "would-patch": 0, "error": 0}
     assert report["summary"]["resources"] == 2

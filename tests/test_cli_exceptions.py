@@ -146,3 +146,34 @@ def test_crd_prints_both_definitions(capsys: Any) -> None:
                                                         "reason"]
     code, out, _ = run_cli(capsys, "crd", "--kind", "nodetemplate")
     assert [d["spec"]["names"]["kind"] for d in yaml.safe_load_all(out)] == ["NodeTemplate"]
+
+
+def test_the_summary_counts_an_excepted_result_apart_from_failures(
+        capsys: Any, files: dict[str, str]) -> None:
+    code, out, _ = check(capsys, files, "--exceptions", files["exceptions"], "-o", "json")
+    summary = json.loads(out)["summary"]
+    assert code == 0 and summary["excepted"] == 1 and summary["fail"] == 0
+    code, out, _ = check(capsys, files, "--exceptions", files["exceptions"])
+    assert "0 fail" in out and "1 excepted" in out.splitlines()[-1]
+    code, out, _ = check(capsys, files, "-o", "json")  # without it: a failure, none excepted
+    summary = json.loads(out)["summary"]
+    assert code == 1 and summary["excepted"] == 0 and summary["fail"] == 1
+
+
+def test_at_judges_as_of_a_release_day(capsys: Any, files: dict[str, str]) -> None:
+    """The exception runs 30 days: honoured on a day before that, not on a day after."""
+    soon = (datetime.now(UTC) + timedelta(days=10)).strftime("%Y-%m-%dT%H:%M:%SZ")
+    late = (datetime.now(UTC) + timedelta(days=60)).strftime("%Y-%m-%dT%H:%M:%S+02:00")
+    code, out, _ = check(capsys, files, "--exceptions", files["exceptions"], "--at", soon)
+    assert code == 0 and "EXCEPTED" in out
+    code, out, _ = check(capsys, files, "--exceptions", files["exceptions"], "--at", late)
+    assert code == 1 and "DENY" in out and "EXCEPTED" not in out
+
+
+@pytest.mark.parametrize(("value", "problem"), [
+    ("2027-01-15T00:00:00", "has no offset"), ("next tuesday", "expected an RFC 3339 time")])
+def test_a_bad_at_is_a_usage_error(capsys: Any, files: dict[str, str], value: str,
+                                   problem: str) -> None:
+    with pytest.raises(SystemExit) as exited:  # argparse's usage error
+        check(capsys, files, "--at", value)
+    assert exited.value.code == 2 and problem in capsys.readouterr().err

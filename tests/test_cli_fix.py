@@ -159,6 +159,70 @@ def test_fix_option_mistakes_are_usage_errors(capsys, args, problem):
     assert problem in err
 
 
+REPLACE_AND_REMOVE = {
+    "replace.yaml": """\
+id: new-server-flag
+description: the server's first argument is --new, not --old
+type: mutate
+action: enforce
+scope: container
+mutations:
+  - patchType: JSONPatch
+    jsonPatch:
+      expression: >-
+        has(container.args) && container.args.size() > 0 && container.args[0] == '--old'
+        ? [JSONPatch{op: 'replace', path: '/args/0', value: '--new'}] : []
+""",
+    "remove.yaml": """\
+id: drop-legacy-annotation
+description: the legacy annotation is gone
+type: mutate
+action: enforce
+mutations:
+  - patchType: JSONPatch
+    jsonPatch:
+      expression: >-
+        'legacy' in object.metadata.?annotations.orValue({})
+        ? [JSONPatch{op: 'remove', path: '/metadata/annotations/legacy'}] : []
+""",
+}
+REPLACED_POD = """\
+apiVersion: v1
+kind: Pod
+metadata:
+  name: server
+  annotations:
+    legacy: "yes"   # to be removed
+    team: ml
+spec:
+  containers:
+    - name: server
+      image: registry.example.com/server:1.0
+      args: ["--old", "--port=8080"]
+"""
+
+
+def test_fix_applies_replace_and_remove_as_rfc_6902_says(capsys, tmp_path):
+    """CEL mutations emit replace and remove: a replace changes the element in place (it
+    does not insert one), a remove deletes it, and the file keeps the rest as written."""
+    policies = tmp_path / "policies"
+    policies.mkdir()
+    for name, text in REPLACE_AND_REMOVE.items():
+        (policies / name).write_text(text)
+    manifest = tmp_path / "pod.yaml"
+    manifest.write_text(REPLACED_POD)
+    code, out, err = run(capsys, "check", "--fix", "--policies", str(policies), str(manifest))
+    assert code == 0, err
+    fixed = yaml.safe_load(out)
+    assert fixed["spec"]["containers"][0]["args"] == ["--new", "--port=8080"]
+    assert fixed["metadata"]["annotations"] == {"team": "ml"}
+    assert "to be removed" not in out and 'image: registry.example.com/server:1.0' in out
+    manifest.write_text(out)  # and again: nothing left to change
+    code, again, err = run(capsys, "check", "--fix", "--policies", str(policies),
+                           str(manifest))
+    assert code == 0 and again == out, err
+
+
 PULL_LABEL = """\
 id: label-always-pulled
 description: Pods whose containers are all pulled every time are labelled so.

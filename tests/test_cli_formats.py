@@ -234,3 +234,42 @@ def test_policy_report_quiet_keeps_failures_only(capsys):
     [report] = yaml.safe_load_all(out)
     assert {r["result"] for r in report["results"]} == {"fail"}
     assert report["summary"]["pass"] == 0
+
+
+# --- dry-run: every format says what the webhook does ---------------------------------------
+
+BROKEN_CEL = """\
+id: broken-annotation-check
+description: reads an annotation every object lacks, so it errors
+type: validate
+action: enforce
+validations:
+  - expression: "object.metadata.annotations['team'] == 'ml'"
+    message: "set the team annotation"
+"""
+
+
+def test_in_dry_run_an_error_elsewhere_never_turns_a_finding_into_a_deny(capsys, tmp_path):
+    """Dry-run mode denies nothing; another policy's error must not make a format call a
+    finding "deny" (they read the verdict, not the decision's outcome)."""
+    import shutil
+    policies = tmp_path / "policies"
+    shutil.copytree(ROOT / "policies", policies, ignore=shutil.ignore_patterns("tests"))
+    (policies / "broken.yaml").write_text(BROKEN_CEL)
+    config = tmp_path / "config.yaml"
+    config.write_text("mode: dry-run\n")
+    args = ("check", "--policies", str(policies), "--config", str(config), BAD)
+    code, out, err = run(capsys, *args)
+    assert code == 2 and "broken-annotation-check" not in out and "no such key" in err
+    latest = [line for line in out.splitlines() if "disallow-latest-tag" in line]
+    assert latest and all(line.startswith("WOULD-DENY") for line in latest), latest
+    _, out, _ = run(capsys, *args, "-o", "sarif")
+    levels = {r["ruleId"]: r["level"] for r in json.loads(out)["runs"][0]["results"]}
+    assert levels["disallow-latest-tag"] == "warning", levels
+    _, out, _ = run(capsys, *args, "-o", "github")
+    latest = [line for line in out.splitlines() if "disallow-latest-tag" in line]
+    assert latest and all(line.startswith("::warning") for line in latest), latest
+    _, out, _ = run(capsys, *args, "-o", "policyreport")
+    results = [r for doc in yaml.safe_load_all(out) if doc for r in doc.get("results", [])]
+    latest_results = [r for r in results if r["policy"] == "disallow-latest-tag"]
+    assert latest_results and all(r["result"] == "warn" for r in latest_results), latest_results

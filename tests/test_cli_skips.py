@@ -139,3 +139,22 @@ def test_an_excluded_namespace_and_a_kind_not_judged_are_shown_and_counted(capsy
     _, report, _ = run(capsys, "check", "-o", "json", str(tmp_path))
     summary = json.loads(report)["summary"]
     assert summary["skipped"] == 2 and summary["outcomes"]["allowed"] == 0
+
+
+def test_fix_leaves_the_patches_a_kustomization_lists_alone(capsys, tmp_path):
+    folder = overlay(tmp_path)
+    before = {path: path.read_text() for path in (folder / "patches" / "gpu.yaml",
+                                                  folder / "memory.yaml",
+                                                  folder / "kustomization.yaml")}
+    code, out, err = run(capsys, "check", "--fix", "--in-place", str(folder))
+    assert code == 0, err
+    assert {path: path.read_text() for path in before} == before
+    assert (f"note: skipped {folder}/patches/gpu.yaml: a kustomize patch "
+            f"({folder}/kustomization.yaml lists it under patches:)") in err
+    assert f"note: skipped {folder}/kustomization.yaml: a kustomization" in err
+    # Printed, the patches are left out: `check --fix dir | kubectl apply -f -` must not
+    # apply fragments as whole objects.
+    code, out, err = run(capsys, "check", "--fix", str(folder))
+    assert code == 0, err
+    assert "# Source: " + str(folder / "deployment.yaml") in out
+    assert "patches/gpu.yaml" not in out and "nvidia.com/gpu" not in out

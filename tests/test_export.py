@@ -166,18 +166,19 @@ def test_what_cannot_be_exported_is_named_with_the_reason(tmp_path):
 
 
 def test_params_are_written_in_as_a_cel_literal(tmp_path):
-    folder = write(tmp_path, policy(params={"names": ["a", "it's \"x\"", "ü"], "n": 2,
+    # (not `n:` or `y:`: policy files are read as kubectl reads YAML, where those are booleans)
+    folder = write(tmp_path, policy(params={"names": ["a", "it's \"x\"", "ü"], "count": 2,
                                             "ratio": 0.5, "on": True, "none": None},
-                                    validations=[{"expression": "params.n == 2"}]))
+                                    validations=[{"expression": "params.count == 2"}]))
     [(vap, _)] = pairs(export(load(folder)).objects).values()
     [variable] = vap["spec"]["variables"]
     assert variable["name"] == "params"
     value = cel.evaluate(cel.compile_expression(variable["expression"], "object"),
                          cel.activation("object", bindings({}, "")))
-    assert value == {"names": ["a", "it's \"x\"", "ü"], "n": 2, "ratio": 0.5, "on": True,
-                     "none": None}
-    assert vap["spec"]["validations"] == [{"expression": "variables.params.n == 2",
-                                           "message": "failed expression: params.n == 2"}]
+    assert value == {"names": ["a", "it's \"x\"", "ü"], "count": 2, "ratio": 0.5,
+                     "on": True, "none": None}
+    assert vap["spec"]["validations"] == [{"expression": "variables.params.count == 2",
+                                           "message": "failed expression: params.count == 2"}]
 
 
 def test_the_command_writes_yaml_names_refusals_and_sets_its_exit_code(tmp_path):

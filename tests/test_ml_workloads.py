@@ -122,6 +122,23 @@ def test_a_train_job_is_skipped_saying_where_its_pods_come_from():
         "quickq-guard judges"}
 
 
+def test_a_spark_application_is_skipped_saying_its_pods_are_judged_instead():
+    app = {"apiVersion": "sparkoperator.k8s.io/v1beta2", "kind": "SparkApplication",
+           "metadata": {"name": "spark-pi", "namespace": "team-a"},
+           "spec": {"type": "Scala", "mode": "cluster", "image": "spark:latest",
+                    "driver": {"cores": 1, "memory": "512m",
+                               "template": {"spec": {"containers": [{"name": "x"}]}}},
+                    "executor": {"instances": 1, "cores": 1, "memory": "512m"}}}
+    scheduled = {**app, "kind": "ScheduledSparkApplication",
+                 "spec": {"schedule": "@every 1h", "template": app["spec"]}}
+    for obj in (app, scheduled):
+        decision = judge(obj)
+        assert decision.outcome == "allowed"
+        [reason] = {r.reason for r in decision.results}
+        assert reason.startswith(f"kind {obj['kind']} (sparkoperator.k8s.io) is not judged: "
+                                 "Spark builds its driver and executor pods from spec.driver")
+
+
 # --- what the shipped policies say about each manifest ----------------------------------------
 
 def test_kserve_predictor_model_spec_is_a_container_of_the_predictor():
@@ -422,6 +439,28 @@ def test_a_kaito_workspace_with_a_preset_has_no_template_and_is_not_judged():
 def test_an_appwrapper_is_judged_at_the_template_of_what_it_wraps():
     decision = judge(load("appwrapper.yaml"))
     assert pointers(decision) == [
+        "/spec/components/0/template/spec/template/spec/tolerations"]
+
+
+def test_an_appwrapper_wrapping_a_bare_pod_judges_the_pods_spec():
+    obj = load("appwrapper.yaml")
+    job = obj["spec"]["components"][0]["template"]
+    wrapped = {"apiVersion": "v1", "kind": "Pod",
+               "metadata": {"name": "one", "labels": {"app": "one"}},
+               "spec": copy.deepcopy(job["spec"]["template"]["spec"])}
+    obj["spec"]["components"].append({"podSets": [{"replicas": 1, "path": "template"}],
+                                      "template": wrapped})
+    decision = judge(obj)
+    assert pointers(decision) == [
+        "/spec/components/0/template/spec/template/spec/tolerations",
+        "/spec/components/1/template/spec/tolerations"]
+    assert "require-labels" not in {r.policy for r in decision.results if r.status == "fail"}
+    wrapped["spec"]["containers"][0]["image"] = "registry.example.com/train:latest"
+    assert paths(judge(obj), "disallow-latest-tag") == [
+        "spec.components[1].template.spec.containers[0].image"]
+    # A wrapped Job's own spec is no pod spec: only its template is read.
+    del obj["spec"]["components"][1]
+    assert pointers(judge(obj)) == [
         "/spec/components/0/template/spec/template/spec/tolerations"]
 
 

@@ -3,19 +3,27 @@ the NodeTemplate schema."""
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
+import tomllib
 import zipfile
 from pathlib import Path
+
+import yaml
+
+import webhook
 
 ROOT = Path(__file__).resolve().parent.parent
 
 
 def test_wheel_ships_policies_and_finds_them_outside_a_checkout(tmp_path: Path) -> None:
-    subprocess.run([sys.executable, "-m", "pip", "wheel", "--quiet", "--no-deps",
-                    "--no-build-isolation", "-w", str(tmp_path / "dist"), str(ROOT)],
-                   check=True, capture_output=True)
-    wheel = next((tmp_path / "dist").glob("quickq_guard-*.whl"))
+    built = subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--verbose",
+                            "--no-build-isolation", "-w", str(tmp_path / "dist"), str(ROOT)],
+                           check=True, capture_output=True, text=True)
+    assert "Warning" not in built.stdout + built.stderr, "setuptools warned while building"
+    [wheel] = (tmp_path / "dist").glob("quickq_guard-*.whl")
+    assert wheel.name.startswith(f"quickq_guard-{webhook.__version__}-")
     names = zipfile.ZipFile(wheel).namelist()
     shipped = sorted(n for n in names if n.startswith("webhook/policies/"))
     expected = sorted(f"webhook/policies/{p.relative_to(ROOT / 'policies')}"
@@ -39,3 +47,16 @@ def test_wheel_ships_policies_and_finds_them_outside_a_checkout(tmp_path: Path) 
     assert int(count) == len(list((ROOT / "policies").glob("*.yaml")))
     # restricted: the 11 baseline controls, 3 of them replaced, and 6 restricted ones
     assert int(with_restricted) == int(count) + 11 - 3 + 6
+
+
+def test_the_version_is_written_once_and_everything_else_agrees() -> None:
+    chart = yaml.safe_load((ROOT / "charts" / "quickq-guard" / "Chart.yaml").read_text())
+    assert chart["appVersion"] == webhook.__version__
+    label = re.search(r'org.opencontainers.image.version="([^"]+)"',
+                      (ROOT / "Dockerfile").read_text())
+    assert label is not None and label.group(1) == webhook.__version__
+    printed = subprocess.run([sys.executable, "-m", "webhook.cli", "--version"],
+                             capture_output=True, text=True, check=True).stdout
+    assert printed.strip() == f"quickq-guard {webhook.__version__}"
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    assert "version" not in project and project["dynamic"] == ["version"]

@@ -265,3 +265,12 @@ def test_match_kinds_namespaces_operations_and_selector(tmp_path):
 def test_shipped_policies_load_from_a_copy_of_the_directory(tmp_path):
     shutil.copytree(default_policies_dir(), tmp_path / "p")
     assert [p.id for p in load_policies(tmp_path / "p").policies] == DEFAULT_IDS
+
+
+def test_a_duplicate_key_in_a_policy_is_an_error_naming_file_and_line(tmp_path):
+    """Read as manifests are (kubectl refuses a duplicate key): the second `action:` must not
+    silently win over the first."""
+    message = load_error(tmp_path, "id: p\ndescription: d\ntype: validate\naction: enforce\n"
+                                   "rule: disallow-latest-tag\naction: audit\n")
+    assert message.startswith(f"{tmp_path / 'policy.yaml'}: invalid YAML: ")
+    assert "key 'action' is already defined" in message and "line 6" in message

@@ -25,4 +25,5 @@ __all__ = [
     "load_config",
     "load_policies",
 ]
-__version__ = "0.1.0"
+__version__ = "0.1.0"  # the one place: pyproject, --version and SARIF read it; the chart's
+# appVersion and the Dockerfile label are checked against it (tests/test_packaging.py)

@@ -25,31 +25,30 @@ from __future__ import annotations
 
 import json
 import math
-import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from webhook.engine.cel import lex
+from webhook.engine.evaluate import MIRROR_POD_ANNOTATION
+from webhook.engine.globs import glob_regex
 from webhook.engine.policy import Config, Policy, PolicySet
+from webhook.engine.workload import BUILT_IN, IN_TEMPLATE, api_group
 
 API_VERSION = "admissionregistration.k8s.io/v1"  # GA since Kubernetes 1.30
 NAME_PREFIX = "quickq-guard-"
 # The API group and resource of each judged built-in kind.
-RESOURCES = {"Pod": ("", "pods"), "ReplicationController": ("", "replicationcontrollers"),
-             "Deployment": ("apps", "deployments"),
-             "ReplicaSet": ("apps", "replicasets"), "StatefulSet": ("apps", "statefulsets"),
-             "DaemonSet": ("apps", "daemonsets"), "Job": ("batch", "jobs"),
-             "CronJob": ("batch", "cronjobs")}
-POD_SPEC = ("object.kind == 'Pod' ? object.spec"
-            " : object.kind == 'CronJob' ? object.spec.jobTemplate.spec.template.spec"
-            " : object.kind == 'NodeTemplate' ? {}"
-            " : object.spec.template.spec")
+RESOURCES = {kind: (api_group(built.api_version), built.resource)
+             for kind, built in BUILT_IN.items()}
+# podSpec: where each kind keeps it (the usual place, a template's, last).
+POD_SPEC = " : ".join(
+    [*(f"object.kind == '{kind}' ? object.{'.'.join(built.pod_spec)}"
+       for kind, built in BUILT_IN.items() if built.pod_spec != IN_TEMPLATE),
+     "object.kind == 'NodeTemplate' ? {}", f"object.{'.'.join(IN_TEMPLATE)}"])
 # (list in the pod spec, how a finding names a container of it)
 CONTAINER_GROUPS = (("containers", "container"), ("initContainers", "initContainer"),
                     ("ephemeralContainers", "ephemeralContainer"))
 EXPORTED_KINDS = frozenset({*RESOURCES, "NodeTemplate"})
-MIRROR_POD_ANNOTATION = "kubernetes.io/config.mirror"
 _CONTAINER_NAMES = frozenset({"container", "containerGroup"})
 
 
@@ -384,28 +383,8 @@ def _is_glob(pattern: str) -> bool:
 
 def _matches(subject: str, patterns: Iterable[str]) -> str:
     """A CEL test that `subject` matches one of the globs (as fnmatch, in RE2)."""
-    return " || ".join(f"{subject}.matches({_literal(_glob_regex(p))})" for p in patterns)
-
-
-def _glob_regex(pattern: str) -> str:
-    """A shell glob (`*`, `?`, `[seq]`, `[!seq]`) as an anchored RE2 expression."""
-    out, index = ["^"], 0
-    while index < len(pattern):
-        char = pattern[index]
-        index += 1
-        if char == "*":
-            out.append(".*")
-        elif char == "?":
-            out.append(".")
-        elif char == "[" and "]" in pattern[index + 1:]:
-            end = pattern.index("]", index + 1)
-            body = pattern[index:end]
-            body = "^" + body[1:] if body.startswith("!") else body
-            out.append("[" + body.replace("\\", "\\\\") + "]")
-            index = end + 1
-        else:
-            out.append(re.escape(char))
-    return "".join(out) + "$"
+    return " || ".join(f"{subject}.matches({_literal('^' + glob_regex(p) + '$')})"
+                       for p in patterns)
 
 
 def _literal(value: Any) -> str:

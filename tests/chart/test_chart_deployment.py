@@ -60,7 +60,11 @@ def test_security_context_is_non_root_read_only(pod: dict[str, Any],
     assert ctx["capabilities"] == {"drop": ["ALL"]}
     assert ctx["seccompProfile"] == {"type": "RuntimeDefault"}
     assert pod["securityContext"]["seccompProfile"] == {"type": "RuntimeDefault"}
-    assert pod["automountServiceAccountToken"] is False
+    # A token only for the read-only watches: the DRA claims by default.
+    assert pod["automountServiceAccountToken"] is True
+    assert "--watch-claims" in pod["containers"][0]["args"]
+    quiet = find(helm_template({"dra": {"watchClaims": False}}), "Deployment")
+    assert quiet["spec"]["template"]["spec"]["automountServiceAccountToken"] is False
 
 
 def test_probes_use_https_health_endpoints(container: dict[str, Any]) -> None:

@@ -32,7 +32,8 @@ def test_off_by_default() -> None:
     assert not [d for d in docs if "exceptions" in d["metadata"]["name"]]
     assert config_of(docs).exceptionNamespaces == ()
     deployment = find(docs, "Deployment")
-    assert deployment["spec"]["template"]["spec"]["automountServiceAccountToken"] is False
+    assert "--watch-exceptions" not in deployment["spec"]["template"]["spec"]["containers"][0][
+        "args"]
     webhooks = find(docs, "ValidatingWebhookConfiguration")["webhooks"]
     assert [w["name"] for w in webhooks] == ["validate.quickq-guard.quickq.io"]
 

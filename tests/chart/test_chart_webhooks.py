@@ -87,10 +87,15 @@ CORE = {("", "replicationcontrollers"), ("apps", "deployments"), ("apps", "repli
 BOTH = ("CREATE", "UPDATE")
 
 
+CLAIMS = {("resource.k8s.io", "resourceclaims"), ("resource.k8s.io", "resourceclaimtemplates")}
+
+
 def test_validating_rules_cover_pods_debug_containers_controllers_and_nodetemplates() -> None:
     rules = intercepted(validating(helm_template()))
-    assert rules == {**dict.fromkeys(CORE, BOTH), ("", "pods"): BOTH,
+    assert rules == {**dict.fromkeys(CORE | CLAIMS, BOTH), ("", "pods"): BOTH,
                      ("", "pods/ephemeralcontainers"): BOTH}
+    off = intercepted(validating(helm_template({"workloadKinds": {"resourceClaims": False}})))
+    assert set(off) == set(rules) - CLAIMS
 
 
 def test_mutating_rules_leave_out_pod_updates_and_debug_containers() -> None:

@@ -21,13 +21,16 @@ SWITCHES = {
     "ray": "ray.io",
     "jobset": "jobset.x-k8s.io",
     "leaderWorkerSet": "leaderworkerset.x-k8s.io",
+    "volcano": "batch.volcano.sh",
+    "kaito": "kaito.sh",
+    "appWrapper": "workload.codeflare.dev",
+    "argo": "argoproj.io",
 }
-CLUSTER_SCOPED = {"clusterservingruntimes", "clustertrainingruntimes"}
-# Groups the engine judges that the chart has no switch for yet (their webhook rules are
-# the chart's to add): until then they are judged offline, and online only where a user's
-# own webhook rules send them.
-NO_SWITCH_YET = {"batch.volcano.sh", "kaito.sh", "workload.codeflare.dev", "argoproj.io",
-                 "resource.k8s.io"}
+CLUSTER_SCOPED = {"clusterservingruntimes", "clustertrainingruntimes",
+                  "clusterworkflowtemplates"}
+# The DRA claims: a built-in API every supported Kubernetes serves, so on by default, and
+# validated only (nothing in them is patched).
+CLAIMS = ("resourceClaims", "resource.k8s.io")
 
 
 def rules(docs: list[dict[str, Any]]) -> list[list[dict[str, Any]]]:
@@ -63,8 +66,23 @@ def test_each_switch_registers_every_kind_the_engine_judges_in_its_group(switch:
 
 
 def test_every_ml_group_the_engine_judges_has_a_switch() -> None:
-    groups = {group for group, _ in WORKLOAD_KINDS} - {"", "apps", "batch"} - NO_SWITCH_YET
+    groups = {group for group, _ in WORKLOAD_KINDS} - {"", "apps", "batch", CLAIMS[1]}
     assert groups == set(SWITCHES.values())
+
+
+def test_dra_claims_are_validated_by_default_and_never_sent_to_the_mutating_webhook() -> None:
+    switch, group = CLAIMS
+    judged = {(kind.lower() + "s", "Namespaced") for known, kind in WORKLOAD_KINDS
+              if known == group}
+    assert judged == {("resourceclaims", "Namespaced"), ("resourceclaimtemplates", "Namespaced")}
+    docs = helm_template()
+    validating = find(docs, "ValidatingWebhookConfiguration")["webhooks"][0]["rules"]
+    assert {(r, s) for g, r, s in registered(validating) if g == group} == judged
+    mutating = find(docs, "MutatingWebhookConfiguration")["webhooks"][0]["rules"]
+    assert not [g for g, _, _ in registered(mutating) if g == group]
+    off = helm_template({"workloadKinds": {switch: False}})
+    assert not [g for hook_rules in rules(off) for g, _, _ in registered(hook_rules)
+                if g == group]
 
 
 CUSTOM = [{"group": "serving.example.com", "kind": "ModelServer", "resource": "modelservers",

@@ -116,3 +116,14 @@ def guard(plane: ControlPlane, certs: Path,
         plane.helm("uninstall", RELEASE, "-n", RELEASE_NAMESPACE, "--wait", check=False)
     finally:
         webhook.stop()
+
+
+@pytest.fixture(scope="module")
+def kube(guard: Guard, request: pytest.FixtureRequest) -> ControlPlane:
+    """The chart installed and its webhooks calling the session's webhook, with the module's
+    NAMESPACE created when it names one: what most cluster test modules start from (a
+    module that needs more defines its own)."""
+    namespace = getattr(request.module, "NAMESPACE", None)
+    if namespace:
+        guard.plane.namespace(namespace)
+    return guard.plane

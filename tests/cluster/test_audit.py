@@ -5,16 +5,10 @@ from __future__ import annotations
 
 from typing import Any
 
-import pytest
-from cluster_helpers import ControlPlane, Guard, gpu_container, pod, wait_until
+from cluster_helpers import ControlPlane, gpu_container, pod, wait_until
 
 NAMESPACE = "audit"
 
-
-@pytest.fixture(scope="module")
-def kube(guard: Guard) -> ControlPlane:
-    guard.plane.namespace(NAMESPACE)
-    return guard.plane
 
 
 def create_event(kube: ControlPlane, name: str) -> dict[str, Any]:

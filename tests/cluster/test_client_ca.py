@@ -8,7 +8,6 @@ import json
 from collections.abc import Callable
 from pathlib import Path
 
-import pytest
 from cluster_helpers import (
     ControlPlane,
     Guard,
@@ -26,11 +25,6 @@ NAMESPACE = "client-ca"
 # failed call admits silently.
 FAILED_CALL = 'failed calling webhook "validate.quickq-guard.quickq.io"'
 
-
-@pytest.fixture(scope="module")
-def kube(guard: Guard) -> ControlPlane:
-    guard.plane.namespace(NAMESPACE)
-    return guard.plane
 
 
 def refused_call(kube: ControlPlane) -> Callable[[], bool]:

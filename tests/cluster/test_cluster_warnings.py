@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 
-import pytest
 from cluster_helpers import ControlPlane, Guard, container, liveness, pod, warnings_of
 
 NAMESPACE = "warnings"
@@ -13,11 +12,6 @@ SHORT_LIVENESS = ("[liveness-probe-tolerance] container '{}': livenessProbe rest
                   "of failures (failureThreshold 3 x periodSeconds 10); raise "
                   "livenessProbe.failureThreshold to 6 or more (>= 60s)")
 
-
-@pytest.fixture(scope="module")
-def kube(guard: Guard) -> ControlPlane:
-    guard.plane.namespace(NAMESPACE)
-    return guard.plane
 
 
 def test_each_finding_reaches_kubectl_whole_for_every_container(kube: ControlPlane) -> None:

@@ -5,16 +5,10 @@ from __future__ import annotations
 import json
 from typing import Any
 
-import pytest
 from cluster_helpers import ControlPlane, Guard
 
 NAMESPACE = "denials"
 
-
-@pytest.fixture(scope="module")
-def kube(guard: Guard) -> ControlPlane:
-    guard.plane.namespace(NAMESPACE)
-    return guard.plane
 
 
 def pod(name: str, image: str = "registry.example.com/web:1.0", **container: Any

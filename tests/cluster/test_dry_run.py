@@ -23,11 +23,6 @@ from cluster_helpers import (
 NAMESPACE = "dry-run"
 
 
-@pytest.fixture(scope="module")
-def kube(guard: Guard) -> ControlPlane:
-    guard.plane.namespace(NAMESPACE)
-    return guard.plane
-
 
 def absent(kube: ControlPlane, name: str) -> bool:
     return kube.kubectl("get", "pod", name, "-n", NAMESPACE, check=False).returncode == 1

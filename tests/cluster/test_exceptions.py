@@ -54,16 +54,30 @@ def exception(name: str, namespace: str = RELEASE_NAMESPACE, seconds: float = 36
 
 
 @pytest.fixture(scope="module")
-def watcher(guard: Guard, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Webhook]:
+def workdir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return tmp_path_factory.mktemp("exceptions")
+
+
+@pytest.fixture(scope="module")
+def runtime_files(guard: Guard, workdir: Path) -> tuple[Path, Path]:
+    """The chart's policies directory and config file, as its pods have them mounted."""
+    documents = rendered(guard.plane, RELEASE, RELEASE_NAMESPACE,
+                         release_values("https://127.0.0.1:1", guard.ca_bundle, **VALUES))
+    return chart_runtime_files(documents, workdir / "chart-files")
+
+
+@pytest.fixture(scope="module")
+def watcher(guard: Guard, workdir: Path,
+            runtime_files: tuple[Path, Path]) -> Iterator[Webhook]:
     """The chart with exceptions on, its webhooks calling a webhook that watches them."""
     plane = guard.plane
-    workdir = tmp_path_factory.mktemp("exceptions")
-    documents = rendered(plane, RELEASE, RELEASE_NAMESPACE,
-                         release_values("https://127.0.0.1:1", guard.ca_bundle, **VALUES))
-    policies, config = chart_runtime_files(documents, workdir / "chart-files")
+    policies, config = runtime_files
     assert "exceptionNamespaces" in config.read_text()
+    # The webhook reads exceptions as its pods do: with a token of the chart's ServiceAccount,
+    # so only the read-only Role the chart grants it (created by the upgrade below).
+    account = plane.kubeconfig_as(RELEASE_NAMESPACE, RELEASE, workdir / "webhook-kubeconfig")
     webhook = Webhook(workdir, guard.certs, "--policies", str(policies), "--config",
-                      str(config), "--watch-exceptions", "--kubeconfig", str(plane.kubeconfig))
+                      str(config), "--watch-exceptions", "--kubeconfig", str(account))
     try:
         with guard.pointed_at(webhook.url, lambda: denies_bad_pod(plane), **VALUES):
             plane.namespace(TEAM)
@@ -193,6 +207,20 @@ def test_check_offline_gives_the_webhooks_verdicts(kube: ControlPlane, tmp_path:
     assert [offline[w["metadata"]["name"]] for w in workloads] == online == [True, False]
 
 
+WEBHOOK_ACCOUNT = f"system:serviceaccount:{RELEASE_NAMESPACE}:{RELEASE}"
+
+
+@pytest.mark.parametrize(("verb", "namespace", "allowed"), [
+    ("list", RELEASE_NAMESPACE, True), ("watch", RELEASE_NAMESPACE, True),
+    ("list", TEAM, False), ("create", RELEASE_NAMESPACE, False),
+    ("delete", RELEASE_NAMESPACE, False), ("update", RELEASE_NAMESPACE, False)])
+def test_the_webhooks_account_only_reads_the_exception_namespace(
+        kube: ControlPlane, verb: str, namespace: str, allowed: bool) -> None:
+    done = kube.kubectl("auth", "can-i", verb, "policyexceptions.quickq.io", "-n", namespace,
+                        "--as", WEBHOOK_ACCOUNT, check=False)
+    assert done.stdout.strip() == ("yes" if allowed else "no"), done.stderr
+
+
 def test_the_view_age_is_a_metric(kube: ControlPlane, guard: Guard, watcher: Webhook) -> None:
     context = ssl.create_default_context(cafile=str(guard.certs / "ca.crt"))
     with urllib.request.urlopen(f"{watcher.url}/metrics", context=context,
@@ -200,3 +228,30 @@ def test_the_view_age_is_a_metric(kube: ControlPlane, guard: Guard, watcher: Web
         text = answer.read().decode()
     assert 'quickq_guard_cluster_view_age_seconds{kind="PolicyException"} 0.0' in text
     assert 'quickq_guard_excepted_findings_total{policy="disallow-root-user"}' in text
+
+
+def test_an_exception_namespace_added_by_an_upgrade_is_watched_without_a_restart(
+        kube: ControlPlane, guard: Guard, watcher: Webhook, workdir: Path) -> None:
+    """`helm upgrade` with another exceptions.namespaces entry changes the mounted config
+    and the Roles; the webhook reloads the config in place and watches the new namespace."""
+    added = "platform-exceptions"
+    kube.namespace(added)
+    kube.apply(exception("grant-5", namespace=added), check=True)
+    workload = root_pod("grant-5-plugin")
+    assert admitted(kube, workload).returncode != 0  # not an exception namespace yet
+
+    def upgrade(namespaces: list[str]) -> None:
+        values = {**VALUES, "exceptions.namespaces": namespaces}
+        documents = rendered(kube, RELEASE, RELEASE_NAMESPACE,
+                             release_values(watcher.url, guard.ca_bundle, **values))
+        chart_runtime_files(documents, workdir / "chart-files")  # what the pods see mounted
+        guard.point_at(watcher.url, lambda: True, **values)
+
+    upgrade([RELEASE_NAMESPACE, added])
+    try:
+        wait_until(lambda: admitted(kube, workload).returncode == 0, timeout=20,
+                   what="the added exception namespace to be watched")
+    finally:
+        upgrade([RELEASE_NAMESPACE])
+    wait_until(lambda: admitted(kube, workload).returncode != 0, timeout=20,
+               what="the removed exception namespace to stop counting")

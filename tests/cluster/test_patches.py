@@ -11,7 +11,6 @@ from cluster_helpers import (
     GPU_TOLERATION,
     REPO,
     ControlPlane,
-    Guard,
     controller,
     gpu_container,
     pod,
@@ -22,11 +21,6 @@ from cluster_helpers import (
 
 NAMESPACE = "patches"
 
-
-@pytest.fixture(scope="module")
-def kube(guard: Guard) -> ControlPlane:
-    guard.plane.namespace(NAMESPACE)
-    return guard.plane
 
 
 def assert_patched(spec: dict[str, object]) -> None:

@@ -8,7 +8,6 @@ import threading
 import time
 from collections.abc import Callable
 
-import pytest
 from cluster_helpers import (
     ApiClient,
     ControlPlane,
@@ -21,11 +20,6 @@ from cluster_helpers import (
 
 NAMESPACE = "rotation"
 
-
-@pytest.fixture(scope="module")
-def kube(guard: Guard) -> ControlPlane:
-    guard.plane.namespace(NAMESPACE)
-    return guard.plane
 
 
 class Load:

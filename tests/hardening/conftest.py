@@ -18,3 +18,4 @@ _spec.loader.exec_module(_server_conftest)
 
 certs_dir = _server_conftest.certs_dir
 server = _server_conftest.server
+client = _server_conftest.client

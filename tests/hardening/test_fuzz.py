@@ -14,7 +14,6 @@ from typing import Any
 
 import httpx
 import jsonpatch
-import pytest
 from builders import gpu_container, workload
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -137,11 +136,6 @@ def test_engine_never_raises_with_any_json_at_any_path(target: tuple[int, tuple[
 
 # Through the real server ---------------------------------------------------------------
 
-
-@pytest.fixture(scope="module")
-def client(server: Server) -> Iterator[httpx.Client]:
-    with server.client() as client:
-        yield client
 
 
 def _check_answer(answer: httpx.Response, body: bytes) -> None:

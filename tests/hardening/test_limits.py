@@ -24,11 +24,6 @@ from webhook.server.app import MAX_BODY
 SLOW_SECONDS = 6  # how long the slow clients below hold their connections
 
 
-@pytest.fixture(scope="module")
-def client(server: Server) -> Any:
-    with server.client() as client:
-        yield client
-
 
 def _raw(body: bytes) -> bytes:
     return body

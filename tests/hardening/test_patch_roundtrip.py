@@ -8,17 +8,15 @@ from __future__ import annotations
 import base64
 import copy
 import json
-from collections.abc import Iterator
 from typing import Any
 
 import httpx
 import jsonpatch
 import kubernetes_validate
-import pytest
 from builders import gpu_container, workload
 from hypothesis import HealthCheck, event, example, given, settings
 from hypothesis import strategies as st
-from server_helpers import Server, post, review
+from server_helpers import post, review
 from test_properties import OWNED_SUFFIXES, objects, undo
 
 from webhook import evaluate
@@ -74,11 +72,6 @@ def schema_valid(obj: dict[str, Any]) -> bool:
         return False
     return True
 
-
-@pytest.fixture(scope="module")
-def client(server: Server) -> Iterator[httpx.Client]:
-    with server.client() as client:
-        yield client
 
 
 def _operations(response: dict[str, Any]) -> list[dict[str, Any]]:

@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from pathlib import Path
 
+import httpx
 import pytest
 from server_helpers import NAMESPACE, SERVICE, Server
 
@@ -25,3 +26,10 @@ def server(tmp_path_factory: pytest.TempPathFactory, certs_dir: Path) -> Iterato
     running = Server(tmp_path_factory.mktemp("server"), certs_dir)
     yield running
     assert running.stop() == 0
+
+
+@pytest.fixture(scope="module")
+def client(server: Server) -> Iterator[httpx.Client]:
+    """A TLS client of the module's server (a module with another server defines its own)."""
+    with server.client() as client:
+        yield client

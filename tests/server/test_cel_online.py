@@ -31,6 +31,11 @@ EXTRA = [
      "mutations": [{"patchType": "JSONPatch", "jsonPatch": {"expression": (
          "has(container.securityContext) ? [] : [JSONPatch{op: 'add', "
          "path: '/securityContext', value: {'runAsNonRoot': true}}]")}}]},
+    {"id": "no-legacy-model-format", "description": "d", "type": "validate",
+     "action": "enforce",
+     "validations": [{"expression": "object.metadata.?annotations['model-format'].orValue("
+                                    "'') != 'pickle'", "reason": "Invalid",
+                      "message": "serve the model as safetensors, not pickle"}]},
     {"id": "say-dry-run", "description": "d", "type": "validate", "action": "warn",
      "validations": [{"expression": "!request.dryRun",
                       "message": "a server-side dry run: nothing is stored"}]},
@@ -113,3 +118,21 @@ def test_the_reviews_dry_run_flag_reaches_cel_policies(client, folder):
         assert online == offline
         said = any("nothing is stored" in warning for warning in online["warnings"])
         assert said is dry_run
+
+
+@pytest.mark.parametrize(("obj", "code", "reason"), [
+    (pod(container("app"), annotations={"model-format": "pickle"}), 422, "Invalid"),
+    (BAD, 403, "Forbidden"),  # no reason named: Forbidden, as ValidatingAdmissionPolicy
+])
+def test_a_denial_answers_with_the_validations_reason(client, folder, obj, code, reason):
+    """A CEL validation's `reason` is the status of the webhook's denial (and offline the
+    decision's), as a ValidatingAdmissionPolicy's is."""
+    status = post(client, "/validate", review(obj))["status"]
+    assert (status["code"], status["reason"]) == (code, reason)
+    assert _offline_reason(folder, obj) == reason
+
+
+def _offline_reason(folder: Path, obj: Any) -> str:
+    decision = evaluate(obj, load_policies(folder))
+    assert not decision.allowed
+    return decision.denial_reason

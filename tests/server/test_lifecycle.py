@@ -32,15 +32,11 @@ from server_helpers import (
 )
 
 from webhook.server.certs import ensure_certs, load_ca
+from webhook.testing import wait_until
 
 
 def eventually(check: Callable[[], bool], timeout: float = 6.0) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if check():
-            return
-        time.sleep(0.05)
-    raise AssertionError("condition not met in time")
+    wait_until(check, timeout, interval=0.05)
 
 
 def test_dry_run_denies_nothing_and_reports_everything(tmp_path: Path, certs_dir: Path) -> None:
@@ -242,7 +238,7 @@ def test_workers_share_metrics_and_self_signed_makes_certificates(tmp_path: Path
             with server.client() as client:  # a new connection: either worker may take it
                 post(client, "/validate", review(pod()))
         server.signal(signal.SIGHUP)  # reloads in each worker, replaces none
-        time.sleep(0.5)
+        eventually(lambda: sum(line.get("event") == "reloaded" for line in server.logs()) >= 2)
         with server.client() as client:
             post(client, "/validate", review(pod()))
             assert metric(client, "quickq_guard_reviews_total") == 13

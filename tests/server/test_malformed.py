@@ -20,12 +20,6 @@ from starlette.applications import Starlette
 from webhook.server.app import MAX_BODY, Guard, Settings, build_app
 
 
-@pytest.fixture(scope="module")
-def client(server: Server) -> Iterator[httpx.Client]:
-    with server.client() as client:
-        yield client
-
-
 def _without(field: str) -> dict[str, Any]:
     body = review(pod())
     del body["request"][field]

@@ -27,11 +27,6 @@ def load(path: Path) -> dict[str, Any]:
     return obj
 
 
-@pytest.fixture(scope="module")
-def client(server: Server) -> Any:
-    with server.client() as client:
-        yield client
-
 
 @pytest.mark.parametrize("name", sorted(path.name for path in ML.glob("*.yaml")))
 def test_the_webhook_gives_the_engines_verdict_on_ml_kinds(client: httpx.Client,

@@ -3,20 +3,12 @@ probe annotation gets a warning naming the endpoint that answered, denied or not
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-
 import httpx
 import pytest
-from server_helpers import Server, post, review
+from server_helpers import post, review
 
 from webhook.cli.cluster import probe_pod
 from webhook.server.admission import probe_warning
-
-
-@pytest.fixture(scope="module")
-def client(server: Server) -> Iterator[httpx.Client]:
-    with server.client() as client:
-        yield client
 
 
 @pytest.mark.parametrize("endpoint", ["validate", "mutate"])

@@ -5,20 +5,14 @@ from __future__ import annotations
 import base64
 import copy
 import json
-import time
 from typing import Any
 
 import httpx
 import jsonpatch
 import kubernetes_validate
-import pytest
 from server_helpers import Server, bad_pod, pod, post, review, with_probe
 
-
-@pytest.fixture(scope="module")
-def client(server: Server) -> Any:
-    with server.client() as client:
-        yield client
+from webhook.testing import wait_until
 
 
 def patched(obj: dict[str, Any], response: dict[str, Any]) -> dict[str, Any]:
@@ -162,12 +156,11 @@ def test_review_log_line_names_findings_not_values(server: Server,
     post(client, "/validate", body)
     # The server writes a review's line at the end of its event loop's pass, which may come
     # after the client has read the answer.
-    deadline = time.monotonic() + 5
-    while True:
-        lines = [line for line in server.logs() if line.get("uid") == body["request"]["uid"]]
-        if lines or time.monotonic() > deadline:
-            break
-        time.sleep(0.02)
+    def logged() -> list[dict[str, Any]]:
+        return [line for line in server.logs() if line.get("uid") == body["request"]["uid"]]
+
+    wait_until(lambda: bool(logged()), timeout=5, what="the review's log line", interval=0.02)
+    lines = logged()
     assert len(lines) == 1
     line = lines[0]
     assert line["decision"] == "denied" and line["operation"] == "CREATE"

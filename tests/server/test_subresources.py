@@ -5,23 +5,16 @@ not carry the judged object (pods/status) is admitted untouched."""
 from __future__ import annotations
 
 import copy
-from collections.abc import Iterator
 from typing import Any
 
 import httpx
-import pytest
-from server_helpers import Server, pod, post, review
+from server_helpers import pod, post, review
 
 # What `kubectl debug -it web --image=busybox:latest --profile=sysadmin` adds to the Pod.
 DEBUGGER = {"name": "debugger-x7k2p", "image": "busybox:latest", "stdin": True, "tty": True,
             "imagePullPolicy": "Always", "terminationMessagePolicy": "File",
             "securityContext": {"privileged": True, "runAsUser": 0}}
 
-
-@pytest.fixture(scope="module")
-def client(server: Server) -> Iterator[httpx.Client]:
-    with server.client() as client:
-        yield client
 
 
 def debug_review(debugger: dict[str, Any], sub_resource: str = "ephemeralcontainers",

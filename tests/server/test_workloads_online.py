@@ -10,13 +10,7 @@ from typing import Any
 import httpx
 import pytest
 from real_workloads import decide, load, names, patched, verdict
-from server_helpers import Server, post, review
-
-
-@pytest.fixture(scope="module")
-def client(server: Server) -> Any:
-    with server.client() as client:
-        yield client
+from server_helpers import post, review
 
 
 def online_verdict(client: httpx.Client, obj: dict[str, Any]) -> dict[str, Any]:

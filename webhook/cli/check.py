@@ -58,6 +58,10 @@ def add_parser(commands: Any) -> None:
                              "repeatable), besides those among the manifests; honoured as "
                              "the webhook honours them: from the config's "
                              "exceptionNamespaces, until they expire")
+    parser.add_argument("--at", type=moment, metavar="TIME",
+                        help="judge as of this time (RFC 3339 with an offset: "
+                             "2027-01-15T00:00:00Z), not now: which PolicyExceptions will "
+                             "still apply on a release day")
     parser.add_argument("--jobs", "-j", default=0, metavar="N",
                         type=count_of("must be 1 or more (leave it out: one per CPU)"),
                         help="processes to judge with, 1 or more (default: one per CPU when "
@@ -86,6 +90,18 @@ def count_of(too_few: str) -> Callable[[str], int]:
     return count
 
 
+def moment(text: str) -> datetime:
+    """An argparse type: a time with its offset (a time without one means no one instant)."""
+    try:
+        value = datetime.fromisoformat(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"expected an RFC 3339 time such as 2027-01-15T00:00:00Z, got {text!r}") from None
+    if value.tzinfo is None:
+        raise argparse.ArgumentTypeError(f"{text!r} has no offset: add Z or +01:00")
+    return value
+
+
 def load(args: argparse.Namespace) -> PolicySet:
     return load_policies(args.policies, load_config(args.config))
 
@@ -107,7 +123,7 @@ def check(args: argparse.Namespace) -> int:
     options = Options(color=color, quiet=args.quiet, fail_on=args.fail_on)
     writer = formats()[args.output](out, options)
     work = judge.tasks(args.paths, args.exclude, stdin)
-    now = datetime.now(UTC)  # the one time the whole run judges at
+    now = args.at or datetime.now(UTC)  # the one time the whole run judges at
     notes: list[str] = []
     granted = judge.Granted(exceptions.load(args.exceptions, args.paths, args.exclude, stdin,
                                             policies, now, notes), now)

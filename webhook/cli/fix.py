@@ -9,7 +9,6 @@ not a Kubernetes object is refused rather than printed back.
 from __future__ import annotations
 
 import argparse
-import copy
 import io
 import os
 import sys
@@ -27,9 +26,9 @@ from ruamel.yaml.util import load_yaml_guess_indent
 
 from webhook.cli.exits import EXIT_ERROR, EXIT_FAILED, EXIT_OK, CliError, error, hint, note
 from webhook.cli.formats import label
-from webhook.cli.judge import input_claims, is_object, judge, manifest_patch
+from webhook.cli.judge import input_claims, is_object, judge, kustomize_skip, manifest_patch
 from webhook.engine.claims import ClaimLookup
-from webhook.engine.patch import split_pointer
+from webhook.engine.patch import PatchError, apply_in_place
 from webhook.engine.policy import PolicySet
 from webhook.manifests import Source, manifest_sources, read_source
 
@@ -57,6 +56,12 @@ def fix(args: argparse.Namespace, policies: PolicySet) -> int:
     claims = input_claims([[source for source in sources if source.name != "-"]], None)
     code, objects = EXIT_OK, 0
     for source in sources:
+        if source.walked and (why := kustomize_skip(source.name)):
+            # A patch is no object to fix (check skips it too): printed among the fixed
+            # manifests, it would be applied as a whole object.
+            if source.start == 0 and not args.quiet:
+                note(f"skipped {source.name}: {why}")
+            continue
         done = fix_source(source, policies, claims)
         objects += done.objects
         for line in done.errors:
@@ -141,8 +146,11 @@ def fix_source(source: Source, policies: PolicySet,
         if node is None:
             done.errors.append(f"{where}: cannot find this object again to edit it")
             continue
-        for operation in manifest_patch(document.obj, decision, policies, claims):
-            _apply(node, operation)
+        try:
+            apply_in_place(node, manifest_patch(document.obj, decision, policies, claims))
+        except PatchError as error:
+            done.errors.append(f"{where}: cannot apply the patch: {error}")
+            continue
         done.changed = True
     if done.errors:
         return done
@@ -197,28 +205,6 @@ def _nodes_by_line(nodes: Sequence[Any]) -> dict[int, Any]:
                 if isinstance(item, CommentedMap):
                     found[item.lc.line + 1] = item
     return found
-
-
-def _apply(node: Any, operation: dict[str, Any]) -> None:
-    """An RFC 6902 `add`, `replace` or `remove` on round-trip nodes."""
-    tokens = split_pointer(operation["path"])
-    parent = node
-    for token in tokens[:-1]:
-        parent = parent[int(token)] if isinstance(parent, list) else parent[token]
-    last = tokens[-1]
-    if operation["op"] == "remove":
-        del parent[int(last) if isinstance(parent, list) else last]
-        return
-    value = copy.deepcopy(operation["value"])  # never an alias of another value
-    if isinstance(parent, list) and operation["op"] == "replace":
-        parent[int(last)] = value
-    elif isinstance(parent, list):
-        if last == "-":
-            parent.append(value)
-        else:
-            parent.insert(int(last), value)
-    else:
-        parent[last] = value
 
 
 def write_atomically(path: Path, text: str) -> None:

@@ -171,7 +171,10 @@ def count(decision: Decision, counts: Counter[str]) -> None:
         counts["level:audit"] += 1
     for result in decision.results:
         status = result.status
-        counts["warn" if status == "fail" and result.action != "enforce" else status] += 1
+        if status == "fail" and all(f.exception for f in result.findings):
+            counts["excepted"] += 1  # a PolicyException covers every finding: not a failure
+        else:
+            counts["warn" if status == "fail" and result.action != "enforce" else status] += 1
         if status in ("fail", "patch"):
             counts["findings"] += len(result.findings)
 
@@ -209,7 +212,7 @@ def _judge_task(task: Sequence[Source], policies: PolicySet, stdin: bytes | None
                 part: Part, granted: Granted, claims: ClaimLookup | None) -> list[Judged]:
     judged: list[Judged] = []
     for source in task:
-        if source.walked and (why := _kustomize_skip(source.name)):
+        if source.walked and (why := kustomize_skip(source.name)):
             if source.start == 0:  # once for a file split into pieces
                 part.notes.append(f"skipped {source.name}: {why}")
             continue
@@ -228,7 +231,7 @@ def _judge_task(task: Sequence[Source], policies: PolicySet, stdin: bytes | None
     return judged
 
 
-def _kustomize_skip(name: str) -> str:
+def kustomize_skip(name: str) -> str:
     """Why a file found in a directory walk is kustomize's input rather than an object."""
     if kustomize.is_kustomization(name):
         return ("a kustomization; check what it builds: kustomize build "
@@ -346,7 +349,7 @@ _worker_job: tuple[PolicySet, Render, bytes | None, str, Granted, ClaimLookup | 
 
 def _run_in_worker(task: list[Source]) -> str:
     """Judge a task; its Part goes back through a file in the parts folder, whose name goes
-    through the pool's pipe: the pipe moves a large output (a JSON report is 14x its input)
+    through the pool's pipe: the pipe moves a large output (a JSON report is many times its input)
     in 64 KB reads that cost the parent more than writing it."""
     assert _worker_job is not None
     policies, render, stdin, parts, granted, claims = _worker_job

@@ -7,6 +7,7 @@ import os
 import sys
 from collections.abc import Sequence
 
+from webhook import __version__
 from webhook.cli import certs, check, cluster, crd, export, lint, policies, serve, test
 from webhook.cli.exits import EXIT_ERROR, EXIT_OK, CliError, error
 from webhook.engine.policy import PolicyError
@@ -32,7 +33,7 @@ def parser() -> argparse.ArgumentParser:
         description="Kubernetes admission guardrails for GPU inference and training workloads.",
         epilog="Exit codes: 0 nothing fails, 1 something fails (see check --fail-on), "
                "2 input, policy or usage error, 3 serve cannot start.")
-    top.add_argument("--version", action="version", version="quickq-guard 0.1.0")
+    top.add_argument("--version", action="version", version=f"quickq-guard {__version__}")
     commands = top.add_subparsers(title="commands", required=True, metavar="COMMAND")
     check.add_parser(commands)
     policies.add_parser(commands)

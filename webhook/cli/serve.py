@@ -43,8 +43,13 @@ def add_parser(commands: Any) -> None:
                         help="honour the PolicyExceptions of the config's exceptionNamespaces, "
                              "read from a watch of the API server (read-only; default: "
                              "none is honoured)")
+    parser.add_argument("--watch-claims", action="store_true",
+                        help="resolve the DRA claims pods consume against a watch of every "
+                             "namespace's ResourceClaims and ResourceClaimTemplates "
+                             "(read-only; default: none resolves, gpu-claim-usage says so)")
     parser.add_argument("--kubeconfig", metavar="FILE",
-                        help="with --watch-exceptions: the API server and credentials "
+                        help="with --watch-exceptions or --watch-claims: the API server and "
+                             "credentials "
                              "(default: the pod's service account, then $KUBECONFIG)")
     parser.add_argument("--instance", default="", metavar="NAME",
                         help="the name a probe's answer carries, so `quickq-guard cluster "

@@ -18,9 +18,11 @@ FAIL_ON = ("deny", "warn", "audit")
 
 
 def summary(counts: Counter[str]) -> dict[str, Any]:
-    """The JSON contract's summary: results per status (as before), then what it adds: the
-    decisions per outcome and the number of findings (one per thing to change)."""
+    """The JSON contract's summary: results per status (as before; a result whose findings a
+    PolicyException all covers is `excepted`, not `fail`), then what it adds: the decisions
+    per outcome and the number of findings (one per thing to change)."""
     return {"resources": counts["resources"], **{key: counts[key] for key in STATUSES},
+            "excepted": counts["excepted"],
             "outcomes": {outcome: counts["outcome:" + outcome] for outcome in OUTCOMES},
             "skipped": counts["skipped"], "findings": counts["findings"]}
 
@@ -32,7 +34,8 @@ def summary_line(counts: Counter[str]) -> str:
                 if counts["outcome:" + o] or o in ("denied", "allowed", "error")]
     if counts["skipped"]:
         outcomes.append(f"{counts['skipped']} skipped")
-    results = ", ".join(f"{counts[key]} {key}" for key in STATUSES)
+    results = ", ".join(f"{counts[key]} {key}" for key in STATUSES
+                        + (("excepted",) if counts["excepted"] else ()))
     return (f"{counts['resources']} resources: {', '.join(outcomes)}; "
             f"{counts['findings']} findings; policy results: {results}\n")
 

@@ -4,7 +4,8 @@ A Pod lists `spec.resourceClaims[]` (each a `resourceClaimName` or a
 `resourceClaimTemplateName`) and a container consumes one by `resources.claims[].name`. The
 device classes are in the ResourceClaim or ResourceClaimTemplate the entry names, so they are
 looked up in a `ClaimLookup`: offline, the claims of the same input (`claims_from`); online,
-the webhook's cached view of the cluster. Pure: the lookup is handed in, never read here.
+the webhook's cached view of the cluster (webhook.server.claim_view). Pure: the lookup is
+handed in, never read here.
 """
 
 from __future__ import annotations
@@ -51,9 +52,6 @@ class Claims:
 
 
 NO_CLAIMS = Claims({}, "the objects judged")
-# The webhook's lookup until it keeps a view of the cluster's claims: none resolves, and the
-# finding says why.
-NO_CLUSTER_VIEW = Claims({}, "quickq-guard's view of the cluster (it reads no claims yet)")
 
 
 @dataclass(frozen=True, slots=True)

@@ -68,9 +68,10 @@ def evaluate(
     hand it to the webhook at `kubectl apply`: decoded, defaulted, normalized
     (webhook.engine.normalize), `old_object` too; the decision's patch then applies to that
     object, and one that lacks a required field is refused. `as_applied=False` judges the
-    object exactly as given (--fix computes the patch for a manifest that way). `claims` is where the Dynamic Resource Allocation claims
-    a pod consumes are looked up (webhook.engine.claims: the claims of the same input
-    offline, the webhook's view of the cluster online); without it, none resolves.
+    object exactly as given (--fix computes the patch for a manifest that way). `claims` is
+    where the Dynamic Resource Allocation claims a pod consumes are looked up
+    (webhook.engine.claims: the claims of the same input offline, the webhook's view of the
+    cluster online); without it, none resolves.
     """
     resource = describe(obj, namespace, source)
     refused: list[tuple[str, str]] = []
@@ -157,10 +158,11 @@ def evaluate(
         if old_keys:
             validated = [_mark_preexisting(result, old_keys, workload.obj)
                          for result in validated]
-    if exceptions and any(result.status == "fail" for result in validated):
+    failed = any(result.status == "fail" for result in validated)
+    if failed and exceptions:
         validated = granted.apply(validated, exceptions, config, _time(now), workload.kind,
                                   namespace, resource.name, workload.labels)
-    if not from_api_server and any(result.status == "fail" for result in validated):
+    if failed and not from_api_server:
         validated = _note_api_server_refusals(validated, workload)
     results += validated
 
@@ -201,6 +203,8 @@ def _text(value: Any) -> str:
 
 
 def _run(policy: Policy, workload: Workload, request: Request) -> Result:
+    if policy.action == "off":
+        return policy.idle  # "the policy is off": the same value every time
     reason = _skip_reason(policy, workload, request.namespace, request.operation)
     if reason:
         return _result(policy, "skip", reason=reason)
@@ -409,7 +413,7 @@ def error_decision(resource: Resource, problem: str, message: str, dry_run: bool
     result = Result(None, "validate", "enforce", "error", findings, problem)
     if dry_run:
         return Decision(resource, (result,), allowed=True, outcome="error",
-                        warnings=(f"[dry-run] {message}",))
+                        warnings=(f"[dry-run] {message}",), dry_run=True)
     return Decision(resource, (result,), allowed=False, outcome="error", message=message)
 
 
@@ -421,8 +425,9 @@ def _decide(resource: Resource, results: tuple[Result, ...], dry_run: bool,
     """Turn results into the verdict: denials, warnings, audit annotations and the patch."""
     notable = [result for result in results if result.status not in _QUIET]
     if not notable:  # every policy passed or skipped: nothing to say
-        return Decision(resource, results, allowed=True, outcome="allowed")
+        return Decision(resource, results, allowed=True, outcome="allowed", dry_run=dry_run)
     denials: list[str] = []
+    denial_reason = ""
     warnings: list[str] = []
     audit: dict[str, list[str]] = {}
     for result in notable:
@@ -462,6 +467,7 @@ def _decide(resource: Resource, results: tuple[Result, ...], dry_run: bool,
             else:
                 field = f" (field: {found.path})" if found.path else ""
                 denials.append(f"[{result.policy}] {found.message}{field}")
+                denial_reason = denial_reason or found.denial_reason or "Forbidden"
     message = ""
     if denials:
         message = f"{resource} is denied by quickq-guard:\n" + "\n".join(f"- {d}" for d in denials)
@@ -475,6 +481,8 @@ def _decide(resource: Resource, results: tuple[Result, ...], dry_run: bool,
         audit_annotations={key: "; ".join(values) for key, values in audit.items()},
         patch=patch,
         patched=patched,
+        denial_reason=denial_reason or "Forbidden",
+        dry_run=dry_run,
     )
 
 

@@ -197,7 +197,8 @@ def judge(obj: Any, policies: PolicySet, resource: Resource, now: datetime | Non
                         warnings=warnings)
     if dry_run:
         return Decision(resource, (result,), allowed=True, outcome="would-deny", warnings=(
-            *warnings, *(f"[{RESULT_ID}] would deny: {problem}" for problem in found)))
+            *warnings, *(f"[{RESULT_ID}] would deny: {problem}" for problem in found)),
+            dry_run=True)
     message = f"{resource} is denied by quickq-guard:\n" + "\n".join(
         f"- [{RESULT_ID}] {problem}" for problem in found)
     return Decision(resource, (result,), allowed=False, outcome="denied", message=message,

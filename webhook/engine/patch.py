@@ -2,12 +2,14 @@
 
 Rules emit `add` operations on JSON pointers built here; the engine applies them with
 `apply_patch`, which copies only the containers along each path so that evaluating a large
-object stays cheap (jsonpatch deep-copies the whole document on every call).
+object stays cheap (jsonpatch deep-copies the whole document on every call); `check --fix`
+applies the same operations to its round-trip YAML nodes with `apply_in_place`.
 """
 
 from __future__ import annotations
 
 import re
+from copy import deepcopy
 from functools import lru_cache
 from typing import Any
 
@@ -54,21 +56,34 @@ def apply_patch(document: Any, operations: list[Operation]) -> Any:
     semantics: an `add` whose parent is missing fails instead of inventing it.
     """
     for operation in operations:
-        document = _apply_one(document, operation)
+        document = _apply_one(document, operation, copy=True)
     return document
 
 
-def _apply_one(document: Any, operation: Operation) -> Any:
+def apply_in_place(document: Any, operations: list[Operation]) -> None:
+    """The same operations applied to `document` itself: for ruamel.yaml's round-trip nodes
+    (`check --fix`), whose comments and formatting a copy would lose. Each value is inserted
+    as a deep copy, never an alias of the operation's."""
+    for operation in operations:
+        if not split_pointer(operation.get("path", "")):
+            raise PatchError(f"cannot {operation.get('op')} the whole document in place")
+        if "value" in operation:
+            operation = {**operation, "value": deepcopy(operation["value"])}
+        _apply_one(document, operation, copy=False)
+
+
+def _apply_one(document: Any, operation: Operation, copy: bool) -> Any:
     op = operation.get("op")
     tokens = split_pointer(operation.get("path", ""))
     if not tokens:
         if op in ("add", "replace"):
             return operation["value"]
         raise PatchError(f"cannot {op} the whole document")
-    root = _shallow_copy(document)
+    root = _shallow_copy(document) if copy else document
     parent = root
     for token in tokens[:-1]:
-        parent = _copy_child(parent, token, operation)
+        parent = _copy_child(parent, token, operation) if copy else \
+            _child(parent, token, operation)
     last = tokens[-1]
     if op == "add":
         if isinstance(parent, list):

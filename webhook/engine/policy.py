@@ -13,7 +13,6 @@ from functools import cached_property
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
-import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from webhook.engine import cel, podsecurity
@@ -33,7 +32,7 @@ from webhook.engine.rules.cel import (
     parse_field_path,
 )
 from webhook.engine.workload import ANY, WORKLOAD_KINDS, PodSite
-from webhook.engine.yaml_limits import check_node
+from webhook.manifests import read_text
 
 Action = Literal["enforce", "warn", "audit", "off"]
 Operation = Literal["CREATE", "UPDATE"]
@@ -383,10 +382,8 @@ def load_policies(directory: str | Path | None = None,
         config = load_config(config)
     if not directory.is_dir():
         raise PolicyError(f"{directory}: not a directory of policy files")
-    files = sorted(p for p in directory.iterdir()
-                   if p.suffix in (".yaml", ".yml") and p.is_file() and not p.name.startswith("."))
     policies: list[Policy] = []
-    for path in files:
+    for path in policy_files(directory):
         for number, document in enumerate(_read_yaml(path), start=1):
             if document is None:
                 continue
@@ -406,6 +403,13 @@ def load_policies(directory: str | Path | None = None,
         raise PolicyError(f"config: policies: no policy with id {', '.join(map(repr, unknown))} "
                           f"(loaded: {', '.join(sorted(seen))})")
     return PolicySet(tuple(policies), config)
+
+
+def policy_files(directory: Path) -> list[Path]:
+    """The policy files of a directory, in the order they load: its top level's .yaml and
+    .yml files, hidden ones left out (a ConfigMap mount's ..data links among them)."""
+    return sorted(p for p in directory.iterdir()
+                  if p.suffix in (".yaml", ".yml") and p.is_file() and not p.name.startswith("."))
 
 
 def pod_security_dir() -> Path:
@@ -446,32 +450,19 @@ def load_config(path: str | Path | None) -> Config:
 
 
 def _read_yaml(path: Path) -> list[Any]:
-    """The documents of a policy or config file, each checked for alias bombs and depth
-    (see yaml_limits) before it is built: `params` reach every evaluation of the policy."""
+    """The documents of a policy or config file, read as manifests are (webhook.manifests):
+    a duplicate key is an error, as kubectl makes it, and alias bombs and depth are bounded
+    (see yaml_limits) before a document is built: `params` reach every evaluation."""
     try:
-        with path.open("rb") as stream:
-            loader = _LOADER(stream)
-            try:
-                documents = []
-                while loader.check_node():
-                    node = loader.get_node()
-                    check_node(node)
-                    documents.append(loader.construct_document(node))
-                return documents
-            finally:
-                loader.dispose()
+        data = path.read_bytes()
     except OSError as error:
         raise PolicyError(f"{path}: cannot read: {error.strerror}") from None
-    except yaml.YAMLError as error:
-        raise PolicyError(f"{path}: invalid YAML: {_yaml_problem(error)}") from None
-    except RecursionError:
-        raise PolicyError(f"{path}: invalid YAML: nested too deep") from None
-
-
-def _yaml_problem(error: yaml.YAMLError) -> str:
-    mark = getattr(error, "problem_mark", None)
-    problem = getattr(error, "problem", None) or str(error)
-    return f"{problem} (line {mark.line + 1}, column {mark.column + 1})" if mark else problem
+    documents = []
+    for document in read_text(data, str(path)):
+        if document.error:
+            raise PolicyError(f"{path}: {document.error}")  # it names the line
+        documents.append(document.obj)
+    return documents
 
 
 def _build(document: Any, where: str, config: Config) -> Policy:
@@ -640,4 +631,3 @@ def _explain(error: ValidationError) -> str:
     return "; ".join(parts)
 
 
-_LOADER: Any = getattr(yaml, "CSafeLoader", yaml.SafeLoader)

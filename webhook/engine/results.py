@@ -51,6 +51,9 @@ class Finding:
     preexisting: bool = False
     # The PolicyException that excepts this finding (name, expiry, reason), or "".
     exception: str = ""
+    # What a denial for this finding answers with: a CEL validation's `reason`
+    # (Unauthorized, Forbidden, Invalid, RequestEntityTooLarge), "" for Forbidden.
+    denial_reason: str = ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -104,6 +107,11 @@ class Decision:
     # Why the object was not judged at all (a kind not judged, an excluded namespace or
     # user); "" when it was. Such a decision is allowed, and the CLI counts it as skipped.
     skipped: str = ""
+    # The HTTP status reason of a denial: its first finding's denial_reason, else Forbidden.
+    denial_reason: str = "Forbidden"
+    # Judged in the config's dry-run mode: nothing denied or patched. The formats read this,
+    # never the outcome (an error elsewhere makes the outcome "error", not "would-deny").
+    dry_run: bool = False
 
     def __post_init__(self) -> None:
         if not isinstance(self.audit_annotations, MappingProxyType):

@@ -24,7 +24,7 @@ from __future__ import annotations
 import difflib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, NamedTuple
 
 from webhook.engine import schema
 from webhook.engine.kubernetes_fields import KINDS
@@ -70,6 +70,9 @@ class PodSite:
     only_with_containers: bool = False
     # Fields of its pod specs quickq-guard cannot see through (UNSEEN_FIELDS).
     unseen: tuple[str, ...] = ()
+    # The kind the object holding the pod spec must be, when the path alone cannot tell (an
+    # AppWrapper's component is a Pod, whose `spec` is a pod spec, or a Job, whose is not).
+    holder_kind: str = ""
 
 
 def _template(*path: str | int) -> PodSite:
@@ -83,16 +86,35 @@ KSERVE_MODELS = ("model", "sklearn", "xgboost", "tensorflow", "pytorch", "triton
 MODEL_CONTAINER = "kserve-container"  # the name KServe gives a model spec's container
 _RAY_CLUSTER = ("headGroupSpec",), ("workerGroupSpecs", ANY)
 
+class BuiltIn(NamedTuple):
+    """A built-in kind quickq-guard judges: its apiVersion, its resource (plural) and the
+    path of its pod spec. The one table the export, the test builders and the cluster tests
+    derive theirs from."""
+
+    api_version: str
+    resource: str
+    pod_spec: tuple[str, ...]
+
+
+IN_TEMPLATE = ("spec", "template", "spec")
+BUILT_IN: dict[str, BuiltIn] = {
+    "Pod": BuiltIn("v1", "pods", ("spec",)),
+    "ReplicationController": BuiltIn("v1", "replicationcontrollers", IN_TEMPLATE),
+    "Deployment": BuiltIn("apps/v1", "deployments", IN_TEMPLATE),
+    "ReplicaSet": BuiltIn("apps/v1", "replicasets", IN_TEMPLATE),
+    "StatefulSet": BuiltIn("apps/v1", "statefulsets", IN_TEMPLATE),
+    "DaemonSet": BuiltIn("apps/v1", "daemonsets", IN_TEMPLATE),
+    "Job": BuiltIn("batch/v1", "jobs", IN_TEMPLATE),
+    "CronJob": BuiltIn("batch/v1", "cronjobs", ("spec", "jobTemplate", "spec", "template",
+                                                "spec")),
+}
+
+
 # Where each judged kind keeps its pod specs, by (API group, kind).
 WORKLOAD_KINDS: dict[tuple[str, str], tuple[PodSite, ...]] = {
-    ("", "Pod"): (PodSite(("spec",), "pod"),),
-    ("", "ReplicationController"): (_template("spec", "template"),),
-    ("apps", "Deployment"): (_template("spec", "template"),),
-    ("apps", "ReplicaSet"): (_template("spec", "template"),),
-    ("apps", "StatefulSet"): (_template("spec", "template"),),
-    ("apps", "DaemonSet"): (_template("spec", "template"),),
-    ("batch", "Job"): (_template("spec", "template"),),
-    ("batch", "CronJob"): (_template("spec", "jobTemplate", "spec", "template"),),
+    **{(api_group(built.api_version), kind):
+       (PodSite(built.pod_spec, "pod") if kind == "Pod" else PodSite(built.pod_spec),)
+       for kind, built in BUILT_IN.items()},
     # KServe
     ("serving.kserve.io", "InferenceService"): (
         PodSite(("spec", "predictor"), "inline", KSERVE_MODELS),
@@ -134,14 +156,15 @@ WORKLOAD_KINDS: dict[tuple[str, str], tuple[PodSite, ...]] = {
     # template of a model it has no preset for
     ("kaito.sh", "Workspace"): (_template("inference", "template"),),
     # Kueue's AppWrapper: the pod templates of the objects it wraps (a Job, a Deployment, a
-    # JobSet, a PyTorchJob...)
-    ("workload.codeflare.dev", "AppWrapper"): tuple(
+    # JobSet, a PyTorchJob...), and a wrapped Pod's own spec
+    ("workload.codeflare.dev", "AppWrapper"): (*(
         _template("spec", "components", ANY, "template", *inner) for inner in (
             ("spec", "template"),
             ("spec", "replicatedJobs", ANY, "template", "spec", "template"),
             ("spec", "pytorchReplicaSpecs", ANY, "template"),
             ("spec", "headGroupSpec", "template"),
             ("spec", "workerGroupSpecs", ANY, "template"))),
+        PodSite(("spec", "components", ANY, "template", "spec"), holder_kind="Pod")),
     # Argo: each template's container or script (a container with a `source`); the
     # template itself holds the pod-level fields (securityContext, tolerations)
     **{("argoproj.io", kind): (PodSite((*where, "templates", ANY), "inline",
@@ -167,6 +190,14 @@ UNSEEN_FIELDS = {
 NOT_JUDGED = {
     ("trainer.kubeflow.org", "TrainJob"): "a TrainJob carries no pod template: its pods come "
     "from its TrainingRuntime or ClusterTrainingRuntime, which quickq-guard judges",
+    # Spark sets the driver's and executors' image, resources and env from spec.driver and
+    # spec.executor (SparkPodSpec: cores, memory, gpu...), overwriting a pod template's;
+    # judged as a pod spec, it would be judged wrong.
+    **{("sparkoperator.k8s.io", kind): "Spark builds its driver and executor pods from "
+       "spec.driver and spec.executor, whose fields (image, cores, memory, gpu) are Spark's, "
+       "not a pod spec's, and override a pod template's; quickq-guard judges the Pods Spark "
+       "creates, when they are created"
+       for kind in ("SparkApplication", "ScheduledSparkApplication")},
 }
 MAX_PROBLEMS = schema.MAX_PROBLEMS
 # How a skip reason starts to say the kind looks like a typo of a judged one.
@@ -331,7 +362,8 @@ def read_workload(obj: Any, node_template_groups: Sequence[str], *,
         return None
     if not sites:  # ResourceClaim(Template): nothing but the object to judge
         return Workload(obj, kind, (), (), labels, is_claim=True)
-    found = [(site, path, data) for site in sites for path, data in _expand(obj, site.path)]
+    found = [(site, path, data) for site in sites for path, data in _expand(obj, site.path)
+             if not site.holder_kind or _holder_kind(obj, path) == site.holder_kind]
     if sites and not found and (group, kind) not in SERVED_API_VERSIONS:
         return None  # a kind of another project without its pod templates: see not_judged
     if check and not checked:
@@ -367,7 +399,7 @@ def _shared(obj: Mapping[str, Any], site: PodSite, pod: PodSpec) -> PodSpec:
     if site.shared is None or pod.security_context:
         return pod
     shared = _dig(obj, site.shared) or _EMPTY
-    context = _mapping(shared.get("securityContext"), (*site.shared, "securityContext"))
+    context = _mapping(shared.get("securityContext"), site.shared, "securityContext")
     return replace(pod, security_context=context) if context else pod
 
 
@@ -410,8 +442,8 @@ def _pod_spec(data: Mapping[str, Any], site: PodSite, path: Path, guard: bool) -
             label = name if isinstance(name, str) and name else site.model_name
             containers.append(_container(spec, site.model_group, item_path, label, guard))
     if guard:
-        security_context = _mapping(data.get("securityContext"), (*path, "securityContext"))
-        _list_of_mappings(data.get("tolerations"), (*path, "tolerations"))
+        security_context = _mapping(data.get("securityContext"), path, "securityContext")
+        _list_of_mappings(data.get("tolerations"), path, "tolerations")
     else:
         security_context = data.get("securityContext") or _EMPTY
     if site.style == "template":
@@ -422,6 +454,12 @@ def _pod_spec(data: Mapping[str, Any], site: PodSite, path: Path, guard: bool) -
     else:
         template, labels_path = path, ("metadata", "labels")
     return PodSpec(path, data, tuple(containers), template, labels_path, security_context)
+
+
+def _holder_kind(obj: Mapping[str, Any], path: Path) -> object:
+    """The kind of the object a pod spec at `path` is the spec of."""
+    holder = _dig(obj, path[:-1])
+    return holder.get("kind") if holder is not None else None
 
 
 def _expand(obj: Mapping[str, Any], pattern: Path) -> list[tuple[Path, Mapping[str, Any]]]:
@@ -459,6 +497,12 @@ def _check_site(obj: Mapping[str, Any], site: PodSite, path: Path,
     """What the API server would refuse in a pod spec of a kind whose own schema quickq-guard
     does not carry: the whole pod template (the CRDs embed Kubernetes' own), or an inline pod
     spec's known fields, its containers and its model specs."""
+    if site.holder_kind:  # a wrapped object's spec: its kind's own schema, as it is created
+        holder = _dig(obj, path[:-1]) or _EMPTY
+        node = schema.object_type(str(holder.get("apiVersion")), site.holder_kind)
+        schema.check(holder if node else _dig(obj, path), node or schema.POD_SPEC,
+                     path[:-1] if node else path, problems)
+        return
     if site.style == "template":
         schema.check(_dig(obj, path[:-1]), schema.POD_TEMPLATE, path[:-1], problems)
         return
@@ -529,19 +573,19 @@ def _container(data: Mapping[str, Any], group: str, path: Path, name: str,
         resources = get("resources") or _EMPTY
         return Container(name, group, path, data, resources.get("requests") or _EMPTY,
                          resources.get("limits") or _EMPTY)
-    resources = _mapping(get("resources"), (*path, "resources"))
-    requests = _mapping(resources.get("requests"), (*path, "resources", "requests"))
-    limits = _mapping(resources.get("limits"), (*path, "resources", "limits"))
-    _list_of_mappings(get("env"), (*path, "env"))
+    resources = _mapping(get("resources"), path, "resources")
+    requests = _mapping(resources.get("requests"), path, "resources", "requests")
+    limits = _mapping(resources.get("limits"), path, "resources", "limits")
+    _list_of_mappings(get("env"), path, "env")
     if group == "nodeTemplate":
-        _mapping(get("securityContext"), (*path, "securityContext"))
-        health = _mapping(get("health"), (*path, "health"))
+        _mapping(get("securityContext"), path, "securityContext")
+        health = _mapping(get("health"), path, "health")
         for probe in NODE_TEMPLATE_PROBES.values():
-            _mapping(health.get(probe), (*path, "health", probe))
-        _list_of_mappings(get("tolerations"), (*path, "tolerations"))
+            _mapping(health.get(probe), path, "health", probe)
+        _list_of_mappings(get("tolerations"), path, "tolerations")
     else:
         for field_name in _CONTAINER_FIELDS:
-            _mapping(get(field_name), (*path, field_name))
+            _mapping(get(field_name), path, field_name)
     return Container(name, group, path, data, requests, limits)
 
 
@@ -566,22 +610,26 @@ def _dig(obj: Mapping[str, Any], path: Path) -> Mapping[str, Any] | None:
     return found
 
 
-def _mapping(value: Any, path: Path) -> Mapping[str, Any]:
+def _mapping(value: Any, path: Path, *keys: str | int) -> Mapping[str, Any]:
+    """`value` when it is a mapping ({} for None), else InvalidObject naming `path` + `keys`
+    (built only then: most objects are well formed)."""
     if value is None:
         return _EMPTY
-    if not isinstance(value, Mapping):
-        raise InvalidObject(f"{dotted(path)}: expected a mapping, got {_type(value)}")
+    if value.__class__ is not dict and not isinstance(value, Mapping):
+        raise InvalidObject(f"{dotted((*path, *keys))}: expected a mapping, got "
+                            f"{_type(value)}")
     return value
 
 
-def _list_of_mappings(value: Any, path: Path) -> None:
+def _list_of_mappings(value: Any, path: Path, *keys: str | int) -> None:
     if value is None:
         return
-    if not isinstance(value, list):
-        raise InvalidObject(f"{dotted(path)}: expected a list, got {_type(value)}")
+    if value.__class__ is not list and not isinstance(value, list):
+        raise InvalidObject(f"{dotted((*path, *keys))}: expected a list, got {_type(value)}")
     for index, item in enumerate(value):
-        if not isinstance(item, Mapping):
-            raise InvalidObject(f"{dotted((*path, index))}: expected a mapping, got {_type(item)}")
+        if item.__class__ is not dict and not isinstance(item, Mapping):
+            raise InvalidObject(f"{dotted((*path, *keys, index))}: expected a mapping, got "
+                                f"{_type(item)}")
 
 
 def _type(value: Any) -> str:

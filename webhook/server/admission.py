@@ -64,6 +64,10 @@ AUDIT_VALUE_MAX = 4096
 # A denial lists every enforced violation; an object with thousands of them would put
 # megabytes into the client's error and the API server's audit log, so it stops at 32 KiB.
 DENIAL_MAX = 32 * 1024
+# A denial's HTTP status by its reason, as ValidatingAdmissionPolicy answers (a CEL
+# validation's `reason`; Forbidden when it names none).
+DENIAL_CODES = {"Unauthorized": 401, "Forbidden": 403, "Invalid": 422,
+                "RequestEntityTooLarge": 413}
 
 
 class AdmissionError(Exception):
@@ -187,8 +191,9 @@ def respond(review: Review, decision: Decision | None, *, mutating: bool,
         if not decision.allowed:
             # The client sees `admission webhook "<name>" denied the request: <message>`, and
             # `code` as the HTTP status of its request (a code below 400 becomes 400).
-            response["status"] = {"status": "Failure", "code": 403, "reason": "Forbidden",
-                                  "message": denial_message(decision.message)}
+            reason = decision.denial_reason
+            response["status"] = {"status": "Failure", "code": DENIAL_CODES.get(reason, 403),
+                                  "reason": reason, "message": denial_message(decision.message)}
         warnings = clean_warnings([*probe, *decision.warnings])
         if warnings:
             response["warnings"] = warnings

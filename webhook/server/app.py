@@ -24,12 +24,12 @@ from starlette.requests import ClientDisconnect, Request
 from starlette.responses import JSONResponse, PlainTextResponse, Response
 from starlette.routing import Route
 
-from webhook.engine.claims import NO_CLUSTER_VIEW
+from webhook.engine.claims import ClaimLookup
 from webhook.engine.evaluate import error_decision, evaluate
 from webhook.engine.exceptions import NONE, Exceptions
 from webhook.engine.policy import PolicyError, PolicySet
 from webhook.engine.results import Decision, Resource
-from webhook.server import admission, granted, metrics
+from webhook.server import admission, claim_view, granted, metrics
 from webhook.server.admission import AdmissionError, Review
 from webhook.server.logs import log_review
 from webhook.server.reload import PolicySets, PolicySource, ServingCert
@@ -65,6 +65,9 @@ class Settings:
     # in-cluster service account when None).
     watch_exceptions: bool = False
     kubeconfig: str | None = None
+    # Resolve pods' DRA claims against a watch of every namespace's ResourceClaims and
+    # ResourceClaimTemplates (the same kubeconfig).
+    watch_claims: bool = False
 
     @property
     def source(self) -> PolicySource:
@@ -84,6 +87,7 @@ class Guard:
         self.tls = ServingCert(settings.cert, settings.key, settings.client_ca)
         metrics.CERT_EXPIRY.set(self.tls.expiry)
         self.exceptions = granted.Granted.start(settings, self.policies.validate.config)
+        self.claims = claim_view.ClaimView.start(settings)
         self.ready = True
 
     async def reload_policies(self, force: bool = False) -> None:
@@ -105,6 +109,13 @@ class Guard:
             return
         self.policies = loaded
         metrics.RELOADS.labels("policies").inc()
+        if self.settings.watch_exceptions and not self.exceptions.watches(
+                loaded.validate.config):
+            # Other exception namespaces: a new view, which applies no exception until it
+            # has listed them all (never one from a namespace no longer listed).
+            self.exceptions.stop()
+            self.exceptions = granted.Granted.start(self.settings, loaded.validate.config)
+            self.exceptions.begin()
         log.info("policies reloaded", extra={"fields": {
             "event": "reloaded", "what": "policies", "mode": loaded.mode,
             "policies": [p.id for p in loaded.full.policies]}})
@@ -153,14 +164,15 @@ def build_app(guard: Guard) -> Starlette:
         with contextlib.suppress(ValueError, RuntimeError, NotImplementedError):
             loop.add_signal_handler(signal.SIGHUP, wake.set)  # main thread only
         watcher = asyncio.create_task(guard.watch(wake))
-        watching = guard.exceptions.tasks()
+        guard.exceptions.begin()
+        guard.claims.begin()
         try:
             yield
         finally:
             guard.ready = False
             watcher.cancel()
-            for task in watching:
-                task.cancel()
+            guard.exceptions.stop()
+            guard.claims.stop()
             metrics.worker_exited(os.getpid())
 
     async def validate(request: Request) -> Response:
@@ -215,7 +227,8 @@ async def answer_review(request: Request, guard: Guard, endpoint: str) -> Respon
     policies = sets.mutate if endpoint == "mutate" else sets.validate
     # Exceptions except validate findings: /mutate has none to apply.
     exceptions = guard.exceptions.current(policies) if endpoint == "validate" else NONE
-    decision = judge(review, policies, exceptions) if admission.judged(review) else None
+    claims = guard.claims.current()
+    decision = judge(review, policies, exceptions, claims) if admission.judged(review) else None
     answer = admission.respond(review, decision, mutating=endpoint == "mutate",
                                instance=guard.settings.instance)
     latency = time.perf_counter() - started
@@ -226,8 +239,10 @@ async def answer_review(request: Request, guard: Guard, endpoint: str) -> Respon
     return Response(admission.dumps(answer), media_type="application/json")
 
 
-def judge(review: Review, policies: PolicySet, exceptions: Exceptions = NONE) -> Decision:
-    """evaluate() for a review, as of now; an engine failure is an error verdict, never a
+def judge(review: Review, policies: PolicySet, exceptions: Exceptions = NONE,
+          claims: ClaimLookup = claim_view.NOT_WATCHED) -> Decision:
+    """evaluate() for a review, as of now, with the claims the webhook's view holds (as
+    `check` passes those of its input); an engine failure is an error verdict, never a
     500."""
     try:
         return evaluate(review.object, policies, operation=review.operation,
@@ -235,7 +250,7 @@ def judge(review: Review, policies: PolicySet, exceptions: Exceptions = NONE) ->
                         username=review.username, groups=review.groups,
                         dry_run=review.dry_run, from_api_server=True,
                         exceptions=exceptions, now=datetime.now(UTC),
-                        claims=NO_CLUSTER_VIEW)
+                        claims=claims)
     except Exception as error:  # the engine catches rule bugs; this is the last resort
         log.exception("evaluation failed", extra={"fields": {"uid": review.uid}})
         problem = f"quickq-guard could not judge this object ({type(error).__name__})"

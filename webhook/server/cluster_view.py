@@ -6,6 +6,7 @@ waits: a review costs no API call, and a slow API server cannot slow admission. 
 namespace is listed, then watched from the list's resourceVersion; a watch that fails is
 listed and watched again after a pause, and until then the last view is kept, with its age
 (`age()`) in a metric. A view that was never listed holds nothing (`snapshot()` is None).
+The namespace `*` (ALL_NAMESPACES) is every namespace, in one list and one watch.
 
 The client is lightkube's AsyncClient: small, typed, asyncio-native (the server's loop), with
 generic resources for custom kinds and the list's resourceVersion to watch from.
@@ -16,14 +17,17 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import math
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any
 
-from lightkube import AsyncClient
+from lightkube import ALL_NS, AsyncClient
 from lightkube.generic_resource import create_namespaced_resource
+
+from webhook.server import metrics
 
 log = logging.getLogger("quickq_guard.server")
 
@@ -31,6 +35,8 @@ RETRY_SECONDS = 2.0  # after a failed list or watch
 # A watch that brings nothing for this long is listed again: a connection that died without
 # a word would otherwise keep an old view looking current.
 RESYNC_SECONDS = 120.0
+AGE_INTERVAL = 1.0  # how often the age metric is set
+ALL_NAMESPACES = ALL_NS
 
 
 @dataclass(frozen=True, slots=True)
@@ -60,8 +66,12 @@ class ClusterView:
 
     def __init__(self, kind: Kind, namespaces: Sequence[str],
                  client: Callable[[], AsyncClient],
-                 clock: Callable[[], float] = time.monotonic) -> None:
+                 clock: Callable[[], float] = time.monotonic,
+                 keep: Callable[[dict[str, Any]], dict[str, Any]] | None = None) -> None:
         self.kind = kind
+        # What of each object is kept (all of it by default): a view of many objects keeps
+        # only the fields it reads, not their status and managedFields.
+        self._trim = keep or _whole
         self.namespaces = tuple(namespaces)
         self._client = client
         self._clock = clock
@@ -114,8 +124,8 @@ class ClusterView:
         listing = client.list(self._resource, namespace=namespace)
         objects = {}
         async for item in listing:
-            obj = _plain(item)
-            objects[(namespace, obj["metadata"]["name"])] = obj
+            obj = self._trim(_plain(item))
+            objects[_key(obj, namespace)] = obj
         self._by_namespace[namespace] = MappingProxyType(objects)
         self._up.add(namespace)
         self._publish()
@@ -131,8 +141,8 @@ class ClusterView:
                 kind, item = await asyncio.wait_for(events.__anext__(), RESYNC_SECONDS)
             except TimeoutError:
                 return  # quiet for long: list again to be sure the view is current
-            obj = _plain(item)
-            key = (namespace, obj["metadata"]["name"])
+            obj = self._trim(_plain(item))
+            key = _key(obj, namespace)
             objects = dict(self._by_namespace.get(namespace, {}))
             if kind == "DELETED":
                 objects.pop(key, None)
@@ -154,6 +164,24 @@ class ClusterView:
         if namespace in self._up:
             self._up.discard(namespace)
             self._current_at = self._clock()
+
+
+async def report_age(view: ClusterView) -> None:
+    """Keep quickq_guard_cluster_view_age_seconds{kind} current: +Inf until the first list."""
+    gauge = metrics.VIEW_AGE.labels(view.kind.kind)
+    while True:
+        age = view.age()
+        gauge.set(math.inf if age is None else age)
+        await asyncio.sleep(AGE_INTERVAL)
+
+
+def _key(obj: Mapping[str, Any], namespace: str) -> tuple[str, str]:
+    """(namespace, name): the object's own namespace, which a list of every namespace needs."""
+    return (obj["metadata"].get("namespace") or namespace, obj["metadata"]["name"])
+
+
+def _whole(obj: dict[str, Any]) -> dict[str, Any]:
+    return obj
 
 
 def _plain(item: Any) -> dict[str, Any]:

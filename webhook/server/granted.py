@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import math
 from typing import TYPE_CHECKING, Any
 
 from lightkube import AsyncClient, KubeConfig
@@ -18,8 +17,7 @@ from lightkube import AsyncClient, KubeConfig
 from webhook.engine import exceptions as engine
 from webhook.engine.exceptions import NONE, Exceptions
 from webhook.engine.policy import Config, PolicySet
-from webhook.server import metrics
-from webhook.server.cluster_view import ClusterView, Kind, Snapshot
+from webhook.server.cluster_view import ClusterView, Kind, Snapshot, report_age
 
 if TYPE_CHECKING:
     from webhook.server.app import Settings
@@ -27,7 +25,6 @@ if TYPE_CHECKING:
 log = logging.getLogger("quickq_guard.server")
 
 KIND = Kind(engine.GROUP, engine.VERSION, engine.KIND, engine.PLURAL)
-AGE_INTERVAL = 1.0
 
 
 class Granted:
@@ -36,6 +33,7 @@ class Granted:
     def __init__(self, view: ClusterView | None) -> None:
         self.view = view
         self._built: tuple[Snapshot, PolicySet, Exceptions] | None = None
+        self._tasks: list[asyncio.Task[Any]] = []
 
     @classmethod
     def start(cls, settings: Settings, config: Config) -> Granted:
@@ -48,11 +46,21 @@ class Granted:
         path = settings.kubeconfig
         return cls(ClusterView(KIND, config.exceptionNamespaces, lambda: client(path)))
 
-    def tasks(self) -> list[asyncio.Task[Any]]:
-        """Start watching (in the running loop); the tasks run until cancelled."""
-        if self.view is None:
-            return []
-        return [asyncio.create_task(self.view.run()), asyncio.create_task(self._report())]
+    def watches(self, config: Config) -> bool:
+        """Whether this view is the one `config` asks for (the same exception namespaces)."""
+        namespaces = self.view.namespaces if self.view is not None else ()
+        return tuple(namespaces) == tuple(config.exceptionNamespaces)
+
+    def begin(self) -> None:
+        """Start watching (in the running loop) until stop()."""
+        if self.view is not None and not self._tasks:
+            self._tasks = [asyncio.create_task(self.view.run()),
+                           asyncio.create_task(report_age(self.view))]
+
+    def stop(self) -> None:
+        for task in self._tasks:
+            task.cancel()
+        self._tasks = []
 
     def current(self, policies: PolicySet) -> Exceptions:
         """The exceptions as the view has them now, indexed once per change."""
@@ -65,14 +73,6 @@ class Granted:
         exceptions = read(snapshot, policies)
         self._built = (snapshot, policies, exceptions)
         return exceptions
-
-    async def _report(self) -> None:
-        assert self.view is not None
-        gauge = metrics.VIEW_AGE.labels(KIND.kind)
-        while True:
-            age = self.view.age()
-            gauge.set(math.inf if age is None else age)
-            await asyncio.sleep(AGE_INTERVAL)
 
 
 def read(snapshot: Snapshot, policies: PolicySet) -> Exceptions:

@@ -59,8 +59,9 @@ EXCEPTED = Counter(
     "policy.", ["policy"], registry=REGISTRY)
 VIEW_AGE = Gauge(
     "quickq_guard_cluster_view_age_seconds", "Seconds since the webhook's view of cluster "
-    "objects (by kind: PolicyException) was last known current: 0 while its watch is open, "
-    "+Inf before it was ever listed (then no exception applies).",
+    "objects (by kind: PolicyException, ResourceClaim, ResourceClaimTemplate) was last known "
+    "current: 0 while its watch is open, +Inf before it was ever listed (then no exception "
+    "applies and no claim resolves).",
     ["kind"], registry=REGISTRY, multiprocess_mode="livemax")
 CERT_EXPIRY = Gauge(
     "quickq_guard_certificate_expiry_timestamp_seconds",

@@ -18,6 +18,7 @@ from webhook.engine.policy import (
     default_policies_dir,
     load_config,
     load_policies,
+    policy_files,
 )
 from webhook.server import certs
 
@@ -50,12 +51,10 @@ class PolicySource:
         digest = hashlib.blake2b(digest_size=16)
         directory = Path(self.directory) if self.directory else default_policies_dir()
         try:
-            names = sorted(p.name for p in directory.iterdir()
-                           if p.suffix in (".yaml", ".yml") and not p.name.startswith("."))
+            paths = policy_files(directory)  # exactly what a load reads
         except OSError as error:
-            names = []
+            paths = []
             digest.update(f"unreadable {error}".encode())
-        paths = [directory / name for name in names]
         if self.config:
             paths.append(Path(self.config))
         for path in paths:

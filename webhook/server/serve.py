@@ -107,6 +107,7 @@ def settings_from(args: argparse.Namespace) -> Settings:
         max_connections=getattr(args, "max_connections", None) or MAX_CONNECTIONS,
         reload_interval=getattr(args, "reload_interval", None) or RELOAD_INTERVAL,
         watch_exceptions=getattr(args, "watch_exceptions", False),
+        watch_claims=getattr(args, "watch_claims", False),
         kubeconfig=getattr(args, "kubeconfig", None),
     )
 

@@ -19,24 +19,22 @@ import subprocess
 import sys
 import time
 import uuid
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from cryptography import x509
 
+from webhook.engine.workload import BUILT_IN
+
 if TYPE_CHECKING:
     import httpx
 
 GOOD_IMAGE = "registry.example.com/app:1.2.3"
-POD_SPEC_PATHS = {
-    "Pod": ("v1", ("spec",)),
-    "Deployment": ("apps/v1", ("spec", "template", "spec")),
-    "ReplicaSet": ("apps/v1", ("spec", "template", "spec")),
-    "StatefulSet": ("apps/v1", ("spec", "template", "spec")),
-    "DaemonSet": ("apps/v1", ("spec", "template", "spec")),
-    "Job": ("batch/v1", ("spec", "template", "spec")),
-    "CronJob": ("batch/v1", ("spec", "jobTemplate", "spec", "template", "spec")),
-}
+# The kinds the tests build, with (apiVersion, path of the pod spec); every built-in kind but
+# ReplicationController, which few clusters still run.
+POD_SPEC_PATHS = {kind: (built.api_version, built.pod_spec) for kind, built in BUILT_IN.items()
+                  if kind != "ReplicationController"}
 CONTROLLERS = [kind for kind in POD_SPEC_PATHS if kind != "Pod"]
 
 
@@ -408,3 +406,15 @@ def metric(client: httpx.Client, prefix: str) -> float:
     lines = client.get("/metrics").text.splitlines()
     return sum(float(line.rsplit(" ", 1)[1]) for line in lines if line.startswith(prefix))
 
+
+def wait_until(check: Callable[[], bool], timeout: float = 20, what: str = "condition",
+               interval: float = 0.2) -> None:
+    """Poll `check` until it holds: servers and the API server pick changes up
+    asynchronously (reloads, informers, log writes), so a test waits for the effect, never
+    for a fixed time."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if check():
+            return
+        time.sleep(interval)
+    raise AssertionError(f"timed out after {timeout} s waiting for {what}")

@@ -34,7 +34,8 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec, rsa
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
-from webhook.testing import REPO, Server, free_port, stop_process
+from webhook.engine.workload import BUILT_IN
+from webhook.testing import CONTROLLERS, REPO, Server, free_port, stop_process, wait_until
 from webhook.testing.assets import default_release
 
 CHART = REPO / "charts" / "quickq-guard"
@@ -339,6 +340,15 @@ class ControlPlane:
                    "metadata": {"name": "default", "namespace": namespace}}
         self.kubectl("apply", "-f", "-", input=json.dumps(account))
 
+    def kubeconfig_as(self, namespace: str, account: str, out: Path) -> Path:
+        """A kubeconfig holding a fresh token of the ServiceAccount `namespace/account`: a
+        process started with it has that account's RBAC and nothing more, as its pod would."""
+        token = self.kubectl("create", "token", account, "-n", namespace).stdout.strip()
+        config = yaml.safe_load(self.kubeconfig.read_text())
+        config["users"] = [{"name": "admin", "user": {"token": token}}]
+        out.write_text(yaml.safe_dump(config))
+        return out
+
     def audit_events(self) -> list[dict[str, Any]]:
         lines = self.audit_log.read_text().splitlines() if self.audit_log.exists() else []
         return [json.loads(line) for line in lines if line.startswith("{")]
@@ -368,17 +378,6 @@ class ApiClient:
 
     def close(self) -> None:
         self.connection.close()
-
-
-def wait_until(check: Callable[[], bool], timeout: float = 20, what: str = "condition") -> None:
-    """Poll `check` until it holds: the API server picks up configuration changes
-    asynchronously (its informers), so a test waits for the effect, not for a fixed time."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if check():
-            return
-        time.sleep(0.2)
-    raise AssertionError(f"timed out after {timeout} s waiting for {what}")
 
 
 # --- the webhook --------------------------------------------------------------------------
@@ -518,12 +517,10 @@ class Guard:
 # --- manifests ----------------------------------------------------------------------------
 
 GPU_TOLERATION = {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}
-TEMPLATE_PATH = {"Deployment": ("spec", "template"), "ReplicaSet": ("spec", "template"),
-                 "StatefulSet": ("spec", "template"), "DaemonSet": ("spec", "template"),
-                 "Job": ("spec", "template"),
-                 "CronJob": ("spec", "jobTemplate", "spec", "template")}
-API_VERSION = {"Deployment": "apps/v1", "ReplicaSet": "apps/v1", "StatefulSet": "apps/v1",
-               "DaemonSet": "apps/v1", "Job": "batch/v1", "CronJob": "batch/v1"}
+# Where each controller keeps its pod template, and its apiVersion (from the engine's table).
+TEMPLATE_PATH = {kind: built.pod_spec[:-1] for kind, built in BUILT_IN.items()
+                 if kind != "Pod"}
+API_VERSION = {kind: BUILT_IN[kind].api_version for kind in CONTROLLERS}  # those tests build
 
 
 def container(name: str = "web", image: str = "registry.example.com/web:1.0",

@@ -73,6 +73,14 @@ rules:
   {{- with include "quickq-guard.workloadKindRules" $root | trim }}
   {{- . | nindent 2 }}
   {{- end }}
+  {{- if and (not $mutating) $root.Values.workloadKinds.resourceClaims }}
+  # DRA claims are judged (gpu-resource-claims), never patched.
+  - apiGroups: [resource.k8s.io]
+    apiVersions: ["*"]
+    resources: [resourceclaims, resourceclaimtemplates]
+    operations: [CREATE, UPDATE]
+    scope: Namespaced
+  {{- end }}
   {{- with $root.Values.nodeTemplate.groups }}
   - apiGroups: {{ toJson . }}
     apiVersions: ["*"]
@@ -163,6 +171,18 @@ rule: a namespaceSelector does not apply to them.
 {{- end -}}
 {{- if $kinds.leaderWorkerSet -}}
 {{- $groups = append $groups (dict "group" "leaderworkerset.x-k8s.io" "namespaced" (list "leaderworkersets")) -}}
+{{- end -}}
+{{- if $kinds.volcano -}}
+{{- $groups = append $groups (dict "group" "batch.volcano.sh" "namespaced" (list "jobs")) -}}
+{{- end -}}
+{{- if $kinds.kaito -}}
+{{- $groups = append $groups (dict "group" "kaito.sh" "namespaced" (list "workspaces")) -}}
+{{- end -}}
+{{- if $kinds.appWrapper -}}
+{{- $groups = append $groups (dict "group" "workload.codeflare.dev" "namespaced" (list "appwrappers")) -}}
+{{- end -}}
+{{- if $kinds.argo -}}
+{{- $groups = append $groups (dict "group" "argoproj.io" "namespaced" (list "workflows" "workflowtemplates" "cronworkflows") "cluster" (list "clusterworkflowtemplates")) -}}
 {{- end -}}
 {{- range .Values.customKinds -}}
 {{- if eq (default "Namespaced" .scope) "Cluster" -}}

@@ -57,12 +57,12 @@ class Format:
 def label(decision: Decision, result: Result, finding: Finding | None = None) -> str:
     """What one finding means for the object: deny, would-deny, warn, audit, patch,
     would-patch, excepted (a PolicyException covers it) or error, as the webhook's answer
-    treats it (the decision's outcome says whether this is a dry run)."""
+    treats it (in the config's dry-run mode nothing is denied or patched)."""
     if result.status == "error":
         return "error"
     if finding is not None and finding.exception:
         return "excepted"
-    dry_run = decision.outcome in ("would-deny", "would-patch")
+    dry_run = decision.dry_run
     if result.action in ("warn", "audit"):
         return result.action
     if result.status == "patch":

@@ -17,6 +17,7 @@ from typing import Any
 
 import orjson
 
+from webhook import __version__
 from webhook.cli.formats import Format, annotated
 from webhook.cli.judge import Judged
 from webhook.cli.summary import exit_code
@@ -41,7 +42,7 @@ class Sarif(Format):
                                        "refuse the object as it is."},
                       "defaultConfiguration": {"level": "error"}})
         self.rule_index = {rule["id"]: index for index, rule in enumerate(rules)}
-        driver = {"name": "quickq-guard", "version": "0.1.0", "rules": rules}
+        driver = {"name": "quickq-guard", "version": __version__, "rules": rules}
         head = orjson.dumps({"$schema": SCHEMA, "version": "2.1.0"}).decode()[:-1]
         tool = orjson.dumps({"driver": driver}, option=orjson.OPT_INDENT_2).decode()
         self.out.write(f'{head},\n"runs": [{{\n"tool": {tool},\n"columnKind": "unicodeCodePoints",'

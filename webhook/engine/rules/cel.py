@@ -285,7 +285,10 @@ class CelPolicy:
                 shown = _hidden_activation(self.scope, hidden)
             message = self._message(validation, shown)
             path = _field(validation.field_path, pod_spec_path, container)
-            findings.append(finding(_about(validation.field_path, container), message, path))
+            found = finding(_about(validation.field_path, container), message, path)
+            if validation.reason:
+                found = replace(found, denial_reason=validation.reason)
+            findings.append(found)
         return findings
 
     def _message(self, validation: Validation, shown: Any) -> str:
