@@ -83,9 +83,11 @@ def main(argv: Sequence[str] | None = None) -> int:
             "webhook review Pod, from_api_server": (typical_pod(), {"from_api_server": True},
                                                     {"from_api_server": True})}
         if "as_applied" in inspect.signature(webhook.evaluate).parameters:
-            # What `quickq-guard check` runs on each side: as written before, as kubectl apply
-            # hands it to the webhook after (webhook.engine.normalize).
-            objects["check's path, typical Pod"] = (typical, {}, {"as_applied": True})
+            # What `quickq-guard check` runs on each side: as kubectl apply hands it to the
+            # webhook (webhook.engine.normalize), or, on a side without the model, as written.
+            applied = [{"as_applied": True} if "as_applied" in inspect.signature(
+                evaluate).parameters else {} for evaluate, _ in sides.values()]
+            objects["check's path, typical Pod"] = (typical, *applied)
         print(f"default policies: before {len(sides['before'][1].policies)}, after "
               f"{len(sides['after'][1].policies)}; best of {args.rounds} alternating rounds of "
               f"{args.seconds}s per side")
