@@ -11,7 +11,9 @@ answer, the worst /healthz latency while the review ran (a second client polling
 Cases (webhook): a Pod of many containers under `podSecurity: {enforce: restricted}`; a
 container-scope CEL policy reading `podSpec.containers.exists_one(...)` on such a Pod; a
 review near the 3 MiB body limit; distinct made-up kinds and operations (the size of /metrics
-after them); idle TLS connections past --max-connections; a messageExpression that tries to
+after them); idle TLS connections past --max-connections; 3,000 clients that stop before
+the end of the TLS handshake, and 3,000 before the end of their headers; two reviews at the
+body limit at once; a messageExpression that tries to
 show an env value (leaks found in every answer and the log). Cases (CLI): a billion-laughs
 file, a chain of anchors nested 20,000 levels deep, and an alias bomb in a policy's params,
 each under a 1 GiB address-space limit.
@@ -151,19 +153,22 @@ def webhook_cases(work: Path, certs: Path, quick: bool) -> list[dict[str, Any]]:
                                                ".join(', ')"}]}))
     config = work / "restricted.yaml"
     config.write_text("podSecurity: {enforce: restricted}\n")
-    pss, unique = (30, 60) if quick else (1500, 2000)
+    # the largest the CEL budget lets through (the costliest allowed review), then past it
+    pss_sizes, unique_sizes = ((30,), (60,)) if quick else ((1000, 1500), (200, 2000, 8000))
     big = near_body_limit(0.2 if quick else 2.95)
     rows: list[dict[str, Any]] = []
     server = Server(work, certs, "--policies", str(folders["pss"]), "--config", str(config))
     try:
-        rows.append({"case": f"Pod of {pss:,} containers, podSecurity restricted",
-                     **timed_review(server, review(filled_in(pss)))})
+        for pss in pss_sizes:
+            rows.append({"case": f"Pod of {pss:,} containers, podSecurity restricted",
+                         **timed_review(server, review(filled_in(pss)))})
     finally:
         server.stop()
     server = Server(work, certs, "--policies", str(folders["unique"]))
     try:
-        rows.append({"case": f"exists_one over podSpec.containers, {unique:,} containers",
-                     **timed_review(server, review(many_containers(unique)))})
+        for unique in unique_sizes:
+            rows.append({"case": f"exists_one over podSpec.containers, {unique:,} containers",
+                         **timed_review(server, review(many_containers(unique)))})
     finally:
         server.stop()
     server = Server(work, certs, "--policies", str(folders["plain"]))
@@ -176,7 +181,107 @@ def webhook_cases(work: Path, certs: Path, quick: bool) -> list[dict[str, Any]]:
         rows.append(past_max_connections(server, 40 if quick else 300))
     finally:
         server.stop()
+    for stage in ("tcp", "headers"):
+        server = Server(work, certs)
+        try:
+            rows.append(slow_clients(server, 100 if quick else 3000, stage))
+        finally:
+            server.stop()
+    server = Server(work, certs)
+    try:
+        rows.append(concurrent_reviews(server, review(filled_in(big)), 2))
+    finally:
+        server.stop()
     return rows
+
+
+@contextlib.contextmanager
+def rss_sampler(pid: int) -> Iterator[list[float]]:
+    """Sample the server's RSS every 50 ms; yields the samples (the peak is max())."""
+    samples = [rss_mib(pid)]
+    stop = threading.Event()
+
+    def sample() -> None:
+        while not stop.wait(0.05):
+            samples.append(rss_mib(pid))
+
+    thread = threading.Thread(target=sample, daemon=True)
+    thread.start()
+    try:
+        yield samples
+    finally:
+        stop.set()
+        thread.join(5)
+
+
+def slow_clients(server: Server, count: int, stage: str) -> dict[str, Any]:
+    """`count` clients that stop before the end: `tcp` never starts the TLS handshake,
+    `headers` finishes it and never its request headers. Peak RSS while they are held and
+    seconds until the server has dropped them all (from the last one's connect)."""
+    import socket
+    from concurrent.futures import ThreadPoolExecutor
+
+    before = rss_mib(server.process.pid)
+
+    def open_one(_: int) -> socket.socket | None:
+        try:
+            if stage == "tcp":
+                return socket.create_connection(("127.0.0.1", server.port), timeout=30)
+            sock = server.tls(timeout=30)
+            sock.sendall(b"POST /validate HTTP/1.1\r\nHost: localhost\r\nX-Slow: ")
+            return sock
+        except OSError:
+            return None
+
+    def closed(sock: socket.socket) -> float:
+        try:
+            while sock.recv(65536):
+                pass
+        except OSError:
+            pass
+        return time.perf_counter()
+
+    with rss_sampler(server.process.pid) as samples:
+        with ThreadPoolExecutor(8 if stage == "headers" else 32) as pool:
+            socks = [sock for sock in pool.map(open_one, range(count)) if sock is not None]
+        opened = time.perf_counter()
+        with ThreadPoolExecutor(64) as pool:
+            ends = list(pool.map(closed, socks))
+        served = _healthz_ok(server)
+    for sock in socks:
+        sock.close()
+    return {"case": f"{count:,} clients stopping before the end of the "
+                    f"{'TLS handshake' if stage == 'tcp' else 'request headers'}",
+            "opened": len(socks), "all_dropped_s": round(max(ends, default=opened) - opened, 1),
+            "healthz_after": served, "rss_before_mib": round(before, 1),
+            "rss_peak_mib": round(max(samples), 1),
+            "rss_after_mib": round(rss_mib(server.process.pid), 1)}
+
+
+def _healthz_ok(server: Server) -> int:
+    with connect(server, 10) as client:
+        return client.get("/healthz").status_code
+
+
+def concurrent_reviews(server: Server, body: dict[str, Any], count: int) -> dict[str, Any]:
+    """`count` reviews of the same size sent at once to one worker; its peak RSS."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    data = json.dumps(body).encode()
+    before = rss_mib(server.process.pid)
+
+    def send(_: int) -> int:
+        with connect(server, 120) as client:
+            return client.post("/validate", content=data,
+                               headers={"content-type": "application/json"}).status_code
+
+    started = time.perf_counter()
+    with ThreadPoolExecutor(count) as pool:
+        codes = list(pool.map(send, range(count)))
+    return {"case": f"{count} reviews of {len(data) / 1024 / 1024:.2f} MiB at once, one worker",
+            "answers": codes, "answer_s": round(time.perf_counter() - started, 2),
+            "rss_before_mib": round(before, 1),
+            "rss_peak_mib": round(rss_mib(server.process.pid, "VmHWM"), 1)}
 
 
 def made_up_labels(server: Server, count: int) -> dict[str, Any]:

@@ -112,12 +112,17 @@ def test_huge_array_of_containers_within_the_body_limit_is_answered_in_time(
     _alive(client)
 
 
-@pytest.mark.parametrize("size", [16 * 1024 + 1, 64 * 1024, 1024 * 1024])
-def test_big_headers_get_an_answer_and_others_are_still_served(server: Server,
-                                                               size: int) -> None:
+@pytest.mark.parametrize(("size", "status"), [(16 * 1024 + 1, 200), (64 * 1024, 200),
+                                            (1024 * 1024, 431)])
+def test_big_headers_get_an_answer_and_others_are_still_served(server: Server, size: int,
+                                                               status: int) -> None:
+    """Up to HEADERS_MAX (128 KiB) of headers are served; past it the answer is 431 and the
+    connection is closed (httptools has no limit: 64 MiB of headers took +197 MiB)."""
     with server.client() as client:
         answer = client.post("/validate", json=review(pod()), headers={"x-pad": "a" * size})
-        assert answer.status_code == 200 and answer.json()["response"]["allowed"] is True
+        assert answer.status_code == status
+        if status == 200:
+            assert answer.json()["response"]["allowed"] is True
     with server.client() as client:
         _alive(client)
 
@@ -165,10 +170,13 @@ def test_slow_clients_do_not_stop_others_being_served(server: Server,
             if drip is None:  # headers at once, then the body a byte at a time
                 sock.sendall(head)
                 drip = body
-            for byte in drip:
-                if done.wait(0.5):
-                    break
-                sock.sendall(bytes([byte]))
+            try:
+                for byte in drip:
+                    if done.wait(0.5):
+                        break
+                    sock.sendall(bytes([byte]))
+            except (ConnectionError, ssl.SSLError):
+                pass  # dropped by the header deadline (webhook/server/deadlines.py): fine
             done.wait(SLOW_SECONDS)
             results[name] = True
 

@@ -26,6 +26,11 @@ def add_parser(commands: Any) -> None:
                         help="address to listen on (default: %(default)s)")
     parser.add_argument("--port", type=int, default=8443,
                         help="port to listen on (default: %(default)s)")
+    parser.add_argument("--probe-port", type=int, metavar="PORT",
+                        help="also serve /healthz, /readyz and /metrics (never /validate or "
+                             "/mutate) on this port, over TLS with no client certificate "
+                             "asked: for the kubelet and Prometheus with --client-ca "
+                             "(default: only on --port)")
     parser.add_argument("--workers", type=int, default=1,
                         help="server processes (default: %(default)s)")
     parser.add_argument("--max-connections", type=count_of("must be at least 1"), metavar="N",
@@ -58,11 +63,15 @@ def add_parser(commands: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    problem = port_problem(args.host, args.port)
-    if problem:
-        error(f"cannot listen on {args.host}:{args.port}: {problem}; stop what uses it or "
-              "pass --port")
-        return EXIT_CANNOT_START
+    for option, port in (("--port", args.port), ("--probe-port", args.probe_port)):
+        problem = "" if port is None else port_problem(args.host, port)
+        if problem:
+            error(f"cannot listen on {args.host}:{port}: {problem}; stop what uses it or "
+                  f"pass {option}")
+            return EXIT_CANNOT_START
+    if args.probe_port is not None and args.probe_port == args.port:
+        error("--probe-port must differ from --port")
+        return 2
     from webhook.server import serve as server
 
     return int(server.run(args))

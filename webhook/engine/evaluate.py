@@ -15,6 +15,7 @@ from webhook.engine import exceptions as granted
 from webhook.engine.apiserver import refusal, refused_fields
 from webhook.engine.cel import EvaluationError
 from webhook.engine.claims import NO_CLAIMS, ClaimLookup, with_claims
+from webhook.engine.cost import Budget, TooCostly
 from webhook.engine.globs import matches_any
 from webhook.engine.hidden import hidden_values, hide
 from webhook.engine.normalize import checks, normalize
@@ -108,7 +109,7 @@ def evaluate(
     lookup = claims or NO_CLAIMS
     workload = with_claims(workload, lookup, namespace)
     request = Request(operation, namespace, username, groups, dry_run, old_object,
-                      namespace_object)
+                      namespace_object, Budget())  # one CEL cost budget per review
     results: list[Result] = []  # in the order they run: mutate policies, then validate ones
     current: Any = obj
     patch: list[dict[str, Any]] = []
@@ -219,6 +220,8 @@ def _run(policy: Policy, workload: Workload, request: Request) -> Result:
             findings = policy.cel.check(workload, request)
         else:
             findings = []
+    except TooCostly as error:  # quotes nothing of the object: no need to search it
+        return _result(policy, "error", reason=f"CEL {error}")
     except EvaluationError as error:  # a CEL expression that fails on this object
         # A function's error can quote what the expression read: never an env value.
         values = hidden_values(workload.obj, request.old_object, request.namespace_object)

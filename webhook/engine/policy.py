@@ -15,7 +15,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-from webhook.engine import cel, podsecurity
+from webhook.engine import cel, cost, podsecurity
 from webhook.engine.accelerators import Accelerators
 from webhook.engine.claims import CLAIM_KINDS
 from webhook.engine.globs import matches_any
@@ -584,6 +584,20 @@ def _build_cel(spec: PolicyFile, where: str, config: Config) -> Policy:
         for index, validation in enumerate(validations)]
     mutations = [Mutation(bound(f"mutations[{index}].jsonPatch.expression", item.expression))
                  for index, item in enumerate(mutations)]
+    # As the API server refuses a policy whose estimated cost is past the limit: checked on
+    # what is evaluated, the variables bound in (webhook.engine.cost).
+    checked = [*((f"matchConditions[{index}] ({c.name}).expression", c.expression)
+                 for index, c in enumerate(conditions)),
+               *((f"validations[{index}].expression", v.expression)
+                 for index, v in enumerate(validations)),
+               *((f"validations[{index}].messageExpression", v.message_expression)
+                 for index, v in enumerate(validations) if v.message_expression is not None),
+               *((f"mutations[{index}].jsonPatch.expression", m.expression)
+                 for index, m in enumerate(mutations))]
+    for field, expression in checked:
+        problem = cost.static_problem(expression.compiled or expression.text)
+        if problem:
+            raise PolicyError(f"{where}: {field}: {problem}")
     program = CelPolicy(scope=scope, params=params, variables=tuple(variables),
                         match_conditions=conditions, validations=tuple(validations),
                         mutations=tuple(mutations))

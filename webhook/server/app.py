@@ -14,7 +14,7 @@ import logging
 import os
 import signal
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
@@ -56,6 +56,9 @@ class Settings:
     client_ca: str | None = None
     host: str = "0.0.0.0"
     port: int = 8443
+    # With --client-ca the kubelet and Prometheus hold no client certificate: they get
+    # /healthz, /readyz and /metrics on this port instead (TLS, no client certificate).
+    probe_port: int | None = None
     workers: int = 1
     instance: str = ""  # named in the answer to a probe (PROBE_ANNOTATION)
     max_body: int = MAX_BODY
@@ -154,8 +157,11 @@ class Guard:
                 log.exception("reload check failed")
 
 
-def build_app(guard: Guard) -> Starlette:
-    """The ASGI app of one worker."""
+def build_app(guard: Guard,
+              beside: Callable[[], contextlib.AbstractAsyncContextManager[None]] | None = None,
+              ) -> Starlette:
+    """The ASGI app of one worker; `beside` runs for the app's lifetime (the probe
+    listener), entered after the watchers start and left before they stop."""
 
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
@@ -167,7 +173,8 @@ def build_app(guard: Guard) -> Starlette:
         guard.exceptions.begin()
         guard.claims.begin()
         try:
-            yield
+            async with beside() if beside else contextlib.nullcontext():
+                yield
         finally:
             guard.ready = False
             watcher.cancel()
@@ -181,6 +188,26 @@ def build_app(guard: Guard) -> Starlette:
     async def mutate(request: Request) -> Response:
         return await answer_review(request, guard, "mutate")
 
+    return Starlette(
+        routes=[
+            Route("/validate", validate, methods=["POST"]),
+            Route("/mutate", mutate, methods=["POST"]),
+            *probe_routes(guard),
+        ],
+        exception_handlers={HTTPException: _http_error},
+        lifespan=lifespan,
+    )
+
+
+def build_probe_app(guard: Guard) -> Starlette:
+    """The app of the probe port: health, readiness and metrics, never a review. It runs in
+    the same event loop as the worker's reviews, so it answers exactly when they could."""
+    return Starlette(routes=probe_routes(guard), exception_handlers={HTTPException: _http_error})
+
+
+def probe_routes(guard: Guard) -> list[Route]:
+    """/healthz, /readyz and /metrics, for the kubelet and Prometheus."""
+
     async def healthz(request: Request) -> Response:
         return PlainTextResponse("ok")
 
@@ -192,21 +219,16 @@ def build_app(guard: Guard) -> Starlette:
     async def metrics_page(request: Request) -> Response:
         return Response(metrics.render(), media_type=metrics.CONTENT_TYPE)
 
-    async def http_error(request: Request, error: Exception) -> Response:
-        assert isinstance(error, HTTPException)
-        return JSONResponse({"error": error.detail}, error.status_code, error.headers)
+    return [
+        Route("/healthz", healthz, methods=["GET"]),
+        Route("/readyz", readyz, methods=["GET"]),
+        Route("/metrics", metrics_page, methods=["GET"]),
+    ]
 
-    return Starlette(
-        routes=[
-            Route("/validate", validate, methods=["POST"]),
-            Route("/mutate", mutate, methods=["POST"]),
-            Route("/healthz", healthz, methods=["GET"]),
-            Route("/readyz", readyz, methods=["GET"]),
-            Route("/metrics", metrics_page, methods=["GET"]),
-        ],
-        exception_handlers={HTTPException: http_error},
-        lifespan=lifespan,
-    )
+
+async def _http_error(request: Request, error: Exception) -> Response:
+    assert isinstance(error, HTTPException)
+    return JSONResponse({"error": error.detail}, error.status_code, error.headers)
 
 
 async def answer_review(request: Request, guard: Guard, endpoint: str) -> Response:

@@ -83,18 +83,25 @@ class PolicySource:
 
 @dataclass(slots=True)
 class ServingCert:
-    """The live TLS context and the certificate/key files it was loaded from."""
+    """The live TLS contexts and the certificate/key files they were loaded from.
+
+    `context` serves /validate and /mutate (client certificates required with `client_ca`);
+    `probe_context` serves the probe port with the same pair and never asks for a client
+    certificate, so the kubelet and Prometheus, which hold none, still get through.
+    """
 
     cert: str
     key: str
     client_ca: str | None = None
     context: ssl.SSLContext = field(init=False)
+    probe_context: ssl.SSLContext = field(init=False)
     fingerprint: bytes = field(init=False)
     expiry: float = field(init=False)
 
     def __post_init__(self) -> None:
         cert_pem, key_pem = self._read()
         self.context = certs.server_context(self.cert, self.key, self.client_ca)
+        self.probe_context = certs.server_context(self.cert, self.key)
         self.fingerprint = _hash(cert_pem, key_pem)
         self.expiry = certs.expiry_of(cert_pem)
 
@@ -110,6 +117,7 @@ class ServingCert:
         the same thread could be starting a handshake with it.
         """
         certs.reload_pair(self.context, cert_pem, key_pem)
+        certs.reload_pair(self.probe_context, cert_pem, key_pem)
         self.fingerprint = _hash(cert_pem, key_pem)
         self.expiry = certs.expiry_of(cert_pem)
 

@@ -7,14 +7,16 @@ uvicorn loads its config, so every worker can reload both without a restart.
 from __future__ import annotations
 
 import argparse
+import asyncio
 import contextlib
 import logging
 import os
 import shutil
 import signal
+import socket
 import sys
 import tempfile
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable, Iterator
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -23,7 +25,7 @@ import uvicorn
 from uvicorn.supervisors import Multiprocess
 
 from webhook.engine.policy import PolicyError
-from webhook.server import certs, metrics
+from webhook.server import certs, deadlines, metrics
 from webhook.server.app import (
     MAX_BODY,
     MAX_CONNECTIONS,
@@ -31,6 +33,7 @@ from webhook.server.app import (
     Guard,
     Settings,
     build_app,
+    build_probe_app,
 )
 from webhook.server.logs import log_config
 
@@ -39,6 +42,9 @@ from webhook.server.logs import log_config
 KEEP_ALIVE = 100
 # SIGTERM: requests in flight get this long to finish (an API server waits at most 30 s).
 GRACEFUL_SHUTDOWN = 25
+# The probe port serves the kubelet and one Prometheus: a few connections, short keep-alive.
+PROBE_CONNECTIONS = 16
+PROBE_KEEP_ALIVE = 15
 # uvicorn's exit status for a server that could not start.
 STARTUP_FAILURE = 3
 
@@ -47,11 +53,22 @@ log = logging.getLogger("quickq_guard.server")
 
 class WorkerConfig(uvicorn.Config):
     """A uvicorn Config whose app and TLS context are built in the worker process that
-    loads it: each worker has its own policies, watcher and context to reload."""
+    loads it: each worker has its own policies, watcher and context to reload.
 
-    def __init__(self, settings: Settings, **kwargs: Any) -> None:
+    `probe_socket`, bound by the parent (and passed to every worker with the config, as
+    uvicorn passes its own sockets), gets the probe listener: see ProbeServer."""
+
+    def __init__(self, settings: Settings, probe_socket: socket.socket | None = None,
+                 **kwargs: Any) -> None:
         self.settings = settings
+        self.probe_socket = probe_socket
         super().__init__(_not_loaded, ssl_context_factory=_no_context, **kwargs)
+
+    def get_loop_factory(self) -> Callable[[], asyncio.AbstractEventLoop]:
+        # Connections a listener holds from accept to close, whatever their stage: those
+        # uvicorn serves (503 past max_connections) and as many again in a handshake or
+        # in their headers, each dropped within seconds (webhook/server/deadlines.py).
+        return deadlines.loop_factory(2 * self.settings.max_connections)
 
     def load(self) -> None:
         # SIGHUP means "reload" here; until the app installs its handler, ignore it rather
@@ -66,7 +83,10 @@ class WorkerConfig(uvicorn.Config):
         except (PolicyError, OSError, ValueError) as error:
             log.error("worker cannot start", extra={"fields": {"problem": str(error)}})
             sys.exit(STARTUP_FAILURE)
-        self.app = build_app(guard)
+        probe_socket = self.probe_socket
+        # deadlines.watched: each request's header deadline (webhook/server/deadlines.py)
+        self.app = deadlines.watched(build_app(guard, None if probe_socket is None
+                                               else lambda: probe_listener(guard, probe_socket)))
         self.ssl_context_factory = _serving_context(guard)
         super().load()
 
@@ -83,6 +103,40 @@ class Supervisor(Multiprocess):
                     os.kill(process.pid, signal.SIGHUP)
 
 
+class ProbeServer(uvicorn.Server):
+    """A second stock uvicorn server in the worker's event loop, for the probe port. The
+    worker's own server owns the signals (it stops this one when its lifespan ends), so this
+    one leaves them alone."""
+
+    @contextlib.contextmanager
+    def capture_signals(self) -> Iterator[None]:
+        yield
+
+
+@contextlib.asynccontextmanager
+async def probe_listener(guard: Guard, sock: socket.socket) -> AsyncIterator[None]:
+    """Serve the probe app on `sock` for as long as the worker's app runs; fail the worker's
+    start when it cannot."""
+    config = uvicorn.Config(
+        deadlines.watched(build_probe_app(guard)),
+        ssl_context_factory=lambda config, default: guard.tls.probe_context,
+        lifespan="off", log_config=None, access_log=False,
+        server_header=False, proxy_headers=False, timeout_keep_alive=PROBE_KEEP_ALIVE,
+        limit_concurrency=PROBE_CONNECTIONS + 1, timeout_graceful_shutdown=1)
+    server = ProbeServer(config)
+    serving = asyncio.create_task(server.serve(sockets=[sock]))
+    while not server.started and not serving.done():
+        await asyncio.sleep(0.01)
+    if serving.done():
+        serving.result()  # raises what stopped it
+        raise RuntimeError("the probe listener stopped at start")
+    try:
+        yield
+    finally:
+        server.should_exit = True
+        await serving
+
+
 async def _not_loaded(scope: Any, receive: Any, send: Any) -> None:
     raise RuntimeError("the app is built in WorkerConfig.load()")
 
@@ -97,11 +151,26 @@ def _serving_context(guard: Guard) -> Callable[[uvicorn.Config, Callable[[], Any
     return factory
 
 
+def bind(host: str, port: int) -> socket.socket:
+    """A bound TCP socket the workers inherit, as uvicorn's Config.bind_socket makes."""
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind((host, port))
+    except OSError:
+        sock.close()
+        raise
+    sock.set_inheritable(True)
+    return sock
+
+
 def settings_from(args: argparse.Namespace) -> Settings:
     return Settings(
         cert=args.cert, key=args.key, policies=args.policies, config=args.config,
         mode=getattr(args, "mode", None), client_ca=getattr(args, "client_ca", None),
-        host=args.host, port=args.port, workers=args.workers,
+        host=args.host, port=args.port, probe_port=getattr(args, "probe_port", None),
+        workers=args.workers,
         instance=getattr(args, "instance", "") or "",
         max_body=getattr(args, "max_body", None) or MAX_BODY,
         max_connections=getattr(args, "max_connections", None) or MAX_CONNECTIONS,
@@ -167,10 +236,20 @@ def run(args: argparse.Namespace) -> int:
     if settings.workers > 1 and not os.environ.get(metrics.MULTIPROC_ENV):
         own_metrics_dir = tempfile.mkdtemp(prefix="quickq-guard-metrics-")
         os.environ[metrics.MULTIPROC_ENV] = own_metrics_dir
+    probe_socket = None
+    if settings.probe_port is not None:
+        try:
+            probe_socket = bind(settings.host, settings.probe_port)
+        except OSError as error:
+            print(f"quickq-guard serve: cannot listen on {settings.host}:{settings.probe_port} "
+                  f"(--probe-port): {error.strerror or error}", file=sys.stderr)
+            return 2
     config = WorkerConfig(
-        settings, host=settings.host, port=settings.port, workers=settings.workers,
+        settings, probe_socket, host=settings.host, port=settings.port, workers=settings.workers,
         log_config=log_config(), access_log=False, server_header=False, proxy_headers=False,
         lifespan="on", timeout_keep_alive=KEEP_ALIVE,
+        # Handshake and header deadlines, a header size cap and the connection bound come
+        # with the loop (get_loop_factory): see webhook/server/deadlines.py.
         # uvicorn counts the new connection itself: N + 1 lets N be served at once
         limit_concurrency=settings.max_connections + 1,
         timeout_graceful_shutdown=GRACEFUL_SHUTDOWN)

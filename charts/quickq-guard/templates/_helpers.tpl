@@ -119,9 +119,11 @@ in that mode, and the release's own. */}}
 {{- end -}}
 
 {{/*
-The container's resources, the memory limit derived from server.workers (48Mi + 80Mi each:
-one worker under load measured 82 MiB, two idle 108 MiB) unless given, and refused below
-32Mi + 64Mi per worker, where the workers would be OOM-killed.
+The container's resources, the memory limit derived from server.workers (64Mi + 112Mi each)
+unless given, and refused below 32Mi + 64Mi per worker, where the workers would be OOM-killed.
+The figure (benchmarks/hostile_load.py): one worker idles at 85-100 MiB, two reviews at the
+3 MiB body limit at once take it to +31 MiB, 3,000 clients stopping in the handshake or the
+headers +14-20 MiB (the connections are bounded): ~150 MiB at worst, 176Mi with headroom.
 */}}
 {{- define "quickq-guard.resources" -}}
 {{- $workers := int .Values.server.workers -}}
@@ -134,7 +136,7 @@ one worker under load measured 82 MiB, two idle 108 MiB) unless given, and refus
 {{- fail (printf "resources.limits.memory %v holds %d MiB, too little for %d server.workers: give at least %dMi (32Mi + 64Mi per worker), or fewer workers" $limits.memory $given $workers $floor) -}}
 {{- end -}}
 {{- else -}}
-{{- $_ := set $limits "memory" (printf "%dMi" (add 48 (mul 80 $workers))) -}}
+{{- $_ := set $limits "memory" (printf "%dMi" (add 64 (mul 112 $workers))) -}}
 {{- end -}}
 {{- $_ := set $resources "limits" $limits -}}
 {{- toYaml $resources -}}

@@ -22,6 +22,7 @@ from webhook.engine.cel import (
     evaluate,
     selects_only,
 )
+from webhook.engine.cost import Budget, Meter
 from webhook.engine.hidden import hidden_values, hide, redacted
 from webhook.engine.patch import PatchError, Path, apply_patch, pointer, split_pointer
 from webhook.engine.results import Finding
@@ -45,6 +46,8 @@ class Request(NamedTuple):
     dry_run: bool = False
     old_object: Any = None
     namespace_object: Any = None
+    # The review's CEL cost budget (webhook.engine.cost); None: no limit (load-time probes).
+    budget: Budget | None = None
 
     def data(self, obj: Mapping[str, Any]) -> dict[str, Any]:
         """The `request` variable, in the fields of an AdmissionRequest."""
@@ -117,11 +120,14 @@ class CelPolicy:
         is raised only when no condition is false."""
         if not self.match_conditions:
             return ""
-        bound = activation("object", {**self._base(workload, request), "variables": {}})
+        data = {**self._base(workload, request), "variables": {}}
+        meter = Meter(request.budget, data)
+        bound = activation("object", data)
         failed: EvaluationError | None = None
         for condition in self.match_conditions:
             try:
-                value = _run(condition.expression, bound, f"matchConditions[{condition.name}]")
+                value = _run(condition.expression, bound, f"matchConditions[{condition.name}]",
+                             meter)
             except EvaluationError as error:
                 failed = failed or error
                 continue
@@ -147,7 +153,7 @@ class CelPolicy:
         secrets = cache(lambda: hidden_values(workload.obj))
         if self.scope == "object":
             return self._judge(base, workload, _first_pod_path(workload), None, hidden_base,
-                               secrets)
+                               secrets, request.budget)
         for name in self.objects_without_spec:  # see reads_pod_containers: the same reason
             if isinstance(base.get(name), Mapping):
                 base[name] = {key: value for key, value in base[name].items()
@@ -178,20 +184,21 @@ class CelPolicy:
                     return shown
 
                 findings += self._judge(data, workload, pod_spec.path, container, hidden,
-                                        secrets)
+                                        secrets, request.budget)
         # A finding about the pod (see _about) comes from every container alike: say it once.
         return list(dict.fromkeys(findings))
 
     def _judge(self, data: dict[str, Any], workload: Workload, pod_spec_path: Path,
                container: Container | None, hidden: Callable[[], dict[str, Any]],
-               secrets: Callable[[], frozenset[str]]) -> list[Finding]:
+               secrets: Callable[[], frozenset[str]], budget: Budget | None) -> list[Finding]:
+        meter = Meter(budget, data)
         if self.mutations:
-            return self._mutate(data, workload, container, secrets)
-        return self._validate(data, pod_spec_path, container, hidden)
+            return self._mutate(data, workload, container, secrets, meter)
+        return self._validate(data, pod_spec_path, container, hidden, meter)
 
     def _mutate(self, data: dict[str, Any], workload: Workload,
                 container: Container | None,
-                secrets: Callable[[], frozenset[str]]) -> list[Finding]:
+                secrets: Callable[[], frozenset[str]], meter: Meter) -> list[Finding]:
         """One finding holding the operations that change something: an `add` of the value a
         field already has is dropped, so that a patch stays minimal."""
         bound = activation(self.scope, data)
@@ -202,7 +209,7 @@ class CelPolicy:
         for index, mutation in enumerate(self.mutations):
             where = f"mutations[{index}].jsonPatch.expression"
             for number, (operation, relative) in enumerate(
-                    _operations(_run(mutation.expression, bound, where), base, where)):
+                    _operations(_run(mutation.expression, bound, where, meter), base, where)):
                 try:
                     changed = apply_patch(document, [operation])
                 except PatchError as error:
@@ -270,20 +277,20 @@ class CelPolicy:
 
     def _validate(self, data: dict[str, Any], pod_spec_path: Path,
                   container: Container | None,
-                  hidden: Callable[[], dict[str, Any]]) -> list[Finding]:
+                  hidden: Callable[[], dict[str, Any]], meter: Meter) -> list[Finding]:
         bound = activation(self.scope, data)
         shown: Any = None  # the activation messageExpressions see, made when one is needed
         findings = []
         for index, validation in enumerate(self.validations):
             where = f"validations[{index}].expression"
-            value = _run(validation.expression, bound, where)
+            value = _run(validation.expression, bound, where, meter)
             if value is True:
                 continue
             if value is not False:
                 raise EvaluationError(f"{where}: yields {_type(value)}, not a bool")
             if validation.message_expression is not None and shown is None:
                 shown = _hidden_activation(self.scope, hidden)
-            message = self._message(validation, shown)
+            message = self._message(validation, shown, meter)
             path = _field(validation.field_path, pod_spec_path, container)
             found = finding(_about(validation.field_path, container), message, path)
             if validation.reason:
@@ -291,13 +298,13 @@ class CelPolicy:
             findings.append(found)
         return findings
 
-    def _message(self, validation: Validation, shown: Any) -> str:
+    def _message(self, validation: Validation, shown: Any, meter: Meter) -> str:
         """messageExpression's string when it yields one, else `message`, else the
         expression, as ValidatingAdmissionPolicy falls back. The messageExpression sees the
         object with its env values and secrets replaced (`shown`), never the values."""
         if validation.message_expression is not None:
             try:
-                text = _run(validation.message_expression, shown, "messageExpression") \
+                text = _run(validation.message_expression, shown, "messageExpression", meter) \
                     if shown is not False else None
             except EvaluationError:
                 text = None
@@ -407,13 +414,14 @@ def _hidden_activation(scope: Scope, hidden: Callable[[], dict[str, Any]]) -> An
         return False
 
 
-def _run(expression: Expression, bound: Any, where: str) -> Any:
+def _run(expression: Expression, bound: Any, where: str, meter: Meter) -> Any:
     try:
+        meter.before(expression.compiled or expression.text, where)
         return evaluate(expression, bound)
     except EvaluationError as error:
         if expression.references:
             where += f" (or the variables it reads: {', '.join(sorted(expression.references))})"
-        raise EvaluationError(f"{where}: {error}") from None
+        raise type(error)(f"{where}: {error}") from None
 
 
 def _type(value: Any) -> str:

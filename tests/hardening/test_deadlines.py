@@ -1,0 +1,144 @@
+"""Deadlines: a client that opens TCP and never finishes the TLS handshake, or finishes it
+and never its request headers (slowloris), is dropped within a few seconds (the handshake
+had asyncio's 60 s, the headers none at all); a header block past 64 KiB is refused; past
+HANDSHAKES_MAX handshakes in progress the next connection is reset at once (each holds TLS
+state: 3,000 took +150 MiB). A request whose headers take a moment is still served."""
+
+from __future__ import annotations
+
+import select
+import socket
+import ssl
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from server_helpers import Server
+
+from webhook.server.deadlines import (
+    HANDSHAKE_SECONDS,
+    HANDSHAKES_MAX,
+    HEADERS_MAX,
+    HEADERS_SECONDS,
+)
+
+# Dropped well before the old 60 s, with room for a loaded machine.
+WITHIN = max(HANDSHAKE_SECONDS, HEADERS_SECONDS) + 5
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory: pytest.TempPathFactory, certs_dir: Path) -> Iterator[Server]:
+    running = Server(tmp_path_factory.mktemp("deadlines"), certs_dir)
+    yield running
+    assert running.stop() == 0
+
+
+def _closed_after(sock: socket.socket) -> float:
+    """Seconds until the server closes `sock` (reads and drops what it sends)."""
+    started = time.monotonic()
+    sock.settimeout(60)
+    try:
+        while sock.recv(65536):
+            pass
+    except (ConnectionError, ssl.SSLError):
+        pass
+    return time.monotonic() - started
+
+
+def _tls(server: Server) -> ssl.SSLSocket:
+    return server.tls(timeout=10)
+
+
+def test_a_client_that_never_starts_the_handshake_is_dropped(server: Server) -> None:
+    with socket.create_connection(("127.0.0.1", server.port), timeout=10) as raw:
+        assert _closed_after(raw) < WITHIN
+
+
+def test_a_client_that_stops_in_the_middle_of_the_handshake_is_dropped(server: Server) -> None:
+    # A ClientHello's first bytes only: the record header and part of the handshake.
+    with socket.create_connection(("127.0.0.1", server.port), timeout=10) as raw:
+        raw.sendall(bytes.fromhex("160301020001"))
+        assert _closed_after(raw) < WITHIN
+
+
+def test_a_connection_that_sends_no_request_is_dropped(server: Server) -> None:
+    with _tls(server) as tls:
+        assert _closed_after(tls) < WITHIN
+
+
+def test_headers_that_never_end_are_dropped(server: Server) -> None:
+    with _tls(server) as tls:
+        tls.sendall(b"GET /healthz HTTP/1.1\r\nHost: localhost\r\nX-Slow: ")
+        started = time.monotonic()
+        for _ in range(3):  # a trickle keeps nothing alive
+            time.sleep(0.5)
+            tls.sendall(b"a")
+        assert time.monotonic() - started + _closed_after(tls) < WITHIN
+
+
+def test_the_next_request_on_a_kept_alive_connection_has_a_deadline_too(server: Server) -> None:
+    with _tls(server) as tls:
+        tls.sendall(b"GET /healthz HTTP/1.1\r\nHost: localhost\r\n\r\n")
+        answer = tls.recv(65536)
+        assert answer.startswith(b"HTTP/1.1 200"), answer
+        tls.sendall(b"GET /healthz HTTP/1.1\r\nHost: loc")
+        assert _closed_after(tls) < WITHIN
+
+
+def test_a_header_block_past_the_cap_is_refused(server: Server) -> None:
+    with _tls(server) as tls:
+        tls.sendall(b"GET /healthz HTTP/1.1\r\nHost: localhost\r\n")
+        answer = b""
+        try:
+            for _ in range(2 * HEADERS_MAX // 1024 + 8):
+                tls.sendall(b"X-Filler: " + b"a" * 1000 + b"\r\n")
+            answer = tls.recv(65536)
+        except (ConnectionError, ssl.SSLError):
+            pass
+        assert answer == b"" or answer.startswith(b"HTTP/1.1 431"), answer[:100]
+        assert _closed_after(tls) < 5
+
+
+def test_headers_that_take_a_moment_are_served(server: Server) -> None:
+    with _tls(server) as tls:
+        tls.sendall(b"GET /healthz HTTP/1.1\r\nHost: localhost\r\n")
+        time.sleep(min(1.0, HEADERS_SECONDS / 3))
+        tls.sendall(b"Accept: */*\r\n\r\n")
+        answer = tls.recv(65536)
+        assert answer.startswith(b"HTTP/1.1 200"), answer
+    with server.client() as client:  # and everyone else meanwhile
+        assert client.get("/readyz").status_code == 200
+
+
+def test_connections_past_the_handshake_bound_are_reset_at_once(server: Server) -> None:
+    extra = 20
+    socks = [socket.create_connection(("127.0.0.1", server.port), timeout=10)
+             for _ in range(HANDSHAKES_MAX + extra)]
+    try:
+        time.sleep(0.5)
+        # Readable: reset or closed (the server sends nothing before a ClientHello).
+        reset, _, _ = select.select(socks, [], [], 0)
+        assert extra <= len(reset) <= extra + 5, len(reset)
+    finally:
+        for sock in socks:
+            sock.close()
+    time.sleep(0.5)  # the closed ones leave the count at once
+    with server.client() as client:
+        assert client.get("/healthz").status_code == 200
+
+
+def test_the_blank_line_split_between_two_writes_ends_the_headers(server: Server) -> None:
+    with _tls(server) as tls:
+        tls.sendall(b"GET /healthz HTTP/1.1\r\nHost: localhost\r\n\r")
+        time.sleep(0.3)
+        tls.sendall(b"\n")
+        answer = b""
+        while not answer.endswith(b"ok"):
+            chunk = tls.recv(65536)
+            assert chunk, answer
+            answer += chunk
+        assert answer.startswith(b"HTTP/1.1 200"), answer
+        time.sleep(HEADERS_SECONDS + 1)  # answered: no header deadline while idle
+        tls.sendall(b"GET /healthz HTTP/1.1\r\nHost: localhost\r\n\r\n")
+        assert tls.recv(65536).startswith(b"HTTP/1.1 200")
