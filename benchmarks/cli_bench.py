@@ -9,7 +9,9 @@ With --checkov PATH it also runs that Checkov on the same files and prints the r
     python benchmarks/cli_bench.py
     python benchmarks/cli_bench.py --checkov /tmp/checkov-venv/bin/checkov --checkov-runs 1
 
-Outputs (the corpus, each run's JSON and timings) stay under benchmarks/out/.
+Outputs (the corpus, each run's JSON and timings) stay under $TMPDIR/quickq-guard-cli-bench/
+(outside the checkout: `check DIR` leaves out what .gitignore ignores, and benchmarks/out/ is
+ignored); a run that judges fewer objects than the corpus has is an error.
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ import shutil
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Sequence
 from pathlib import Path
@@ -31,7 +34,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import corpus
 
-OUT = Path(__file__).resolve().parent / "out"
+# Outside the checkout: check's walk leaves out what .gitignore ignores (benchmarks/out/ is).
+OUT = Path(tempfile.gettempdir()) / "quickq-guard-cli-bench"
 TARGET_RATIO = 50
 TIME = Path("/usr/bin/time")
 
@@ -114,6 +118,13 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     ours, runs = median_runs(command, args.runs, out, "quickq-guard", args.timeout)
     report = json.loads((out / "quickq-guard-1.json").read_text())
+    judged = report["summary"]["resources"]
+    if judged < files:
+        # check's directory walk leaves out what a .gitignore ignores (benchmarks/out/ is):
+        # a run that judged nothing must not pass for a fast one.
+        print(f"quickq-guard judged {judged} of the {files} files in {directory}: put the "
+              "corpus where no .gitignore leaves it out (--out)", file=sys.stderr)
+        return 2
     figures: dict[str, Any] = {
         "files": files, "megabytes": round(size / 1e6, 2), "cpus": os.cpu_count(),
         "quickq_guard": {**_figures(ours, runs), "resources": report["summary"]["resources"]}}

@@ -73,15 +73,21 @@ def main(argv: Sequence[str] | None = None) -> int:
                  "after": (webhook.evaluate, webhook.load_policies())}
         typical = next(read_text(TYPICAL_POD.read_bytes(), str(TYPICAL_POD))).obj
         # name -> (object, keyword arguments before, after)
+        # The object as given on each side (evaluate()'s default became the object as
+        # applied, check's path, which has a row of its own).
+        given = [{"as_applied": False} if "as_applied" in inspect.signature(
+            evaluate).parameters else {} for evaluate, _ in sides.values()]
         objects: dict[str, tuple[Any, dict[str, Any], dict[str, Any]]] = {
-            "Pod (examples/good/pod.yaml)": (typical, {}, {}),
-            "webhook review Pod": (typical_pod(), {}, {}),
+            "Pod (examples/good/pod.yaml)": (typical, *given),
+            "webhook review Pod": (typical_pod(), *given),
             "webhook review Pod, from_api_server": (typical_pod(), {"from_api_server": True},
                                                     {"from_api_server": True})}
         if "as_applied" in inspect.signature(webhook.evaluate).parameters:
-            # What `quickq-guard check` runs on each side: as written before, as kubectl apply
-            # hands it to the webhook after (webhook.engine.normalize).
-            objects["check's path, typical Pod"] = (typical, {}, {"as_applied": True})
+            # What `quickq-guard check` runs on each side: as kubectl apply hands it to the
+            # webhook (webhook.engine.normalize), or, on a side without the model, as written.
+            applied = [{"as_applied": True} if "as_applied" in inspect.signature(
+                evaluate).parameters else {} for evaluate, _ in sides.values()]
+            objects["check's path, typical Pod"] = (typical, *applied)
         print(f"default policies: before {len(sides['before'][1].policies)}, after "
               f"{len(sides['after'][1].policies)}; best of {args.rounds} alternating rounds of "
               f"{args.seconds}s per side")

@@ -8,6 +8,8 @@ import kubernetes_validate
 import pytest
 from builders import container, gpu_container, judge, messages, pod, result, with_config
 
+from webhook.engine.normalize import normalize
+
 # resource name -> the taint key its nodes carry
 ACCELERATORS = {
     "nvidia.com/gpu": "nvidia.com/gpu",
@@ -35,16 +37,22 @@ def _tolerations(decision):
     return [op for op in decision.patch if "/tolerations" in op["path"]]
 
 
+def _added(decision):
+    """The tolerations the patch adds: a Pod, as the API server hands it to the webhook, has
+    DefaultTolerationSeconds' two tolerations already, so each is appended."""
+    return [op["value"] for op in _tolerations(decision)]
+
+
 @pytest.mark.parametrize(("resource", "key"), ACCELERATORS.items())
 def test_each_accelerator_gets_its_vendors_toleration(resource, key):
     obj = pod(gpu_container(resource=resource), priorityClassName="gpu")
     decision = judge(obj)
-    assert _tolerations(decision) == [{"op": "add", "path": "/spec/tolerations", "value": [
-        {"key": key, "operator": "Exists", "effect": "NoSchedule"}]}]
+    assert _tolerations(decision) == [{"op": "add", "path": "/spec/tolerations/-", "value":
+                                       {"key": key, "operator": "Exists", "effect": "NoSchedule"}}]
     assert messages(decision, "inject-gpu-toleration") == [
         f"add a toleration for the GPU taint {key}:NoSchedule so the pod can schedule on GPU "
         "nodes"]
-    fixed = jsonpatch.apply_patch(obj, list(decision.patch))
+    fixed = jsonpatch.apply_patch(normalize(obj)[0], list(decision.patch))
     kubernetes_validate.validate(fixed, kubernetes_validate.latest_version(), strict=True)
     assert judge(fixed).patch == ()
 
@@ -59,8 +67,9 @@ def test_each_accelerator_gets_the_gpu_checks(resource):
         f"container 'model': set resources.limits[{resource}] equal to "
         f"resources.requests[{resource}] (1 != 2)"]
     assert result(decision, "gpu-priority-class").status == "fail"
+    # 0.5 reaches the webhook in the API server's canonical form, 500m.
     fraction = judge(pod(gpu_container(resource=resource, count="0.5")))
-    assert "must be a whole number of GPUs above 0, not 0.5" in " ".join(
+    assert "must be a whole number of GPUs above 0, not 500m" in " ".join(
         messages(fraction, "require-gpu-limits"))
 
 
@@ -79,8 +88,7 @@ def test_mixed_vendors_get_one_toleration_each_in_a_stable_order():
               gpu_container("b", resource="nvidia.com/gpu.shared"),
               gpu_container("c", resource="amd.com/cpx_nps4"),
               gpu_container("d", resource="nvidia.com/mig-1g.5gb"), priorityClassName="gpu")
-    [operation] = _tolerations(judge(obj))
-    assert [t["key"] for t in operation["value"]] == [
+    assert [t["key"] for t in _added(judge(obj))] == [
         "amd.com/gpu", "gpu.intel.com/xe", "nvidia.com/gpu"]
 
 
@@ -88,7 +96,7 @@ def test_an_added_accelerator_without_a_taint_key_is_tolerated_under_its_own_nam
     policies = with_config(policies={"inject-gpu-toleration": {"params": {
         "gpuResources": ["nvidia.com/gpu", "habana.ai/gaudi"]}}})
     decision = judge(pod(gpu_container(resource="habana.ai/gaudi")), policies)
-    assert _tolerations(decision)[0]["value"] == [
+    assert _added(decision) == [
         {"key": "habana.ai/gaudi", "operator": "Exists", "effect": "NoSchedule"}]
 
 
@@ -120,7 +128,7 @@ def test_an_accelerator_added_in_one_place_gets_all_three_policies():
     decision = judge(pod(gpu_container(resource="habana.ai/gaudi", count="0.5")), policies)
     assert result(decision, "require-gpu-limits").status == "fail"
     assert result(decision, "gpu-priority-class").status == "fail"
-    assert _tolerations(decision)[0]["value"] == [
+    assert _added(decision) == [
         {"key": "habana.ai/gaudi-node", "operator": "Exists", "effect": "NoSchedule"}]
     # nvidia.com/gpu is no accelerator of this config any more
     assert result(judge(pod(gpu_container()), policies), "gpu-priority-class").status == "pass"
@@ -129,7 +137,7 @@ def test_an_accelerator_added_in_one_place_gets_all_three_policies():
 def test_a_tpu_pod_gets_the_gpu_checks_and_gkes_tpu_taint_by_default():
     obj = pod(gpu_container(resource="google.com/tpu", count="4"))
     decision = judge(obj)
-    assert _tolerations(decision)[0]["value"] == [
+    assert _added(decision) == [
         {"key": "google.com/tpu", "operator": "Exists", "effect": "NoSchedule"}]
     assert result(decision, "gpu-priority-class").status == "fail"
     fraction = judge(pod(gpu_container(resource="google.com/tpu", count="0.5")))

@@ -120,3 +120,46 @@ def test_a_value_cel_cannot_hold_is_an_error_that_does_not_echo_it(tmp_path):
     status, reason = judge(tmp_path, "container.name != ''", ports=[{"containerPort": 2**70}])
     assert status == "error" and "a number beyond 64 bits" in reason
     assert str(2**70) not in reason
+
+
+# Where the C++ runtime and Kubernetes' CEL (cel-go) disagree, as a real API server's
+# ValidatingAdmissionPolicy showed (tests/cluster/test_cel_vs_vap.py): the guarded calls of
+# webhook.engine.cel_go give what Kubernetes gives.
+AS_KUBERNETES = [
+    "'qq-'.substring(0, 3) == 'qq-' && 'qq-'.substring(1, 3) == 'q-'",
+    "'héllo'.substring(1, 3) == 'él' && 'qq-'.substring(3) == ''",
+    "duration('500µs') == duration('500us') && duration('500μs') == duration('500us')",
+    "duration('1500ms').getMilliseconds() == 1500",
+    "int('+4') == 4 && int('-4') == -4 && int(2.9) == 2 && uint('42') == 42u",
+    "double('1_000') == 1000.0 && double('1.5') == 1.5",
+    "int(timestamp('2024-01-01T00:00:00Z')) == 1704067200",
+    "'abc'.indexOf('a', 4) == -1 && 'héllo'.indexOf('l') == 2 && 'abc'.indexOf('', 2) == 2",
+    "'abcabc'.lastIndexOf('bc') == 4 && 'abc'.lastIndexOf('c', 1) == -1",
+    "[1, 2, 3].indexOf(2) == 1 && [1, 2, 2].lastIndexOf(2) == 2 && [[1]].indexOf([1]) == 0",
+    "[1, 2, 3].slice(1, 3) == [2, 3] && ['a'].indexOf('b') == -1",
+]
+REFUSED_AS_KUBERNETES = [
+    "int(' 4') == 4", "int('4 ') == 4", "uint('+4') == 4u", "double(' 1') == 1.0",
+    "double('1e400') > 0.0", "timestamp('2024-01-01t00:00:00z') != timestamp(0)",
+    "'qq-'.substring(0, 4) == 'qq-'", "'qq-'.substring(2, 1) == ''",
+    "'abc'.indexOf('a', -1) == 0", "[1, 2, 3].slice(2, 4) == [3]",
+]
+
+
+@pytest.mark.parametrize("expression", AS_KUBERNETES)
+def test_conversions_and_substrings_are_as_in_kubernetes(tmp_path, expression):
+    assert judge(tmp_path, expression) == ("pass", "")
+
+
+@pytest.mark.parametrize("expression", REFUSED_AS_KUBERNETES)
+def test_what_kubernetes_refuses_to_convert_is_an_error(tmp_path, expression):
+    status, reason = judge(tmp_path, expression)
+    assert status == "error", reason
+
+
+def test_a_guarded_call_is_named_as_written_when_it_does_not_compile(tmp_path):
+    from webhook import PolicyError
+
+    with pytest.raises(PolicyError) as refused:
+        judge(tmp_path, "int([1]) == 1")
+    assert "int([1])" in str(refused.value) and "qq__" not in str(refused.value)

@@ -10,6 +10,7 @@ from builders import CONTROLLERS, node_template, pod, pointer_prefix, workload
 from builders import policies_in as policies
 
 from webhook import Config, PolicyError, evaluate
+from webhook.engine.normalize import normalize
 from webhook.engine.patch import apply_patch
 
 NON_ROOT: dict[str, Any] = {
@@ -43,7 +44,8 @@ def test_a_container_scope_patch_lands_on_each_container_that_needs_it(tmp_path,
     assert decision.outcome == "patched"
     assert [op["path"] for op in decision.patch] == [
         f"{prefix}/containers/1/securityContext", f"{prefix}/initContainers/0/securityContext"]
-    assert decision.patched == apply_patch(obj, list(decision.patch))
+    # The patch is for the object as the API server hands it to the webhook.
+    assert decision.patched == apply_patch(normalize(obj)[0], list(decision.patch))
     assert [f.message for f in decision.results[0].findings] == [
         "container 'bare': add securityContext", "initContainer 'init': add securityContext"]
     again = evaluate(decision.patched, policies(tmp_path, NON_ROOT))

@@ -221,3 +221,45 @@ def test_fix_applies_replace_and_remove_as_rfc_6902_says(capsys, tmp_path):
     code, again, err = run(capsys, "check", "--fix", "--policies", str(policies),
                            str(manifest))
     assert code == 0 and again == out, err
+
+
+PULL_LABEL = """\
+id: label-always-pulled
+description: Pods whose containers are all pulled every time are labelled so.
+type: mutate
+action: enforce
+mutations:
+  - patchType: JSONPatch
+    jsonPatch:
+      expression: >-
+        object.spec.containers.all(c, c.imagePullPolicy == 'Always')
+        && !has(object.metadata.labels)
+        ? [JSONPatch{op: 'add', path: '/metadata/labels', value: {'pull': 'always'}}] : []
+"""
+LATEST_POD = """\
+apiVersion: v1
+kind: Pod
+metadata:
+  name: web
+spec:
+  containers:
+    - name: app
+      image: registry.example.com/app:latest
+      ports:
+        - containerPort: 80
+"""
+
+
+def test_fix_judges_as_applied_and_writes_no_server_default(capsys, tmp_path):
+    """A policy reading a default (imagePullPolicy, Always for :latest) patches under --fix as
+    at kubectl apply, and only its label lands in the file: no imagePullPolicy, no protocol,
+    none of the Pod's default tolerations."""
+    policies = tmp_path / "policies"
+    policies.mkdir()
+    (policies / "label.yaml").write_text(PULL_LABEL)
+    manifest = tmp_path / "pod.yaml"
+    manifest.write_text(LATEST_POD)
+    code, out, err = run(capsys, "check", "--fix", str(manifest), "--policies", str(policies))
+    assert code == 0, err
+    assert yaml.safe_load(out) == {**yaml.safe_load(LATEST_POD),
+                                   "metadata": {"name": "web", "labels": {"pull": "always"}}}

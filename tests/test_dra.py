@@ -57,8 +57,10 @@ def _tolerations(decision):
 def test_a_pod_consuming_a_gpu_claim_gets_the_gpu_policies(device_class):
     decision = judge(claiming(), claims=lookup(claim_template(device_class=device_class)))
     assert result(decision, "gpu-priority-class").status == "fail"
-    assert _tolerations(decision) == [{"op": "add", "path": "/spec/tolerations", "value": [
-        {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}]}]
+    # A Pod reaches the webhook with DefaultTolerationSeconds' two tolerations: appended to.
+    assert _tolerations(decision) == [{"op": "add", "path": "/spec/tolerations/-", "value":
+                                       {"key": "nvidia.com/gpu", "operator": "Exists",
+                                        "effect": "NoSchedule"}}]
     assert result(decision, "gpu-claim-usage").status == "pass"
 
 
@@ -74,8 +76,8 @@ def test_gpu_device_classes_are_the_accelerators_setting():
     decision = judge(claiming(), policies, claims=lookup(claim_template(
         device_class="gpu.example.com")))
     assert result(decision, "gpu-priority-class").status == "fail"
-    assert _tolerations(decision)[0]["value"] == [
-        {"key": "ex/gpu", "operator": "Exists", "effect": "NoSchedule"}]
+    assert _tolerations(decision)[0]["value"] == {
+        "key": "ex/gpu", "operator": "Exists", "effect": "NoSchedule"}
     nvidia = judge(claiming(), policies, claims=lookup(claim_template()))
     assert result(nvidia, "gpu-priority-class").status == "pass"
 

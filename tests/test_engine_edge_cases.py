@@ -106,8 +106,9 @@ def test_numbers_and_strings_mix_in_one_mapping():
     assert messages(decision, "valid-resource-quantities") == [
         "container 'app': resources.requests.cpu (2) exceeds resources.limits.cpu (1); "
         "lower the request or raise the limit",
+        # the API server's canonical form of 1.5, as the webhook sees it
         "container 'app': resources.requests.memory (1Gi) exceeds resources.limits.memory "
-        "(1.5); lower the request or raise the limit",
+        "(1500m); lower the request or raise the limit",
     ]
 
 

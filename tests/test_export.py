@@ -322,3 +322,15 @@ def test_translate_keeps_object_scope_expressions_as_written(tmp_path):
         "messageExpression": "'name ' + object.metadata.name",
         "message": "failed expression: object.metadata.name.startsWith('a') // a comment && "
                    "true"}]
+
+
+def test_params_of_mixed_types_are_written_as_kubernetes_cel_accepts_them(tmp_path):
+    """Kubernetes' CEL refuses a map literal whose values differ in type (`expected type
+    'list(string)' but found 'int'`): each such value is written as dyn(...)."""
+    folder = write(tmp_path, policy(params={"registries": ["a/"], "max": 200,
+                                            "same": {"a": 1, "b": 2}},
+                                    validations=[{"expression": "params.max == 200"}]))
+    [(vap, _)] = pairs(export(load(folder)).objects).values()
+    [variable] = vap["spec"]["variables"]
+    assert variable["expression"] == \
+        '{"max": dyn(200), "registries": dyn(["a/"]), "same": dyn({"a": 1, "b": 2})}'

@@ -64,7 +64,9 @@ def test_gpu_counts_must_be_positive_whole_numbers(count):
         "spec.containers[0].resources.requests[nvidia.com/gpu]",
         "spec.containers[0].resources.limits[nvidia.com/gpu]",
     ]
-    assert f"must be a whole number of GPUs above 0, not {count}" in found.findings[0].message
+    # A quantity reaches the webhook in the API server's canonical form: 0.5 is 500m.
+    shown = "500m" if count in ("0.5", 0.5) else count
+    assert f"must be a whole number of GPUs above 0, not {shown}" in found.findings[0].message
 
 
 def test_custom_gpu_resources_are_not_gpus_by_default():

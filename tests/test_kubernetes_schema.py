@@ -13,6 +13,7 @@ from hypothesis import given, settings
 from test_properties import objects
 
 from webhook import evaluate
+from webhook.engine.normalize import normalize
 from webhook.manifests import read_file
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -28,7 +29,8 @@ def validate(obj) -> None:
 def patched(obj):
     decision = judge(obj)
     assert decision.patch, "expected a patch"
-    return jsonpatch.apply_patch(obj, list(decision.patch))
+    # The patch is for the object as the API server hands it to the webhook.
+    return jsonpatch.apply_patch(normalize(obj)[0], list(decision.patch))
 
 
 @pytest.mark.parametrize("kind", ["Pod", *CONTROLLERS])
@@ -66,4 +68,4 @@ def test_a_patch_never_makes_a_valid_object_invalid(obj):
         return  # generated junk the API server would reject anyway
     decision = evaluate(obj, default_policies())
     if decision.patch:
-        validate(jsonpatch.apply_patch(obj, list(decision.patch)))
+        validate(jsonpatch.apply_patch(normalize(obj)[0], list(decision.patch)))

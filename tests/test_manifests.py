@@ -105,6 +105,6 @@ def test_yaml_1_1_values_reach_the_policies_as_kubernetes_sees_them():
         """)
     decision = judge(obj)
     assert result(decision, "disallow-root-user").status == "pass"  # `yes` is true
-    # 1e3 cpus (1000) exceed the octal 0755 (493) limit
+    # 1e3 cpus (1000, canonical 1k as the API server stores it) exceed the octal 0755 (493)
     [finding] = result(decision, "valid-resource-quantities").findings
-    assert "resources.requests.cpu (1000.0) exceeds resources.limits.cpu (493)" in finding.message
+    assert "resources.requests.cpu (1k) exceeds resources.limits.cpu (493)" in finding.message

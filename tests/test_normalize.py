@@ -15,8 +15,9 @@ from builders import judge, statuses
 from webhook import load_policies
 from webhook.cli.main import main
 from webhook.engine.normalize import MISSING_FIELD, normalize
+from webhook.engine.patch import apply_patch, rebase
 from webhook.engine.quantity import canonical_quantity
-from webhook.testing import container, pod, probe, workload
+from webhook.testing import container, node_template, pod, probe, workload
 
 
 def normalized(obj: dict[str, Any]) -> dict[str, Any]:
@@ -149,11 +150,11 @@ def test_a_policy_reading_a_default_sees_it_offline(tmp_path: Path,
     code = main(["check", str(manifest), "--policies", str(policies), "-o", "json"])
     out, err = capsys.readouterr()
     assert code == 0, (out, err)
-    as_written = judge(json.loads(manifest.read_text()), load_policies(str(policies)))
+    as_written = judge(json.loads(manifest.read_text()), load_policies(str(policies)),
+                       as_applied=False)
     assert statuses(as_written)["tcp-only"] == "error"  # no protocol written
-    as_applied = judge(json.loads(manifest.read_text()), load_policies(str(policies)),
-                       as_applied=True)
-    assert statuses(as_applied)["tcp-only"] == "pass"
+    as_applied = judge(json.loads(manifest.read_text()), load_policies(str(policies)))
+    assert statuses(as_applied)["tcp-only"] == "pass"  # evaluate()'s default
 
 
 def test_an_object_of_a_kind_not_built_in_is_left_as_written() -> None:
@@ -175,6 +176,63 @@ def test_the_model_refuses_what_the_schema_check_refuses_in_the_same_words(chang
     """Checked as it is normalized, in one walk: the same problems as webhook.engine.schema."""
     obj = pod()
     change(obj)
-    as_written, as_applied = judge(obj), judge(obj, as_applied=True)
+    as_written, as_applied = judge(obj, as_applied=False), judge(obj)
     assert as_written.outcome == as_applied.outcome == "error"
     assert as_applied.message == as_written.message
+
+
+def test_a_patch_for_the_applied_object_is_rebased_on_the_manifest() -> None:
+    """What a policy adds to the defaulted object, made to fit the object as written: the
+    parents it lacks (or holds as null) are added, a replace of a defaulted field is an add,
+    the removal of one is dropped, an index past the end appends."""
+    written = {"spec": {"containers": [{"name": "a", "securityContext": None}]}}
+    operations = [
+        {"op": "add", "path": "/spec/containers/0/securityContext/runAsNonRoot", "value": True},
+        {"op": "replace", "path": "/spec/containers/0/imagePullPolicy", "value": "Always"},
+        {"op": "remove", "path": "/spec/dnsPolicy"},
+        {"op": "add", "path": "/spec/tolerations/2", "value": {"key": "x"}},
+    ]
+    rebased = rebase(operations, written)
+    assert apply_patch(written, rebased) == {"spec": {
+        "containers": [{"name": "a", "securityContext": {"runAsNonRoot": True},
+                        "imagePullPolicy": "Always"}],
+        "tolerations": [{"key": "x"}]}}
+    assert written == {"spec": {"containers": [{"name": "a", "securityContext": None}]}}
+
+
+def test_our_custom_resources_get_their_crd_schemas_defaults() -> None:
+    """A PolicyException as the API server serves it: its CRD schema's defaults set (the
+    chart's schema is made from the model), its nulls where the schema allows none dropped."""
+    obj = {"apiVersion": "quickq.io/v1alpha1", "kind": "PolicyException",
+           "metadata": {"name": "x", "namespace": "quickq-guard"},
+           "spec": {"policies": [{"id": "disallow-root-user"}],
+                    "match": {"namespaces": ["gpu-operator"], "kinds": None},
+                    "expires": "2027-01-01T00:00:00Z", "reason": "r", "ticket": None}}
+    served, refused = normalize(obj)
+    assert refused == []
+    assert served["spec"]["match"] == {"namespaces": ["gpu-operator"], "kinds": [], "names": []}
+    assert served["spec"]["policies"] == [{"id": "disallow-root-user", "containers": []}]
+    assert served["spec"]["ticket"] is None  # nullable: kept
+    assert obj["spec"]["match"]["kinds"] is None  # the input is never changed
+
+
+def test_a_null_the_node_template_crd_refuses_is_refused() -> None:
+    obj = node_template(ports=[{"containerPort": 80, "protocol": None}])
+    decision = judge(obj)
+    assert decision.outcome == "error"
+    assert "spec.ports[0].protocol: Unsupported value: null" in decision.message
+
+
+@pytest.mark.parametrize("kind", ["Job", "Deployment"])
+def test_a_metadata_that_is_no_mapping_is_a_problem_not_a_crash(kind: str) -> None:
+    obj = workload(kind, container(image="registry.example.com/app:1"))
+    obj["metadata"] = True
+    obj["spec"]["template"]["metadata"] = "x"
+    _, refused = normalize(obj)
+    assert ("metadata", "expected a mapping, got a boolean") in refused
+
+
+def test_a_priority_class_name_of_the_wrong_type_is_a_problem_not_a_crash() -> None:
+    _, refused = normalize(pod(container(image="registry.example.com/app:1"),
+                               priorityClassName=[None]))
+    assert [path for path, _ in refused] == ["spec.priorityClassName"]

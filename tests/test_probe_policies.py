@@ -19,6 +19,8 @@ from builders import (
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from webhook.engine.normalize import normalize
+
 # --- liveness-probe-tolerance ------------------------------------------------------------
 
 
@@ -75,8 +77,10 @@ def _probe(period, threshold, **extra):
 LIVENESS = {"httpGet": {"path": "/healthz", "port": 8080}, "periodSeconds": 10,
             "failureThreshold": 6, "timeoutSeconds": 3, "initialDelaySeconds": 5,
             "successThreshold": 1}
-EXPECTED_STARTUP = {"httpGet": {"path": "/healthz", "port": 8080}, "timeoutSeconds": 3,
-                    "periodSeconds": 10, "failureThreshold": 60}
+# The webhook copies the liveness handler as the API server hands it over: with its default
+# scheme (the API server would set it on the startup probe anyway).
+EXPECTED_STARTUP = {"httpGet": {"path": "/healthz", "port": 8080, "scheme": "HTTP"},
+                    "timeoutSeconds": 3, "periodSeconds": 10, "failureThreshold": 60}
 
 
 def test_startup_probe_is_copied_from_the_liveness_handler():
@@ -91,20 +95,23 @@ def test_startup_probe_is_copied_from_the_liveness_handler():
         "container 'app': add startupProbe: it runs the liveness check every 10s for up to "
         "600s and holds off liveness checks until it succeeds, so a slow start is not "
         "restarted")
-    patched = jsonpatch.apply_patch(obj, list(decision.patch))
+    patched = jsonpatch.apply_patch(normalize(obj)[0], list(decision.patch))
     assert patched == decision.patched
-    assert patched["spec"]["containers"][0]["livenessProbe"] == LIVENESS
+    liveness = patched["spec"]["containers"][0]["livenessProbe"]
+    assert liveness == {**LIVENESS, "httpGet": EXPECTED_STARTUP["httpGet"]}
 
 
-@pytest.mark.parametrize("handler", [
-    {"tcpSocket": {"port": 5432}},
-    {"exec": {"command": ["cat", "/tmp/ready"]}},
-    {"grpc": {"port": 9000}},
+@pytest.mark.parametrize(("handler", "defaulted"), [
+    ({"tcpSocket": {"port": 5432}}, {"tcpSocket": {"port": 5432}}),
+    ({"exec": {"command": ["cat", "/tmp/ready"]}}, {"exec": {"command": ["cat", "/tmp/ready"]}}),
+    ({"grpc": {"port": 9000}}, {"grpc": {"port": 9000, "service": ""}}),
 ])
-def test_every_handler_kind_is_copied(handler):
+def test_every_handler_kind_is_copied(handler, defaulted):
     decision = judge(pod(container(livenessProbe={**handler, "failureThreshold": 6})))
     [operation] = decision.patch
-    assert operation["value"] == {**handler, "periodSeconds": 10, "failureThreshold": 60}
+    # as the webhook sees the liveness probe: with the API server's defaults
+    assert operation["value"] == {**defaulted, "timeoutSeconds": 1, "periodSeconds": 10,
+                                  "failureThreshold": 60}
 
 
 def test_container_with_a_startup_probe_is_left_alone():
@@ -137,8 +144,10 @@ def test_controllers_are_patched_at_their_pod_template(kind):
 def test_node_template_gets_spec_health_startup():
     obj = node_template(health={"liveness": LIVENESS})
     decision = judge(obj)
+    # the NodeTemplate CRD's schema defaults no probe field: the handler as written
     assert list(decision.patch) == [
-        {"op": "add", "path": "/spec/health/startup", "value": EXPECTED_STARTUP}]
+        {"op": "add", "path": "/spec/health/startup",
+         "value": {**EXPECTED_STARTUP, "httpGet": LIVENESS["httpGet"]}}]
     assert "spec: add health.startup" in messages(decision, "inject-startup-probe")[0]
     patched = jsonpatch.apply_patch(obj, list(decision.patch))
     assert judge(patched).patch == ()

@@ -13,6 +13,7 @@ from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
 from webhook import evaluate
+from webhook.engine.normalize import normalize
 
 SETTINGS = settings(max_examples=200, deadline=None,
                     suppress_health_check=[HealthCheck.too_slow])
@@ -184,10 +185,12 @@ def test_patch_applies_adds_only_owned_fields_and_is_idempotent(obj):
     for operation in operations:
         assert operation["op"] == "add"
         assert operation["path"].endswith(OWNED_SUFFIXES), operation
-    patched = jsonpatch.apply_patch(obj, operations)
+    # The patch is for the object as the API server hands it to the webhook.
+    applied = normalize(obj)[0]
+    patched = jsonpatch.apply_patch(applied, operations)
     if operations:
         assert patched == decision.patched
-    assert undo(patched, operations) == original
+    assert undo(patched, operations) == applied
 
     again = evaluate(patched, policies)
     assert again.patch == ()
@@ -283,5 +286,7 @@ def test_resource_names_that_are_not_strings_do_not_crash_a_rule(kind, requests,
         for part in path[:-1]:
             node = node.setdefault(part, {})
         node[path[-1]] = {"containers": [{"name": "a", "image": "a:1", "resources": resources}]}
-    decision = evaluate(obj, default_policies())
+    # As written: the rules' robustness on what no decoding cleaned (the API server refuses
+    # most of these for a built-in kind; a custom kind's objects are judged as written).
+    decision = evaluate(obj, default_policies(), as_applied=False)
     assert [r.reason for r in decision.results if r.status == "error"] == []

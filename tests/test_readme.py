@@ -20,7 +20,7 @@ def test_readme_library_example_runs_and_prints_what_it_promises() -> None:
     lines = out.getvalue().splitlines()
     assert lines[0] == "True"
     assert "liveness-probe-tolerance" in lines[1]
-    assert lines[2] == "['/spec/tolerations', '/spec/containers/0/startupProbe']"
+    assert lines[2] == "['/spec/tolerations/-', '/spec/containers/0/startupProbe']"
 
 
 def test_readme_names_the_test_command_that_ci_runs() -> None:

@@ -21,7 +21,8 @@ def test_valid_quantities_pass(amount):
 
 
 @pytest.mark.parametrize(("amount", "shown"), [
-    ("1GB", "'1GB'"), ("500mi", "'500mi'"), ("-1", "'-1'"), ("", "''"), (-1, "-1"),
+    ("1GB", "'1GB'"), ("500mi", "'500mi'"), ("-1", "'-1'"), ("", "''"),
+    (-1, "'-1'"),  # the API server decodes a number in a quantity field to a string
     ("1 Gi", "'1 Gi'"), ("Gi", "'Gi'"), (True, "True"),
 ])
 def test_invalid_quantities_are_a_policy_failure_naming_the_field(amount, shown):

@@ -21,16 +21,18 @@ from typing import Any
 
 import pytest
 import yaml
-from cluster_helpers import ControlPlane
+from cluster_helpers import ControlPlane, wait_until
 from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 
+from webhook.crd import definition, exception_schema, openapi_v3_schema
 from webhook.engine.apiserver import refused_fields
+from webhook.engine.exceptions import VERSION
 from webhook.engine.kubernetes_fields import KINDS
 from webhook.engine.normalize import normalize
 from webhook.engine.workload import read_workload
 from webhook.manifests import read_text
-from webhook.testing import POD_SPEC_PATHS, container, pod, pod_spec, workload
+from webhook.testing import POD_SPEC_PATHS, container, node_template, pod, pod_spec, workload
 from webhook.testing.controlplane import printed_objects
 
 REPO = Path(__file__).resolve().parents[2]
@@ -389,3 +391,84 @@ def test_what_lacks_a_required_field_is_refused_offline_and_by_the_api_server(
         assert f'"m{index}"' in stderr
         _, missing = normalize(obj)
         assert field in [path for path, _ in missing], (obj["kind"], missing)
+
+
+# --- quickq-guard's own custom resources --------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def with_our_crds(model_plane: ControlPlane) -> ControlPlane:
+    """The model's API server with the NodeTemplate and PolicyException CRDs the chart ships
+    (webhook.crd makes both from the models)."""
+    crds = [definition("NodeTemplate", "v1", openapi_v3_schema()),
+            definition("PolicyException", VERSION, exception_schema())]
+    model_plane.kubectl("apply", "-f", "-", input=json.dumps(
+        {"apiVersion": "v1", "kind": "List", "items": crds}))
+    model_plane.kubectl("wait", "--for=condition=Established", "--timeout=60s",
+                        "crd/nodetemplates.quickq.io", "crd/policyexceptions.quickq.io")
+    probe = yaml.safe_dump(renamed(node_template(), 0))
+    wait_until(lambda: bool(server_answers(model_plane, [probe])[0]),
+               what="the API server to serve NodeTemplates")
+    return model_plane
+
+
+def exception_object(**spec: Any) -> dict[str, Any]:
+    return {"apiVersion": f"quickq.io/{VERSION}", "kind": "PolicyException",
+            "metadata": {"name": "x"},
+            "spec": {"policies": [{"id": "disallow-root-user"}],
+                     "match": {"namespaces": ["gpu-operator"]},
+                     "expires": "2027-01-01T00:00:00Z", "reason": "the device plugin",
+                     **spec}}
+
+
+def custom_objects() -> Iterator[dict[str, Any]]:
+    """NodeTemplates (the examples, as the API server serves them in group quickq.io, the
+    builder's, and ones with nulls and empty values) and PolicyExceptions that leave out
+    what the schema defaults."""
+    for path in sorted((REPO / "examples").rglob("*.yaml")):
+        for document in read_text(path.read_bytes(), str(path)):
+            obj = document.obj
+            if isinstance(obj, dict) and obj.get("kind") == "NodeTemplate":
+                yield {**obj, "apiVersion": "quickq.io/v1"}
+    yield node_template()
+    yield node_template(health=None, securityContext={"privileged": None, "runAsUser": 0})
+    yield node_template(env=[{"name": "A", "value": None}, {"name": "B", "value": ""}],
+                        ports=[{"containerPort": 80, "name": None}], tolerations=[],
+                        command=[], args=None)
+    yield node_template(health={"liveness": {"tcpSocket": {"port": 80}, "periodSeconds": None},
+                                "readiness": None})
+    yield exception_object()
+    yield exception_object(ticket=None, owner="ml-platform")
+    yield exception_object(policies=[{"id": "disallow-root-user", "containers": ["server"]},
+                                     {"id": "require-labels"}])
+    yield exception_object(match={"namespaces": ["ml-*"], "kinds": None, "names": ["a"],
+                                  "selector": {"matchExpressions": [
+                                      {"key": "app", "operator": "Exists"},
+                                      {"key": "tier", "operator": "In", "values": ["gpu"]}]}})
+    yield exception_object(match={"namespaces": ["ml"], "selector": None})
+    yield exception_object(match={"namespaces": ["ml"], "selector": {"matchLabels": {"a": "b"}}})
+
+
+def test_our_custom_resources_are_what_the_api_server_makes_of_them(
+        with_our_crds: ControlPlane) -> None:
+    objects = list(custom_objects())
+    compared, problems = compare(with_our_crds, objects)
+    assert not problems, f"{len(problems)} differences:\n" + "\n".join(problems)
+    assert compared == len(objects)
+    # the schemas' defaults are set, not only nothing changed
+    served = [normalize(renamed(obj, 0))[0] for obj in objects[-6:]]
+    assert served[0]["spec"]["match"]["kinds"] == [] == served[0]["spec"]["policies"][0][
+        "containers"]
+
+
+def test_a_null_our_crds_refuse_is_refused_offline_too(with_our_crds: ControlPlane) -> None:
+    """The models take `protocol: null`; the API server checks a null against the enum and
+    refuses it: so does the offline model, in the API server's words."""
+    obj = renamed(node_template(ports=[{"containerPort": 80, "protocol": None}]), 0)
+    answers, stderr = server_answers(with_our_crds, [yaml.safe_dump(obj)])
+    assert answers == []
+    _, refused = normalize(obj)
+    assert refused == [("spec.ports[0].protocol", 'Unsupported value: null: supported values: '
+                        '"TCP", "UDP", "SCTP"')]
+    assert "spec.ports[0].protocol: Unsupported value: null: supported values: " \
+        '"TCP", "UDP", "SCTP"' in stderr

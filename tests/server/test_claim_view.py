@@ -13,6 +13,7 @@ import pytest
 
 from webhook.engine.claims import claims_from
 from webhook.engine.evaluate import evaluate
+from webhook.engine.normalize import normalize
 from webhook.engine.policy import load_policies
 from webhook.server import app, claim_view, cluster_view
 from webhook.server.admission import parse_review
@@ -115,11 +116,13 @@ def test_a_pod_consuming_a_gpu_claim_template_of_the_cluster_is_a_gpu_pod() -> N
         assert {"op": "add", "path": "/spec/tolerations", "value": [GPU_TOLERATION]} \
             in decision.patch
         assert status(decision, "gpu-priority-class") == "fail"
-        # The same verdict `check` gives with the template among its input.
+        # The same verdict `check` gives with the template among its input: check judges
+        # the Pod as the API server hands it to the webhook (defaulted: webhook.engine.normalize).
         offline = evaluate(consumer(), load_policies(), claims=claims_from(
             [{"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaimTemplate",
               **template("one-gpu")}]))
-        assert (decision.allowed, decision.patch, decision.warnings) == (
+        online = judged(view, normalize(consumer())[0])
+        assert (online.allowed, online.patch, online.warnings) == (
             offline.allowed, offline.patch, offline.warnings)
         # A template created later is seen through the watch.
         assert not any("tolerations" in op["path"] for op in judged(view, consumer("two")).patch)

@@ -26,7 +26,7 @@ from ruamel.yaml.util import load_yaml_guess_indent
 
 from webhook.cli.exits import EXIT_ERROR, EXIT_FAILED, EXIT_OK, CliError, error, hint, note
 from webhook.cli.formats import label
-from webhook.cli.judge import input_claims, is_object, judge, kustomize_skip
+from webhook.cli.judge import input_claims, is_object, judge, kustomize_skip, manifest_patch
 from webhook.engine.claims import ClaimLookup
 from webhook.engine.patch import PatchError, apply_in_place
 from webhook.engine.policy import PolicySet
@@ -127,7 +127,9 @@ def fix_source(source: Source, policies: PolicySet,
     by_line = _nodes_by_line(nodes)
     for document in documents:
         done.objects += 1
-        decision = judge(document, policies, claims=claims, as_applied=False)
+        # Judged as applied, as check judges it; the file gets what the policies add and
+        # none of what the API server defaults (manifest_patch).
+        decision = judge(document, policies, claims=claims)
         where = f"{name}:{document.line}:{document.column} {decision.resource}"
         if decision.outcome == "error":
             reason = next(r.reason for r in decision.results if r.status == "error")
@@ -145,7 +147,7 @@ def fix_source(source: Source, policies: PolicySet,
             done.errors.append(f"{where}: cannot find this object again to edit it")
             continue
         try:
-            apply_in_place(node, list(decision.patch))
+            apply_in_place(node, manifest_patch(document.obj, decision, policies, claims))
         except PatchError as error:
             done.errors.append(f"{where}: cannot apply the patch: {error}")
             continue

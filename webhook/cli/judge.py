@@ -26,6 +26,7 @@ from webhook.cli.exits import hint
 from webhook.engine.claims import ClaimLookup, Claims, claims_from
 from webhook.engine.evaluate import error_decision, evaluate, skipped_decision
 from webhook.engine.exceptions import NONE, Exceptions
+from webhook.engine.patch import PatchError, apply_patch, rebase
 from webhook.engine.policy import PolicySet
 from webhook.engine.results import Decision, Resource
 from webhook.manifests import Document, Source, manifest_sources, read_source, split
@@ -69,18 +70,17 @@ class Part:
 
 
 def judge(document: Document, policies: PolicySet, granted: Granted = NOTHING_GRANTED,
-          claims: ClaimLookup | None = None, as_applied: bool = True) -> Decision:
+          claims: ClaimLookup | None = None) -> Decision:
     """The verdict on one document, judged as `kubectl apply` would hand it to the webhook
     (defaulted, normalized), with the exceptions `granted` and the DRA `claims` of the
-    input; `as_applied=False` judges it as written, for --fix, whose patches edit the
-    manifest itself."""
+    input. Its patch applies to that object (manifest_patch makes the one for the
+    manifest)."""
     if document.error:
         resource = Resource("", "", "", "", document.source)
         return error_decision(resource, document.error,
                               f"{document.source}: {document.error}", dry_run=False)
     decision = evaluate(document.obj, policies, source=document.source,
-                        exceptions=granted.exceptions, now=granted.now, claims=claims,
-                        as_applied=as_applied)
+                        exceptions=granted.exceptions, now=granted.now, claims=claims)
     if decision.outcome in _REFUSED and (why := kustomize.fragment(document.obj)):
         # a patch fragment nobody applies alone: incomplete, not denied
         return skipped_decision(decision.resource, policies, (
@@ -90,6 +90,39 @@ def judge(document: Document, policies: PolicySet, granted: Granted = NOTHING_GR
 
 
 _REFUSED = frozenset({"denied", "error", "would-deny"})
+
+
+def manifest_patch(obj: Any, decision: Decision, policies: PolicySet,
+                   claims: ClaimLookup | None = None, operation: str = "CREATE",
+                   old_object: Any = None) -> list[dict[str, Any]]:
+    """The patch `decision` (on `obj` as applied) makes, for the manifest `obj` itself: what
+    the policies that patch add, computed against the object as written, so that none of the
+    API server's defaults (a copied probe's `scheme`, a Pod's default tolerations) is ever
+    written into the manifest. A policy that patches only the defaulted object (it reads a
+    default) gets its operations rebased on the manifest (webhook.engine.patch.rebase)."""
+    if not decision.patch:
+        return []
+    patching = [result for result in decision.results
+                if result.status == "patch" and result.action == "enforce"]
+    written = evaluate(obj, policies, claims=claims, as_applied=False, operation=operation,
+                       old_object=old_object, source=decision.resource.source)
+    by_policy = {result.policy: result for result in written.results}
+    if all(by_policy.get(result.policy, result).status == "patch" for result in patching) \
+            and len(patching) == sum(r.status == "patch" and r.action == "enforce"
+                                     for r in written.results):
+        return list(written.patch)
+    operations: list[dict[str, Any]] = []
+    current = obj
+    for result in patching:
+        same = by_policy.get(result.policy)
+        ops = same.patch if same is not None and same.status == "patch" else rebase(
+            result.patch, current)
+        try:
+            current = apply_patch(current, ops)
+        except PatchError:
+            continue
+        operations += ops
+    return operations
 
 
 def input_claims(work: Sequence[Sequence[Source]], stdin: bytes | None) -> Claims:

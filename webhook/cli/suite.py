@@ -22,9 +22,10 @@ from webhook.cli.check import load
 from webhook.cli.exits import EXIT_ERROR, EXIT_FAILED, EXIT_OK, CliError, error
 from webhook.cli.formats.github import command_line
 from webhook.cli.formats.junit import attr, text
-from webhook.cli.judge import is_object
+from webhook.cli.judge import is_object, manifest_patch
 from webhook.engine.claims import claims_from
 from webhook.engine.evaluate import evaluate
+from webhook.engine.patch import apply_patch
 from webhook.engine.policy import (
     Config,
     PolicyError,
@@ -194,6 +195,7 @@ def _policies(spec: TestFile, path: Path, args: argparse.Namespace) -> PolicySet
 class _Judged:
     obj: Any
     decision: Decision
+    patched: Any  # the object written with what the policies add, as --fix writes it
 
 
 def _explain(problem: ValidationError) -> str:
@@ -216,8 +218,13 @@ def _judge(spec: TestFile, path: Path, policies: PolicySet) -> dict[str, _Judged
                                 source=source, claims=claims)
             kind, namespace, name = (decision.resource.kind, decision.resource.namespace,
                                      decision.resource.name)
+            # The decision is on the object as applied; a case's expected resource is the
+            # one written with what the policies add.
+            patched = apply_patch(obj, manifest_patch(
+                obj, decision, policies, claims, resource.operation, old)) \
+                if decision.patch else obj
             for key in (f"{kind}/{namespace}/{name}", f"{kind}/{name}", name):
-                judged.setdefault(key, _Judged(obj, decision))
+                judged.setdefault(key, _Judged(obj, decision, patched))
     return judged
 
 
@@ -268,7 +275,7 @@ def _check(case: CaseSpec, judged: dict[str, _Judged], path: Path) -> str:
     if case.patchedFile:
         [(expected, _)] = _objects(case.patchedFile, None, path, 0)
     if expected is not None:
-        actual = decision.patched if decision.patched is not None else found.obj
+        actual = found.patched
         if actual != expected:
             difference = jsonpatch.make_patch(actual, expected).patch
             problems.append("patched: differs from the expected resource; to get the expected "

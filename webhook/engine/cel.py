@@ -24,6 +24,7 @@ from cel_expr_python.ext import (
     ext_strings,
 )
 
+from webhook.engine.cel_go import GUARDS, guarded
 from webhook.engine.cel_library import KUBERNETES_FUNCTIONS
 
 # The variables of ValidatingAdmissionPolicy, and what quickq-guard adds for its scopes.
@@ -49,7 +50,7 @@ def _environment(variables: tuple[str, ...]) -> Any:
         variables=dict.fromkeys(variables, _cel.Type.DYN),
         extensions=[ext_strings.ExtStrings(), ext_optional.ExtOptional(),
                     ext_bindings.ExtBindings(), ext_math.ExtMath(), ext_encoders.ExtEncoders()],
-        functions=KUBERNETES_FUNCTIONS,
+        functions=[*KUBERNETES_FUNCTIONS, *GUARDS],
     )
 
 
@@ -79,16 +80,25 @@ def compile_expression(text: str, scope: Scope, kind: Kind = "any") -> Expressio
     if len(text) > MAX_EXPRESSION_LENGTH:
         raise CelError(f"the expression is {len(text)} characters long; "
                        f"at most {MAX_EXPRESSION_LENGTH} are allowed")
+    # Compiled with the calls the runtime gets wrong guarded (webhook.engine.cel_go); what
+    # does not compile is compiled as written again, so that errors name what it wrote.
+    compiled = guarded(lex(text))
     try:
-        program = _ENVIRONMENTS[scope].compile(text)
+        program = _ENVIRONMENTS[scope].compile(compiled)
     except RuntimeError as error:
-        raise CelError(_compile_problem(str(error), scope)) from None
+        if compiled == text:
+            raise CelError(_compile_problem(str(error), scope)) from None
+        try:
+            program = _ENVIRONMENTS[scope].compile(text)
+        except RuntimeError as as_written:
+            raise CelError(_compile_problem(str(as_written), scope)) from None
+        compiled = text  # a guard that does not fit: the runtime's own function
     result = program.return_type().name().lower()
     wanted = _WANTED[kind]
     if wanted and result not in (*wanted, "dyn"):
         raise CelError(f"the expression must yield a {kind}, but it yields {result}")
     return Expression(text, program, frozenset(_variable_references(text)),
-                      frozenset(_top_level_names(text)))
+                      frozenset(_top_level_names(text)), compiled if compiled != text else "")
 
 
 def with_variables(expression: Expression, variables: Sequence[tuple[str, Expression]],

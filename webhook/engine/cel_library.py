@@ -236,6 +236,18 @@ def _sum(items: list[Any]) -> Any:
     return sum(items[1:], items[0]) if items else 0
 
 
+def _slice(items: list[Any], start: int, end: int) -> list[Any]:
+    """Kubernetes' lists library: items[start:end], refusing what Python would forgive."""
+    if start < 0 or end < 0:
+        raise ValueError(f"cannot slice({start}, {end}), negative indexes not supported")
+    if start > end:
+        raise ValueError(f"cannot slice({start}, {end}), start index must be less than or "
+                         "equal to end index")
+    if end > len(items):
+        raise ValueError(f"cannot slice({start}, {end}), list is length {len(items)}")
+    return items[start:end]
+
+
 def _min(items: list[Any]) -> Any:
     if not items:
         raise ValueError("min() of an empty list")
@@ -349,6 +361,7 @@ KUBERNETES_FUNCTIONS = [
     _declare("prefixLength", ("cidr_prefix_length", INT, [STRING], True,
                               lambda c: _network(c).prefixlen)),
     _declare("isSorted", ("list_is_sorted", BOOL, [LIST], True, _is_sorted)),
+    _declare("slice", ("list_slice", LIST, [LIST, INT, INT], True, _slice)),
     _declare("sum", ("list_sum", DYN, [LIST], True, _sum)),
     _declare("min", ("list_min", DYN, [LIST], True, _min)),
     _declare("max", ("list_max", DYN, [LIST], True, _max)),

@@ -18,7 +18,7 @@ from webhook.engine.claims import NO_CLAIMS, ClaimLookup, with_claims
 from webhook.engine.cost import Budget, TooCostly
 from webhook.engine.globs import matches_any
 from webhook.engine.hidden import hidden_values, hide
-from webhook.engine.normalize import normalize
+from webhook.engine.normalize import checks, normalize
 from webhook.engine.patch import PatchError, Path, apply_patch, undotted
 from webhook.engine.policy import Policy, PolicySet
 from webhook.engine.results import Decision, Finding, Outcome, Resource, Result
@@ -50,7 +50,7 @@ def evaluate(
     from_api_server: bool = False,
     exceptions: granted.Exceptions = granted.NONE,
     now: datetime | None = None,
-    as_applied: bool = False,
+    as_applied: bool = True,
     claims: ClaimLookup | None = None,
 ) -> Decision:
     """Judge one object as the API server would hand it to the webhook.
@@ -64,21 +64,22 @@ def evaluate(
     cannot be in it, so that check is left out (offline it is how the CLI says why an object
     can never reach the webhook). `exceptions` (see webhook.engine.exceptions) turn the
     validate findings they cover into warnings, as of `now`, the evaluation time; a
-    PolicyException object itself is checked as the webhook checks it. `as_applied` (the CLI's
-    manifests) judges an object as written the way the API server would hand it to the webhook
-    at `kubectl apply`: decoded, defaulted, normalized (webhook.engine.normalize), `old_object`
-    too; the decision's patch then applies to that object, and one that lacks a required field
-    is refused. `claims` is where the Dynamic Resource Allocation claims
-    a pod consumes are looked up (webhook.engine.claims: the claims of the same input
-    offline, the webhook's view of the cluster online); without it, none resolves.
+    PolicyException object itself is checked as the webhook checks it. `as_applied` (the
+    default, unless `from_api_server`) judges an object as written the way the API server would
+    hand it to the webhook at `kubectl apply`: decoded, defaulted, normalized
+    (webhook.engine.normalize), `old_object` too; the decision's patch then applies to that
+    object, and one that lacks a required field is refused. `as_applied=False` judges the
+    object exactly as given (--fix computes the patch for a manifest that way). `claims` is
+    where the Dynamic Resource Allocation claims a pod consumes are looked up
+    (webhook.engine.claims: the claims of the same input offline, the webhook's view of the
+    cluster online); without it, none resolves.
     """
     resource = describe(obj, namespace, source)
     refused: list[tuple[str, str]] = []
     decoded = from_api_server
     if as_applied and not from_api_server:
-        written = obj
+        decoded = checks(obj)  # a built-in kind, checked as it is normalized
         obj, refused = normalize(obj)
-        decoded = obj is not written  # a built-in kind, checked as it was normalized
         old_object, _ = normalize(old_object)
     groups = tuple(groups)
     config = policies.config

@@ -23,6 +23,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from webhook.engine import schema
+from webhook.engine.custom_resources import as_served
 from webhook.engine.kubernetes_defaults import DEFAULTS, KEPT_EMPTY, QUANTITIES, REQUIRED
 from webhook.engine.kubernetes_fields import KINDS, TYPES
 from webhook.engine.patch import Path, dotted
@@ -53,17 +54,24 @@ _CONTAINER_TYPES = ("core.v1.Container", "core.v1.EphemeralContainer")
 _EMPTY: Mapping[str, Any] = {}
 
 
+def checks(obj: Any) -> bool:
+    """Whether normalize() checks what the API server would refuse in `obj` (a built-in kind
+    judged): then nothing else need check it again."""
+    return isinstance(obj, Mapping) and f"{obj.get('apiVersion')} {obj.get('kind')}" in KINDS
+
+
 def normalize(obj: Any) -> tuple[Any, list[Problem]]:
     """(the object as the API server would hand it to a webhook, what the API server would
     refuse in it). The object is checked as it is normalized, in the same walk: a field it
     does not know, a value of the wrong type (named as webhook.engine.schema names them), a
-    required field missing. Kinds other than the built-in ones judged come back as they are,
-    unchecked (`normalize(obj)[0] is obj`)."""
+    required field missing. quickq-guard's own custom resources come back decoded by their
+    CRD's schema (webhook.engine.custom_resources), checked only for what that decoding
+    refuses; other kinds as they are (`normalize(obj)[0] is obj`)."""
     if not isinstance(obj, Mapping):
         return obj, []
     root = KINDS.get(f"{obj.get('apiVersion')} {obj.get('kind')}")
     if root is None:
-        return obj, []
+        return as_served(obj)
     walk = _Walk(str(obj.get("kind")))
     normalized = walk.object(obj, root, ())
     for name in RESET_ON_CREATE:
@@ -110,7 +118,7 @@ class _Walk:
                 elif cls is int and kind == "boolean":
                     problems.append(schema.wrong_type(path, key, kind, item))
             elif key in quantities:
-                item = _quantities(item, quantities[key])
+                item = self._quantities(item, quantities[key], (*path, key))
             elif kind != "any":  # an object, a list or a map
                 item = self.value(item, kind, (*path, key))
             if not item and key not in kept:
@@ -173,6 +181,21 @@ class _Walk:
             return int(item)
         return item
 
+    def _quantities(self, item: Any, shape: str, path: Path) -> Any:
+        """A quantity, or a map or list of them, in canonical form; a map or list of
+        another shape is a problem (`limits: ["1"]`)."""
+        if shape == "quantity":
+            return canonical_quantity(item)
+        if shape == "{}quantity":
+            if isinstance(item, Mapping):
+                return {key: canonical_quantity(value) for key, value in item.items()}
+            return self._wrong_shape(item, "a mapping", path)
+        if shape == "[]quantity":
+            if isinstance(item, list):
+                return [canonical_quantity(value) for value in item]
+            return self._wrong_shape(item, "a list", path)
+        return item
+
     def _wrong_shape(self, item: Any, expected: str, path: Path) -> Any:
         if len(self.problems) <= MAX_PROBLEMS:
             self.problems.append((dotted(path),
@@ -186,14 +209,6 @@ _LEAF_KINDS = _SCALAR_KINDS | {"string"}
 _FAST_SCALAR = {"boolean": bool, "int-or-string": str}
 
 
-def _quantities(item: Any, shape: str) -> Any:
-    if shape == "quantity":
-        return canonical_quantity(item)
-    if shape == "{}quantity" and isinstance(item, Mapping):
-        return {key: canonical_quantity(value) for key, value in item.items()}
-    if shape == "[]quantity" and isinstance(item, list):
-        return [canonical_quantity(value) for value in item]
-    return item
 
 
 def _copy(value: Any) -> Any:
@@ -248,7 +263,8 @@ def _pod_spec(spec: dict[str, Any], kind: str) -> None:
         spec.setdefault("priority", 0)
         spec.setdefault("preemptionPolicy", "PreemptLowerPriority")
     else:
-        builtin = _PRIORITY_CLASSES.get(spec["priorityClassName"])
+        name = spec["priorityClassName"]
+        builtin = _PRIORITY_CLASSES.get(name) if isinstance(name, str) else None
         if builtin is not None:
             spec.setdefault("priority", builtin)
             spec.setdefault("preemptionPolicy", "PreemptLowerPriority")
@@ -325,7 +341,7 @@ def _job_spec(spec: dict[str, Any], kind: str) -> None:
 def _replication_controller_spec(spec: dict[str, Any], kind: str) -> None:
     """SetDefaults_ReplicationController: the selector is the pod template's labels."""
     template = spec.get("template")
-    labels = (template.get("metadata") or _EMPTY).get("labels") \
+    labels = _field(template.get("metadata"), "labels") \
         if isinstance(template, Mapping) else None
     if "selector" not in spec and isinstance(labels, Mapping) and labels:
         spec["selector"] = dict(labels)
@@ -335,7 +351,7 @@ def _replication_controller(obj: dict[str, Any]) -> None:
     """SetDefaults_ReplicationController: the labels are the pod template's when unset."""
     spec = obj.get("spec")
     template = spec.get("template") if isinstance(spec, Mapping) else None
-    labels = (template.get("metadata") or _EMPTY).get("labels") \
+    labels = _field(template.get("metadata"), "labels") \
         if isinstance(template, Mapping) else None
     metadata = obj.setdefault("metadata", {})
     if isinstance(metadata, dict) and "labels" not in metadata \
@@ -346,7 +362,7 @@ def _replication_controller(obj: dict[str, Any]) -> None:
 def _job(obj: dict[str, Any]) -> None:
     """The Job strategy labels the pod template with the Job's name (and its uid, which only
     the API server knows)."""
-    name = (obj.get("metadata") or _EMPTY).get("name")
+    name = _field(obj.get("metadata"), "name")
     spec = obj.get("spec")
     template = spec.get("template") if isinstance(spec, Mapping) else None
     if not isinstance(name, str) or not name or not isinstance(template, dict):
@@ -369,6 +385,11 @@ def _daemon_set(obj: dict[str, Any]) -> None:
         merged = dict(annotations) if isinstance(annotations, Mapping) else {}
         merged.setdefault("deprecated.daemonset.template.generation", "1")
         metadata["annotations"] = merged
+
+
+def _field(value: Any, key: str) -> Any:
+    """value[key] when value is a mapping (a manifest may hold anything where one belongs)."""
+    return value.get(key) if isinstance(value, Mapping) else None
 
 
 def _mappings(value: Any) -> list[dict[str, Any]]:

@@ -204,3 +204,62 @@ def undotted(path: str) -> Path:
             segments.append(path[position:end])
             position = end
     return tuple(segments)
+
+
+
+def rebase(operations: list[Operation], written: Any) -> list[Operation]:
+    """The operations of a patch made for the object as the API server hands it (defaulted,
+    its empty values and nulls dropped: webhook.engine.normalize) rewritten for the object as
+    written, so that `check --fix` adds what the policies add and nothing the server would
+    default: a parent the written object lacks (or holds as null) is added as `{}` or `[]`,
+    a `replace` of a field it lacks is an `add`, a `remove` of one it lacks is left out, and
+    a list index past its end appends. An operation that does not fit the written object at
+    all is kept as it is (applying it then fails, as it should)."""
+    rebased: list[Operation] = []
+    current = written
+    for operation in operations:
+        steps = _rebased(operation, current)
+        if steps:
+            current = apply_patch(current, steps)
+        rebased += steps
+    return rebased
+
+
+def _rebased(operation: Operation, written: Any) -> list[Operation]:
+    op = operation.get("op")
+    tokens = split_pointer(operation.get("path", ""))
+    if op not in ("add", "replace", "remove") or not tokens:
+        return [operation]
+    steps: list[Operation] = []
+    done: list[str] = []
+    node = written
+    for position, token in enumerate(tokens[:-1]):
+        if isinstance(node, list) and token.isdigit() and int(token) < len(node):
+            child = node[int(token)]
+        elif isinstance(node, dict):
+            child = node.get(token)
+        else:
+            return [operation]
+        done.append(token)
+        if child is None:  # missing, or null: the server saw no value there
+            if op == "remove":
+                return []
+            following = tokens[position + 1]
+            child = [] if following == "-" or following.isdigit() else {}
+            steps.append({"op": "add", "path": pointer(tuple(done)), "value": child})
+        node = child
+    last = tokens[-1]
+    if isinstance(node, list):
+        there = last.isdigit() and int(last) < len(node)
+        if op == "add" and last.isdigit() and not there:
+            last = "-"
+    elif isinstance(node, dict):
+        there = last in node
+    else:
+        return [operation]
+    if not there and op == "remove":
+        return steps
+    if not there and op == "replace":
+        op = "add"
+    steps.append({**operation, "op": op, "path": pointer((*done, last))})
+    return steps

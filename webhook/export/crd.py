@@ -127,6 +127,10 @@ def convert(node: Schema, defs: Mapping[str, Schema], seen: tuple[str, ...] = ()
         merged = {**node["allOf"][0], **{k: v for k, v in node.items() if k != "allOf"}}
         return convert(merged, defs, seen)
     out: Schema = {k: v for k, v in node.items() if k in KEPT}
+    if node.get("default") is not None:
+        # The API server sets it on an object that lacks the field (a null default is no
+        # default: the field is then absent, as the model reads it).
+        out["default"] = node["default"]
     kind = node.get("type")
     if isinstance(kind, list):
         types = [t for t in kind if t != "null"]

@@ -398,22 +398,40 @@ def _matches(subject: str, patterns: Iterable[str]) -> str:
 
 
 def _literal(value: Any) -> str:
-    """Plain data (params) as a CEL literal."""
+    """Plain data (params) as a CEL literal Kubernetes accepts: its CEL wants the items of a
+    list literal, and the keys and the values of a map literal, of one type each, so where
+    they differ (`{"registries": ["a/"], "max": 200}`) each is written as `dyn(...)`."""
+    return _typed(value)[0]
+
+
+def _typed(value: Any) -> tuple[str, str]:
+    """(the literal, its CEL type)."""
     if value is None:
-        return "null"
+        return "null", "null"
     if isinstance(value, bool):
-        return "true" if value else "false"
+        return ("true" if value else "false"), "bool"
     if isinstance(value, int):
-        return str(value)
+        return str(value), "int"
     if isinstance(value, float):
         if not math.isfinite(value):
             raise NotExportable(f"params hold {value}, which CEL cannot write")
-        return repr(value)
+        return repr(value), "double"
     if isinstance(value, str):
-        return json.dumps(value, ensure_ascii=False)
+        return json.dumps(value, ensure_ascii=False), "string"
     if isinstance(value, list | tuple):
-        return "[" + ", ".join(_literal(item) for item in value) + "]"
+        items, kind = _one_type([_typed(item) for item in value])
+        return "[" + ", ".join(items) + "]", f"list({kind})"
     if isinstance(value, Mapping):
-        return "{" + ", ".join(f"{_literal(key)}: {_literal(item)}"
-                               for key, item in value.items()) + "}"
+        keys, key_kind = _one_type([_typed(key) for key in value])
+        items, kind = _one_type([_typed(item) for item in value.values()])
+        return "{" + ", ".join(f"{key}: {item}" for key, item in zip(keys, items, strict=True)
+                               ) + "}", f"map({key_kind}, {kind})"
     raise NotExportable(f"params hold a {type(value).__name__}, which CEL cannot write")
+
+
+def _one_type(typed: list[tuple[str, str]]) -> tuple[list[str], str]:
+    """The literals as they are when they have one type, else each as `dyn(...)`."""
+    kinds = {kind for _, kind in typed}
+    if len(kinds) == 1:
+        return [literal for literal, _ in typed], kinds.pop()
+    return [f"dyn({literal})" for literal, _ in typed], "dyn"
