@@ -143,3 +143,21 @@ def test_the_cases_exercise_every_exported_policy() -> None:
         decision = _engine(obj)
         named |= _denied_by(decision) | _warned_by(decision)
     assert named == {f"quickq-guard-{p.stem}" for p in Path(POLICIES).glob("*.yaml")}
+
+
+@pytest.mark.parametrize("level", ["baseline", "restricted"])
+def test_the_pod_security_profiles_export_to_policies_the_api_server_accepts(
+        guard: Guard, tmp_path: Path, level: str) -> None:
+    """The shipped Pod Security controls, exported, are created by the real API server: its
+    CEL refuses list literals of mixed types (`[0, null]`), which three controls had."""
+    config = tmp_path / "config.yaml"
+    config.write_text(f"podSecurity: {{enforce: {level}}}\n")
+    out = tmp_path / "vap.yaml"
+    done = subprocess.run([sys.executable, "-m", "webhook.cli", "export", "--format", "vap",
+                           "--config", str(config), "-o", str(out)],
+                          capture_output=True, text=True, cwd=REPO, check=False)
+    exported = [doc["metadata"]["name"] for doc in yaml.safe_load_all(out.read_text())
+                if doc and doc["kind"] == "ValidatingAdmissionPolicy"]
+    assert sum(name.startswith("quickq-guard-pss-") for name in exported) >= 10, done.stderr
+    created = guard.plane.kubectl("apply", "--dry-run=server", "-f", str(out), check=False)
+    assert created.returncode == 0, created.stderr

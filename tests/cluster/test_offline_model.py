@@ -25,12 +25,12 @@ from cluster_helpers import ControlPlane, wait_until
 from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 
-from webhook.crd import definition, exception_schema, openapi_v3_schema
 from webhook.engine.apiserver import refused_fields
 from webhook.engine.exceptions import VERSION
 from webhook.engine.kubernetes_fields import KINDS
 from webhook.engine.normalize import normalize
 from webhook.engine.workload import read_workload
+from webhook.export.crd import definition, exception_schema, openapi_v3_schema
 from webhook.manifests import read_text
 from webhook.testing import POD_SPEC_PATHS, container, node_template, pod, pod_spec, workload
 from webhook.testing.controlplane import printed_objects
@@ -399,7 +399,7 @@ def test_what_lacks_a_required_field_is_refused_offline_and_by_the_api_server(
 @pytest.fixture(scope="module")
 def with_our_crds(model_plane: ControlPlane) -> ControlPlane:
     """The model's API server with the NodeTemplate and PolicyException CRDs the chart ships
-    (webhook.crd makes both from the models)."""
+    (webhook.export.crd makes both from the models)."""
     crds = [definition("NodeTemplate", "v1", openapi_v3_schema()),
             definition("PolicyException", VERSION, exception_schema())]
     model_plane.kubectl("apply", "-f", "-", input=json.dumps(

@@ -1,6 +1,6 @@
 """quickq-guard's own custom resources (NodeTemplate and PolicyException, group quickq.io) as
 the API server hands them to a webhook: decoded by their CustomResourceDefinition's
-structural schema, which webhook.crd makes from the models the chart ships it from.
+structural schema, which webhook.export.crd makes from the models the chart ships it from.
 
 apiextensions-apiserver drops a null where the schema does not allow one (nor has a default
 for it) and sets each `default:` of the schema on an object that lacks the field, deep into
@@ -28,7 +28,7 @@ GROUP = "quickq.io"
 def _schemas() -> dict[str, Schema]:
     """Kind -> the openAPIV3Schema the chart installs for it (every served version of the
     group has the same one)."""
-    from webhook.crd import exception_schema, openapi_v3_schema
+    from webhook.export.crd import exception_schema, openapi_v3_schema
 
     return {"NodeTemplate": openapi_v3_schema(), "PolicyException": exception_schema()}
 
