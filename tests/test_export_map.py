@@ -3,7 +3,7 @@
 The objects have the shape of admissionregistration.k8s.io/v1 in Kubernetes 1.36; Pods are
 patched on CREATE only, the config's exclusions and the policy's match become the binding's
 and the policy's own fields; what a MutatingAdmissionPolicy cannot do is refused with the
-reason and exit 1. tests/cluster/test_export_map.py shows on a real API server that the
+reason and exit 1. tests/cluster/test_native_mutations.py shows on a real API server that the
 objects stored after these policies equal those stored after the webhook's patches.
 """
 

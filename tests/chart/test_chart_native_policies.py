@@ -1,7 +1,7 @@
 """nativePolicies: the chart installs the export of the policies as the API server's own
 admission policies, next to the webhook. Rendered with the real helm; the objects checked
 against the Kubernetes 1.36 schemas (MutatingAdmissionPolicy v1 is GA there) and against
-what `quickq-guard export` writes. tests/cluster/test_chart_native_policies.py installs the
+what `quickq-guard export` writes. tests/cluster/test_native_policies_installed.py installs the
 chart on a real API server."""
 
 from __future__ import annotations

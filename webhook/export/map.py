@@ -7,7 +7,7 @@ webhook's patch makes:
 
 - `inject-startup-probe` and `inject-gpu-toleration`, built-in rules, are written out in CEL
   here from their params (the same numbers, globs and taint keys the rule reads), and
-  `tests/cluster/test_export_map.py` shows on the real API server that the stored objects
+  `tests/cluster/test_native_mutations.py` shows on the real API server that the stored objects
   equal the webhook's.
 - A CEL mutate policy in object scope keeps its expressions, with `params` and `podSpec`
   written in as for ValidatingAdmissionPolicy (webhook/export/vap.py).
