@@ -98,6 +98,7 @@ CASES = [
     "[1, 2, 3].slice(1, 3)", "[1, 2, 3].slice(2, 4)", "[1, 2, 3].indexOf(5)",
     "['a', 'b'].lastIndexOf('b')", "[[1], [2]].indexOf([2])", "'abcabc'.lastIndexOf('bc')",
     "'abc'.indexOf('', 2)", "'abc'.lastIndexOf('c', 1)", "[1, [2, 3]].flatten()",
+    "''.lastIndexOf('/')", "''.indexOf('/')", "''.lastIndexOf('')",
     "[1, 2, 3].map(x, x * 2)",
     "[1, 2, 3].filter(x, x % 2 == 1)", "[1, 2, 3].map(x, x > 1, x * 10)",
     "{'a': 1, 'b': 2}.all(k, k in ['a', 'b'])", "{'a': 1}.exists(k, k == 'a')",

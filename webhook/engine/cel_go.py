@@ -131,6 +131,8 @@ def _last_index_of(where: str | list[Any], what: Any, offset: int | None = None)
     if offset is None:
         if what == "":
             return len(where)
+        if not where:
+            return -1  # nothing to search: not an offset out of range
         offset = len(where) - 1
     if what == "":
         return offset
