@@ -48,6 +48,7 @@ from webhook.export.vap import (
     _namespace_selector,
     _reads,
     _rewrite,
+    match_constraints,
     refuse_exceptions,
 )
 
@@ -158,16 +159,10 @@ def translate(policy: Policy, config: Config) -> list[dict[str, Any]]:
                       for c in program.match_conditions]
 
     name = f"{NAME_PREFIX}{policy.id}"
-    constraints: dict[str, Any] = {"resourceRules": rules}
-    selector = _namespace_selector(policy.match.namespaces, policy.match.excludeNamespaces)
-    if selector:
-        constraints["namespaceSelector"] = selector
-    if policy.match.selector is not None:
-        constraints["objectSelector"] = policy.match.selector.model_dump(exclude_defaults=True)
     labels = {"app.kubernetes.io/managed-by": "quickq-guard"}
     spec: dict[str, Any] = {
         "failurePolicy": "Fail", "reinvocationPolicy": "IfNeeded",
-        "matchConstraints": constraints,
+        "matchConstraints": match_constraints(policy, rules),
         "matchConditions": _exclusions(policy, config) + WHEN_MUTATED + conditions,
         "variables": variables,
         "mutations": [{"patchType": "JSONPatch", "jsonPatch": {"expression": text}}

@@ -193,14 +193,8 @@ def translate(policy: Policy, config: Config) -> list[dict[str, Any]]:
         for condition in program.match_conditions]
 
     name = f"{NAME_PREFIX}{policy.id}"
-    constraints: dict[str, Any] = {"resourceRules": rules}
-    selector = _namespace_selector(policy.match.namespaces, policy.match.excludeNamespaces)
-    if selector:
-        constraints["namespaceSelector"] = selector
-    if policy.match.selector is not None:
-        constraints["objectSelector"] = policy.match.selector.model_dump(exclude_defaults=True)
     spec: dict[str, Any] = {"failurePolicy": "Ignore" if config.mode == "dry-run" else "Fail",
-                            "matchConstraints": constraints}
+                            "matchConstraints": match_constraints(policy, rules)}
     if conditions:
         spec["matchConditions"] = conditions
     if prelude or variables:
@@ -389,6 +383,18 @@ def _reads(text: str, names: Iterable[str]) -> bool:
 
 def _is_glob(pattern: str) -> bool:
     return any(char in pattern for char in "*?[")
+
+
+def match_constraints(policy: Policy, rules: list[dict[str, Any]]) -> dict[str, Any]:
+    """A policy's `match` as an admission policy's matchConstraints (validating or
+    mutating): the resources, the namespaces by name, the object's labels."""
+    constraints: dict[str, Any] = {"resourceRules": rules}
+    selector = _namespace_selector(policy.match.namespaces, policy.match.excludeNamespaces)
+    if selector:
+        constraints["namespaceSelector"] = selector
+    if policy.match.selector is not None:
+        constraints["objectSelector"] = policy.match.selector.model_dump(exclude_defaults=True)
+    return constraints
 
 
 def _matches(subject: str, patterns: Iterable[str]) -> str:
