@@ -10,6 +10,7 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
+from server_helpers import Item, Listing
 
 from webhook.engine.claims import claims_from
 from webhook.engine.evaluate import evaluate
@@ -39,19 +40,6 @@ def consumer(source: str = "one-gpu") -> dict[str, Any]:
                resourceClaims=[{"name": "gpu", "resourceClaimTemplateName": source}])
 
 
-class Item(dict[str, Any]):
-    def to_dict(self) -> dict[str, Any]:
-        return dict(self)
-
-
-class Listing:
-    def __init__(self, items: list[dict[str, Any]]) -> None:
-        self.items = items
-        self.resourceVersion = "3"
-
-    async def __aiter__(self) -> AsyncIterator[Item]:
-        for item in self.items:
-            yield Item(item)
 
 
 class FakeApi:

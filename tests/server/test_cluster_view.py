@@ -8,6 +8,7 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
+from server_helpers import Item, Listing
 
 from webhook.engine.policy import load_policies
 from webhook.server import cluster_view, granted
@@ -22,19 +23,6 @@ def exception(name: str, namespace: str = "grants") -> dict[str, Any]:
                      "reason": "needed"}}
 
 
-class Item(dict[str, Any]):
-    def to_dict(self) -> dict[str, Any]:
-        return dict(self)
-
-
-class Listing:
-    def __init__(self, items: list[dict[str, Any]]) -> None:
-        self.items = items
-        self.resourceVersion = "7"
-
-    async def __aiter__(self) -> AsyncIterator[Item]:
-        for item in self.items:
-            yield Item(item)
 
 
 class FakeApi:
