@@ -35,6 +35,7 @@ from cluster_helpers import (
     release_values,
     rendered,
     skip_or_fail,
+    started,
     wait_until,
     webhook_certs,
 )
@@ -78,14 +79,10 @@ def plane(request: pytest.FixtureRequest,
     problem = loopback_problem()
     if problem:
         skip_or_fail(problem)
-    control = ControlPlane(assets, tmp_path_factory.mktemp("control-plane"))
-    try:
-        control.start()
+    with started(assets, tmp_path_factory.mktemp("control-plane")) as control:
         request.config.stash[SERVER_VERSION] = control.version()
         control.service_account("default")
         yield control
-    finally:
-        control.stop()
 
 
 @pytest.fixture(scope="session")

@@ -22,7 +22,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 import pytest
-from cluster_helpers import ControlPlane, wait_until
+from cluster_helpers import ControlPlane, started, wait_until
 
 from webhook.engine.cel import CelError, EvaluationError, activation, compile_expression
 from webhook.engine.cel import evaluate as cel_evaluate
@@ -266,13 +266,8 @@ def policy(index: int, expression: str, check: str, read_back: bool) -> list[dic
 def cel_plane(plane: ControlPlane,
               tmp_path_factory: pytest.TempPathFactory) -> Iterator[ControlPlane]:
     """An API server of its own: its admission policies would deny other tests' objects."""
-    own = ControlPlane(plane.assets, tmp_path_factory.mktemp("cel-vs-vap"))
-    try:
-        own.start()
-        own.namespace(NAMESPACE)
+    with started(plane.assets, tmp_path_factory.mktemp("cel-vs-vap"), NAMESPACE) as own:
         yield own
-    finally:
-        own.stop()
 
 
 _FORBIDDEN = re.compile(r'configmaps "(c\d{3})" is forbidden: ValidatingAdmissionPolicy '

@@ -21,7 +21,7 @@ from typing import Any
 
 import pytest
 import yaml
-from cluster_helpers import ControlPlane, wait_until
+from cluster_helpers import ControlPlane, started, wait_until
 from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 
@@ -248,13 +248,8 @@ def model_plane(plane: ControlPlane,
                 tmp_path_factory: pytest.TempPathFactory) -> Iterator[ControlPlane]:
     """An API server of its own (the session's `plane` made sure one can run): the other
     cluster tests install webhooks and policies that would change or refuse the objects."""
-    own = ControlPlane(plane.assets, tmp_path_factory.mktemp("offline-model"))
-    try:
-        own.start()
-        own.namespace(NAMESPACE)
+    with started(plane.assets, tmp_path_factory.mktemp("offline-model"), NAMESPACE) as own:
         yield own
-    finally:
-        own.stop()
 
 
 def test_the_fixtures_examples_and_corpus_are_what_the_api_server_makes_of_them(

@@ -354,6 +354,20 @@ class ControlPlane:
         return [json.loads(line) for line in lines if line.startswith("{")]
 
 
+@contextmanager
+def started(assets: Path, workdir: Path, namespace: str | None = None) -> Iterator[ControlPlane]:
+    """A control plane running for the `with` block (and `namespace` created in it), stopped
+    after it whatever happened: the session's, or one a module needs for itself."""
+    control = ControlPlane(assets, workdir)
+    try:
+        control.start()
+        if namespace:
+            control.namespace(namespace)
+        yield control
+    finally:
+        control.stop()
+
+
 class ApiClient:
     """One keep-alive HTTPS connection to the API server, for many creates in a row (kubectl
     starts a process per call, which would measure kubectl, not admission)."""
