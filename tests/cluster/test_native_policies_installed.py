@@ -61,6 +61,13 @@ def _manifest(guard: Guard, out: Path) -> Path:
     return manifest
 
 
+def _stored(plane: ControlPlane, obj: dict[str, Any]) -> dict[str, Any]:
+    done = _create(plane, obj)
+    assert done.returncode == 0, done.stderr
+    stored: dict[str, Any] = json.loads(done.stdout)
+    return stored
+
+
 @pytest.mark.parametrize("source", ["shipped", "manifest"])
 def test_the_chart_installs_native_policies_that_hold_with_the_webhook_unregistered(
         guard: Guard, tmp_path: Path, source: str) -> None:
@@ -98,7 +105,11 @@ def test_the_chart_installs_native_policies_that_hold_with_the_webhook_unregiste
         bad["metadata"]["namespace"] = RELEASE_NAMESPACE
         assert _create(plane, bad).returncode == 0
         # The chart's MutatingAdmissionPolicies patch a GPU pod.
-        stored = json.loads(_create(plane, pod("gpu", NAMESPACE, gpu_container())).stdout)
+        # (they load on their own schedule, apart from the validating ones)
+        gpu = pod("gpu", NAMESPACE, gpu_container())
+        wait_until(lambda: "startupProbe" in _stored(plane, gpu)["spec"]["containers"][0],
+                   what="the chart's mutating policies to patch")
+        stored = _stored(plane, gpu)
         assert "startupProbe" in stored["spec"]["containers"][0]
         assert GPU_TOLERATION in stored["spec"]["tolerations"]
     finally:
