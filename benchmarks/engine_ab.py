@@ -4,6 +4,8 @@ do not. Rates are per second of CPU time, the best of the rounds.
 
     git worktree add --detach /tmp/before <commit>
     python benchmarks/engine_ab.py /tmp/before          # the default policies, typical Pods
+    python benchmarks/engine_ab.py /tmp/before --config restricted.yaml  # e.g. podSecurity
+    python benchmarks/engine_ab.py /tmp/before --policies DIR   # the policies in DIR instead
 
 The other checkout's `webhook/` is copied under the name `webhook_before` (its imports
 rewritten) into a temporary directory and imported beside this one's.
@@ -66,11 +68,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("before", type=Path, help="the other checkout")
     parser.add_argument("--rounds", type=int, default=20)
     parser.add_argument("--seconds", type=float, default=0.2, help="per side per round")
+    parser.add_argument("--config", help="a config file (e.g. `podSecurity: {enforce: "
+                                         "restricted}`), on both sides")
+    parser.add_argument("--policies", help="a policy folder in place of the defaults")
     args = parser.parse_args(argv)
     with tempfile.TemporaryDirectory() as tmp:
         before = import_other(args.before.resolve(), Path(tmp))
-        sides = {"before": (before.evaluate, before.load_policies()),
-                 "after": (webhook.evaluate, webhook.load_policies())}
+        sides = {"before": (before.evaluate, before.load_policies(
+                     args.policies, before.load_config(args.config))),
+                 "after": (webhook.evaluate, webhook.load_policies(
+                     args.policies, webhook.load_config(args.config)))}
         typical = next(read_text(TYPICAL_POD.read_bytes(), str(TYPICAL_POD))).obj
         # name -> (object, keyword arguments before, after)
         # The object as given on each side (evaluate()'s default became the object as

@@ -12,7 +12,8 @@ from __future__ import annotations
 import itertools
 import re
 from collections.abc import Iterator, Mapping, Sequence
-from dataclasses import dataclass
+from contextvars import ContextVar
+from dataclasses import dataclass, replace
 from typing import Any, Literal
 
 from cel_expr_python import cel as _cel
@@ -45,18 +46,30 @@ class EvaluationError(ValueError):
     iteration budget); the message says why, never the values it read."""
 
 
-def _environment(variables: tuple[str, ...]) -> Any:
+# A container-scope expression runs once per container, but all the containers of a pod spec
+# share one activation (see for_each_container): `qq__containers` holds them, and
+# `qq__container()` is the index of the one being judged, set around each evaluation.
+CONTAINERS = "qq__containers"
+_CONTAINER_INDEX: ContextVar[int] = ContextVar("qq__container")
+_CONTAINER_FUNCTION = _cel.FunctionDecl("qq__container", [
+    _cel.Overload("qq__container_int", _cel.Type.INT, [],
+                  impl=lambda: _CONTAINER_INDEX.get())])
+
+
+def _environment(variables: tuple[str, ...], *functions: Any) -> Any:
     return _cel.NewEnv(
         variables=dict.fromkeys(variables, _cel.Type.DYN),
         extensions=[ext_strings.ExtStrings(), ext_optional.ExtOptional(),
                     ext_bindings.ExtBindings(), ext_math.ExtMath(), ext_encoders.ExtEncoders()],
-        functions=[*KUBERNETES_FUNCTIONS, *GUARDS],
+        functions=[*KUBERNETES_FUNCTIONS, *GUARDS, *functions],
     )
 
 
 # Built once: an environment only declares names and functions and is never changed.
 _ENVIRONMENTS = {"object": _environment(OBJECT_VARIABLES),
                  "container": _environment(CONTAINER_VARIABLES)}
+# Where the programs of for_each_container run; no policy is compiled in it as written.
+_EACH_CONTAINER = _environment((*OBJECT_VARIABLES, CONTAINERS), _CONTAINER_FUNCTION)
 _WANTED = {"bool": ("bool",), "string": ("string",), "any": ()}
 
 
@@ -70,6 +83,7 @@ class Expression:
     references: frozenset[str]
     names: frozenset[str]
     compiled: str = ""  # what was compiled, when not `text`: with its variables bound in it
+    per_container: Any = None  # the program of for_each_container, in container scope
 
 
 def compile_expression(text: str, scope: Scope, kind: Kind = "any") -> Expression:
@@ -126,6 +140,26 @@ def with_variables(expression: Expression, variables: Sequence[tuple[str, Expres
                       text)
 
 
+def for_each_container(expression: Expression) -> Expression:
+    """The expression with a second program, that reads `container` and `containerGroup`
+    from the activation's list of containers at the index evaluate() is given. Converting a
+    variable is most of an evaluation's cost, and an activation converts each variable it
+    reads once: an activation per container converted `podSpec` (and `object`) once per
+    container, which grows with the square of the containers; one per pod spec converts them
+    once. Each container is still its own evaluation (its own iteration limit, its own
+    errors). Raises CelError."""
+    text = f"(\n{expression.compiled or expression.text}\n)"
+    for name, key in (("containerGroup", "group"), ("container", "container")):
+        if name in expression.names:
+            text = f"cel.bind({name}, {CONTAINERS}[qq__container()].{key}, {text})"
+    try:
+        program = _EACH_CONTAINER.compile(text)
+    except RuntimeError as error:
+        raise CelError(f"for each container: {_compile_problem(str(error), 'container')}"
+                       ) from None
+    return replace(expression, per_container=program)
+
+
 _BOUND = "variables__"  # variables.name is read as variables__name
 
 
@@ -163,17 +197,36 @@ def _compile_problem(message: str, scope: Scope) -> str:
 
 def activation(scope: Scope, data: Mapping[str, Any]) -> Any:
     """The variables of one evaluation, converted once and shared by its expressions."""
+    return _activation(_ENVIRONMENTS[scope], data)
+
+
+def containers_activation(data: Mapping[str, Any]) -> Any:
+    """The variables of the evaluations of a pod spec's containers (for_each_container):
+    `data` holds CONTAINERS, a list of {container, group}, in place of `container` and
+    `containerGroup`."""
+    return _activation(_EACH_CONTAINER, data)
+
+
+def _activation(environment: Any, data: Mapping[str, Any]) -> Any:
     try:
-        return _ENVIRONMENTS[scope].Activation(data)
+        return environment.Activation(data)
     except (RuntimeError, TypeError, ValueError, OverflowError):
         # The runtime's message quotes the value, which may be anything in the object.
         raise EvaluationError(UNREPRESENTABLE) from None
 
 
-def evaluate(expression: Expression, bound: Any) -> Any:
-    """The expression's value as plain Python data. Raises EvaluationError."""
+def evaluate(expression: Expression, bound: Any, container: int | None = None) -> Any:
+    """The expression's value as plain Python data; with `container`, its per_container
+    program for that index of a containers_activation. Raises EvaluationError."""
     try:
-        value = expression.program.eval(bound)
+        if container is None:
+            value = expression.program.eval(bound)
+        else:
+            token = _CONTAINER_INDEX.set(container)
+            try:
+                value = expression.per_container.eval(bound)
+            finally:
+                _CONTAINER_INDEX.reset(token)
     except RuntimeError as error:  # the iteration budget, a failed function
         raise EvaluationError(_clean(error, expression.compiled or expression.text)) from None
     if value.type().name() == "ERROR":

@@ -33,7 +33,7 @@ The estimate, from the expression's tokens and the sizes of its data:
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from functools import cache
 from typing import Any, NamedTuple
@@ -81,24 +81,31 @@ WORST = Sizes(nodes=BODY_MAX, longest_list=ITERATIONS_MAX, longest_string=BODY_M
 
 
 def measure(value: Any) -> Sizes:
-    """The sizes of a JSON-like value, in one walk."""
+    """The sizes of a JSON-like value, in one walk (on every review: the exact types are
+    tested first, since isinstance() against Mapping costs several times as much)."""
     nodes = longest_list = longest_string = chars = 0
     stack = [value]
+    pop, extend = stack.pop, stack.extend
     while stack:
-        item = stack.pop()
+        item = pop()
         nodes += 1
-        if isinstance(item, str):
+        kind = type(item)
+        if kind is str:
+            size = len(item)
+            chars += size
+            longest_string = max(longest_string, size)
+        elif kind is dict or (kind is not list and isinstance(item, Mapping)):
+            longest_list = max(longest_list, len(item))
+            for key in item:
+                if type(key) is str or isinstance(key, str):
+                    chars += len(key)
+            extend(item.values())
+        elif kind is list or isinstance(item, (list, tuple)):
+            longest_list = max(longest_list, len(item))
+            extend(item)
+        elif isinstance(item, str):
             longest_string = max(longest_string, len(item))
             chars += len(item)
-        elif isinstance(item, Mapping):
-            longest_list = max(longest_list, len(item))
-            for key, child in item.items():
-                if isinstance(key, str):
-                    chars += len(key)
-                stack.append(child)
-        elif isinstance(item, (list, tuple)):
-            longest_list = max(longest_list, len(item))
-            stack.extend(item)
     return Sizes(nodes, longest_list, longest_string, chars)
 
 
@@ -224,10 +231,13 @@ class Budget:
     def spend(self, cost: int, what: str) -> None:
         self.left -= cost
         if self.left < 0:
-            raise TooCostly(f"too costly to evaluate: the review's CEL cost budget of "
-                            f"{REVIEW_BUDGET:,} (about a second) is spent ({what}); the "
-                            "object is too large for this policy: make it smaller or the "
-                            "policy cheaper")
+            raise _spent(what)
+
+
+def _spent(what: str) -> TooCostly:
+    return TooCostly(f"too costly to evaluate: the review's CEL cost budget of "
+                     f"{REVIEW_BUDGET:,} (about a second) is spent ({what}); the object is "
+                     "too large for this policy: make it smaller or the policy cheaper")
 
 
 class Meter:
@@ -236,17 +246,48 @@ class Meter:
     def __init__(self, budget: Budget | None, data: Mapping[str, Any]) -> None:
         self.budget = budget
         self.data_sizes = budget.sizes(data) if budget is not None else Sizes()
+        self.costs: dict[tuple[str, Sizes], int] = {}
         if budget is not None:
             budget.spend(CONVERT_COST * self.data_sizes.nodes, "converting the variables")
 
-    def before(self, text: str, where: str) -> None:
-        """Charge an evaluation of `text`; raise when it alone is past PER_CALL_LIMIT."""
+    def sizes(self, data: Mapping[str, Any]) -> Sizes:
+        """The sizes of more variables (a pod spec's containers), or none without a
+        budget."""
+        return self.budget.sizes(data) if self.budget is not None else Sizes()
+
+    def convert(self, sizes: Sizes) -> None:
+        """Charge converting more variables into the activation."""
+        if self.budget is not None:
+            self.budget.spend(CONVERT_COST * sizes.nodes, "converting the variables")
+
+    def before(self, text: str, where: str, sizes: Sizes | None = None) -> None:
+        """Charge an evaluation of `text` (on `sizes`, else the activation's); raise when it
+        alone is past PER_CALL_LIMIT."""
         if self.budget is None:
             return
-        cost = estimate(text, self.data_sizes)
+        self.budget.spend(self._cost(text, self.data_sizes if sizes is None else sizes),
+                          where)
+
+    def afford(self, evaluations: Iterable[tuple[str, str, Sizes]]) -> None:
+        """Raise, before any of them runs, what before() would raise on the way through these
+        evaluations (text, where, sizes): a review past its budget is refused at once, where
+        running until the budget is spent took its whole second. Charges nothing."""
+        if self.budget is None:
+            return
+        left = self.budget.left
+        for text, where, sizes in evaluations:
+            left -= self._cost(text, sizes)
+            if left < 0:
+                raise _spent(where)
+
+    def _cost(self, text: str, sizes: Sizes) -> int:
+        """estimate(), once per expression and sizes (containers alike have the same)."""
+        cost = self.costs.get((text, sizes))
+        if cost is None:
+            cost = self.costs[text, sizes] = estimate(text, sizes)
         if cost > PER_CALL_LIMIT:
             raise TooCostly(f"too costly to evaluate: its estimated cost on this object is "
                             f"{cost:,}, past the per-expression limit of {PER_CALL_LIMIT:,}; "
                             "make the object's strings and lists smaller or the expression "
                             "cheaper")
-        self.budget.spend(cost, where)
+        return cost

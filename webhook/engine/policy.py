@@ -572,7 +572,8 @@ def _build_cel(spec: PolicyFile, where: str, config: Config) -> Policy:
 
     def bound(field: str, expression: cel.Expression, kind: cel.Kind = "any") -> cel.Expression:
         try:
-            return cel.with_variables(expression, named, scope, kind)
+            expression = cel.with_variables(expression, named, scope, kind)
+            return cel.for_each_container(expression) if scope == "container" else expression
         except cel.CelError as error:
             raise PolicyError(f"{where}: {field}: {error}") from None
 

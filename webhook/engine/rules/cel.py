@@ -3,7 +3,9 @@
 A policy in `scope: container` evaluates its expressions once per container, initContainer
 and ephemeral container of whatever kind the object is (a NodeTemplate's spec is its one
 container), with `container` bound, so its findings name the container and field path as the
-built-in rules' do. In `scope: object` the expressions see the whole object once.
+built-in rules' do; the containers of a pod spec share one activation, so that `podSpec` and
+`object` are converted once, not once per container. In `scope: object` the expressions see
+the whole object once.
 """
 
 from __future__ import annotations
@@ -15,19 +17,28 @@ from functools import cache
 from typing import Any, NamedTuple
 
 from webhook.engine.cel import (
+    CONTAINERS,
     EvaluationError,
     Expression,
     Scope,
     activation,
+    containers_activation,
     evaluate,
     selects_only,
 )
-from webhook.engine.cost import Budget, Meter
+from webhook.engine.cost import Budget, Meter, Sizes
 from webhook.engine.hidden import hidden_values, hide, redacted
 from webhook.engine.patch import PatchError, Path, apply_patch, pointer, split_pointer
 from webhook.engine.results import Finding
 from webhook.engine.rules._base import finding
-from webhook.engine.workload import Container, Workload, api_group, dotted, read_workload
+from webhook.engine.workload import (
+    Container,
+    PodSpec,
+    Workload,
+    api_group,
+    dotted,
+    read_workload,
+)
 
 _EMPTY: Mapping[str, Any] = {}
 _POD_CONTAINER_LISTS = frozenset({"containers", "initContainers", "ephemeralContainers"})
@@ -154,8 +165,13 @@ class CelPolicy:
         # The values a mutation's paths must not show, found once per check.
         secrets = cache(lambda: hidden_values(workload.obj))
         if self.scope == "object":
-            return self._judge(base, workload, _first_pod_path(workload), None, hidden_base,
-                               secrets, request.budget)
+            meter = Meter(request.budget, base)
+            bound = activation("object", base)
+            if self.mutations:
+                return self._mutate(bound, None, None, workload, None, secrets, meter)
+            return self._validate(bound, None, None, _first_pod_path(workload), None,
+                                  cache(lambda: _hidden_activation(
+                                      lambda: activation("object", hidden_base()))), meter)
         for name in self.objects_without_spec:  # see reads_pod_containers: the same reason
             if isinstance(base.get(name), Mapping):
                 base[name] = {key: value for key, value in base[name].items()
@@ -165,53 +181,80 @@ class CelPolicy:
         for pod_spec in workload.pod_specs:  # a container sees the pod spec it belongs to
             pod = _EMPTY if workload.is_node_template else pod_spec.data
             if reads_pod and not self.reads_pod_containers:
-                # Each container's activation converts podSpec anew: with its container
-                # lists that grows with the square of the containers. The expressions only
-                # select other fields of it (the Pod Security controls read os, hostNetwork,
-                # securityContext...), so the lists are left out, once per pod spec.
+                # The expressions only select other fields of podSpec (the Pod Security
+                # controls read os, hostNetwork, securityContext...): without its container
+                # lists it is a small value, whatever the number of containers.
                 pod = {key: value for key, value in pod.items()
                        if key not in _POD_CONTAINER_LISTS}
-            hidden_pod = cache(lambda pod=pod: redacted(pod))
-            for container in pod_spec.containers:
-                data = {**base, "container": container.data, "containerGroup": container.group}
-                if reads_pod:
-                    data["podSpec"] = pod
-
-                def hidden(container: Container = container,
-                           hidden_pod: Callable[[], Any] = hidden_pod) -> dict[str, Any]:
-                    shown = {**hidden_base(), "container": redacted(container.data),
-                             "containerGroup": container.group}
-                    if reads_pod:
-                        shown["podSpec"] = hidden_pod()
-                    return shown
-
-                findings += self._judge(data, workload, pod_spec.path, container, hidden,
-                                        secrets, request.budget)
+            findings += self._each_container(base, pod if reads_pod else None, workload,
+                                             pod_spec, hidden_base, secrets, request.budget)
         # A finding about the pod (see _about) comes from every container alike: say it once.
         return list(dict.fromkeys(findings))
 
-    def _judge(self, data: dict[str, Any], workload: Workload, pod_spec_path: Path,
-               container: Container | None, hidden: Callable[[], dict[str, Any]],
-               secrets: Callable[[], frozenset[str]], budget: Budget | None) -> list[Finding]:
-        meter = Meter(budget, data)
-        if self.mutations:
-            return self._mutate(data, workload, container, secrets, meter)
-        return self._validate(data, pod_spec_path, container, hidden, meter)
+    def _each_container(self, base: dict[str, Any], pod: Mapping[str, Any] | None,
+                        workload: Workload, pod_spec: PodSpec,
+                        hidden_base: Callable[[], dict[str, Any]],
+                        secrets: Callable[[], frozenset[str]],
+                        budget: Budget | None) -> list[Finding]:
+        """The findings of a pod spec's containers, in order, each container one evaluation
+        of each expression. Several containers share one activation (with the program of
+        cel.for_each_container), so that podSpec and object are converted once; a lone
+        container is the activation's `container` itself. The whole cost is estimated
+        first: past the budget, the review is refused before any of it runs, not after the
+        budget's second of work."""
+        containers = pod_spec.containers
+        if not containers:
+            return []
+        shared = base if pod is None else {**base, "podSpec": pod}
+        # Measured by parts, which the review's budget remembers for its next policy.
+        meter = Meter(budget, shared)
+        own = [meter.sizes({"container": c.data, "containerGroup": c.group})
+               for c in containers]
+        meter.convert(sum(own, Sizes()))
+        sizes = [meter.data_sizes + size for size in own]  # what one evaluation reads
+        meter.afford((text, where, size) for size in sizes for text, where in self.costed)
 
-    def _mutate(self, data: dict[str, Any], workload: Workload,
+        def variables(shown: Mapping[str, Any], view: Callable[[Any], Any]) -> Any:
+            if len(containers) == 1:
+                return activation("container", {**shown, "container": view(containers[0].data),
+                                                "containerGroup": containers[0].group})
+            return containers_activation({**shown, CONTAINERS: [
+                {"container": view(c.data), "group": c.group} for c in containers]})
+
+        bound = variables(shared, lambda data: data)
+
+        @cache
+        def hidden() -> Any:  # what messageExpressions see: see webhook.engine.hidden
+            def make() -> Any:
+                shown = hidden_base() if pod is None else {**hidden_base(),
+                                                           "podSpec": redacted(pod)}
+                return variables(shown, redacted)
+            return _hidden_activation(make)
+
+        findings = []
+        for index, container in enumerate(containers):
+            at = index if len(containers) > 1 else None
+            if self.mutations:
+                findings += self._mutate(bound, at, sizes[index], workload, container,
+                                         secrets, meter)
+            else:
+                findings += self._validate(bound, at, sizes[index], pod_spec.path,
+                                           container, hidden, meter)
+        return findings
+
+    def _mutate(self, bound: Any, at: int | None, sizes: Sizes | None, workload: Workload,
                 container: Container | None,
                 secrets: Callable[[], frozenset[str]], meter: Meter) -> list[Finding]:
         """One finding holding the operations that change something: an `add` of the value a
         field already has is dropped, so that a patch stays minimal."""
-        bound = activation(self.scope, data)
         base = container.path if container is not None else ()
         document: Any = workload.obj
         kept: list[dict[str, Any]] = []
         described: list[str] = []
         for index, mutation in enumerate(self.mutations):
             where = f"mutations[{index}].jsonPatch.expression"
-            for number, (operation, relative) in enumerate(
-                    _operations(_run(mutation.expression, bound, where, meter), base, where)):
+            for number, (operation, relative) in enumerate(_operations(
+                    _run(mutation.expression, bound, where, meter, at, sizes), base, where)):
                 try:
                     changed = apply_patch(document, [operation])
                 except PatchError as error:
@@ -238,6 +281,8 @@ class CelPolicy:
     reads_pod_containers: bool = field(init=False, default=True)
     # object and oldObject, when read, if no expression may see their spec or status.
     objects_without_spec: tuple[str, ...] = field(init=False, default=())
+    # What each container evaluates for sure, (text, where), to estimate its cost first.
+    costed: tuple[tuple[str, str], ...] = field(init=False, default=())
 
     def __post_init__(self) -> None:
         expressions = [*(v.expression for v in self.variables),
@@ -250,6 +295,11 @@ class CelPolicy:
         object.__setattr__(self, "reads_pod_containers", not all(
             selects_only(e.compiled or e.text, "podSpec", _POD_CONTAINER_LISTS)
             for e in expressions))
+        object.__setattr__(self, "costed", tuple(
+            (m.expression.compiled or m.expression.text, f"mutations[{i}].jsonPatch.expression")
+            for i, m in enumerate(self.mutations)) or tuple(
+            (v.expression.compiled or v.expression.text, f"validations[{i}].expression")
+            for i, v in enumerate(self.validations)))
         object.__setattr__(self, "objects_without_spec", tuple(
             name for name in ("object", "oldObject") if name in self.reads and all(
                 selects_only(e.compiled or e.text, name, _OBJECT_BULK) for e in expressions)))
@@ -277,22 +327,18 @@ class CelPolicy:
                                else workload.pod_specs[0].data)
         return data
 
-    def _validate(self, data: dict[str, Any], pod_spec_path: Path,
-                  container: Container | None,
-                  hidden: Callable[[], dict[str, Any]], meter: Meter) -> list[Finding]:
-        bound = activation(self.scope, data)
-        shown: Any = None  # the activation messageExpressions see, made when one is needed
+    def _validate(self, bound: Any, at: int | None, sizes: Sizes | None, pod_spec_path: Path,
+                  container: Container | None, shown: Callable[[], Any],
+                  meter: Meter) -> list[Finding]:
         findings = []
         for index, validation in enumerate(self.validations):
             where = f"validations[{index}].expression"
-            value = _run(validation.expression, bound, where, meter)
+            value = _run(validation.expression, bound, where, meter, at, sizes)
             if value is True:
                 continue
             if value is not False:
                 raise EvaluationError(f"{where}: yields {_type(value)}, not a bool")
-            if validation.message_expression is not None and shown is None:
-                shown = _hidden_activation(self.scope, hidden)
-            message = self._message(validation, shown, meter)
+            message = self._message(validation, shown, meter, at, sizes)
             path = _field(validation.field_path, pod_spec_path, container)
             found = finding(_about(validation.field_path, container), message, path)
             if validation.reason:
@@ -300,14 +346,16 @@ class CelPolicy:
             findings.append(found)
         return findings
 
-    def _message(self, validation: Validation, shown: Any, meter: Meter) -> str:
+    def _message(self, validation: Validation, shown: Callable[[], Any], meter: Meter,
+                 at: int | None, sizes: Sizes | None) -> str:
         """messageExpression's string when it yields one, else `message`, else the
         expression, as ValidatingAdmissionPolicy falls back. The messageExpression sees the
         object with its env values and secrets replaced (`shown`), never the values."""
         if validation.message_expression is not None:
             try:
-                text = _run(validation.message_expression, shown, "messageExpression", meter) \
-                    if shown is not False else None
+                hidden = shown()
+                text = _run(validation.message_expression, hidden, "messageExpression", meter,
+                            at, sizes) if hidden is not False else None
             except EvaluationError:
                 text = None
             if isinstance(text, str) and text.strip():
@@ -407,19 +455,20 @@ def _about(path: Path, container: Container | None) -> Container | None:
     return None if path[:1] in (("podSpec",), ("object",)) else container
 
 
-def _hidden_activation(scope: Scope, hidden: Callable[[], dict[str, Any]]) -> Any:
+def _hidden_activation(make: Callable[[], Any]) -> Any:
     """The activation of the redacted data, or False when it cannot be made (an object
     nested too deep to copy, one CEL cannot represent): the message then falls back."""
     try:
-        return activation(scope, hidden())
+        return make()
     except (RecursionError, EvaluationError):
         return False
 
 
-def _run(expression: Expression, bound: Any, where: str, meter: Meter) -> Any:
+def _run(expression: Expression, bound: Any, where: str, meter: Meter, at: int | None = None,
+         sizes: Sizes | None = None) -> Any:
     try:
-        meter.before(expression.compiled or expression.text, where)
-        return evaluate(expression, bound)
+        meter.before(expression.compiled or expression.text, where, sizes)
+        return evaluate(expression, bound, at)
     except EvaluationError as error:
         if expression.references:
             where += f" (or the variables it reads: {', '.join(sorted(expression.references))})"
