@@ -11,7 +11,8 @@ tenth per character a string function scans) and has three limits, used here as 
 - PER_CALL_LIMIT, per evaluation of one expression (Kubernetes' PerCallLimit), and
 - REVIEW_BUDGET, for all the CEL of one review (Kubernetes' RuntimeCELCostBudget), both
   estimated before each evaluation from the sizes of what it reads, since the runtime
-  cannot be stopped once started.
+  cannot be stopped once started. A container-scope policy's evaluations of a pod spec are
+  all estimated before the first runs (Meter.afford): past the budget it is refused at once.
 
 A unit is about 100 ns here (benchmarks/hostile_load.py), as Kubernetes intends, so the
 budget is about a second. The estimate is deterministic, so `check` and the webhook agree.
@@ -23,7 +24,10 @@ The estimate, from the expression's tokens and the sizes of its data:
   exists_one, map, filter...) as many times as the longest list, nested ones multiplied,
   at most the runtime's 10,000 iterations;
 - converting the variables for an activation costs CONVERT_COST per node (measured: the
-  runtime converts all of what it is given, 0.5 us a node);
+  runtime converts all of what it is given, 0.5 us a node); the containers of a pod spec
+  share one activation, so podSpec and object are charged once, not once per container;
+- an evaluation of a container-scope expression is estimated on the sizes of what it can
+  read: the shared variables and its own container, not the other containers;
 - a string function costs a tenth of a unit per character, as Kubernetes counts (measured:
   join, lowerAscii, matches, indexOf stay under it), replace and split BUILD_COST (measured
   0.2-0.85), of the longest string in the data, each `replace` multiplying that by its

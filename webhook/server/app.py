@@ -15,6 +15,7 @@ import os
 import signal
 import time
 from collections.abc import AsyncIterator, Callable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
@@ -92,6 +93,10 @@ class Guard:
         self.exceptions = granted.Granted.start(settings, self.policies.validate.config)
         self.claims = claim_view.ClaimView.start(settings)
         self.ready = True
+        # Reviews are judged one at a time, as in the event loop, but beside it: the loop
+        # goes on answering /healthz and reading requests while a costly review runs (the
+        # CEL runtime holds the GIL only for one evaluation, bounded by the cost budget).
+        self.judging = ThreadPoolExecutor(max_workers=1, thread_name_prefix="judge")
 
     async def reload_policies(self, force: bool = False) -> None:
         """Swap in changed policies; a set that fails to load is logged, counted and ignored."""
@@ -180,6 +185,7 @@ def build_app(guard: Guard,
             watcher.cancel()
             guard.exceptions.stop()
             guard.claims.stop()
+            guard.judging.shutdown(wait=False)
             metrics.worker_exited(os.getpid())
 
     async def validate(request: Request) -> Response:
@@ -250,7 +256,9 @@ async def answer_review(request: Request, guard: Guard, endpoint: str) -> Respon
     # Exceptions except validate findings: /mutate has none to apply.
     exceptions = guard.exceptions.current(policies) if endpoint == "validate" else NONE
     claims = guard.claims.current()
-    decision = judge(review, policies, exceptions, claims) if admission.judged(review) else None
+    decision = await asyncio.get_running_loop().run_in_executor(
+        guard.judging, judge, review, policies, exceptions, claims) \
+        if admission.judged(review) else None
     answer = admission.respond(review, decision, mutating=endpoint == "mutate",
                                instance=guard.settings.instance)
     latency = time.perf_counter() - started
