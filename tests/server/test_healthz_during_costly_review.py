@@ -71,8 +71,13 @@ def test_healthz_answers_while_a_quadratic_policy_meets_its_budget(tmp_path: Pat
 
 def test_healthz_is_answered_while_a_review_is_being_judged(
         certs_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """The review's judgment waits until /healthz has been answered: only a judgment beside
-    the event loop lets that happen (in the loop, it would wait out its 5 s alone)."""
+    """The judgment of a large review waits until /healthz has been answered: only a
+    judgment beside the event loop lets that happen (in the loop, it would wait out its 5 s
+    alone)."""
+    large = pod()
+    large["spec"]["containers"] = [dict(large["spec"]["containers"][0], name=f"c{i}")
+                                   for i in range(1000)]
+    assert len(json.dumps(review(large))) > app_module.INLINE_MAX
     guard = Guard(Settings(cert=str(certs_dir / "tls.crt"), key=str(certs_dir / "tls.key"),
                            policies=None, config=None))
     judging, answered = threading.Event(), threading.Event()
@@ -89,7 +94,7 @@ def test_healthz_is_answered_while_a_review_is_being_judged(
     async def run() -> tuple[httpx.Response, httpx.Response]:
         transport = httpx.ASGITransport(app=build_app(guard))
         async with httpx.AsyncClient(transport=transport, base_url="https://test") as client:
-            posted = asyncio.create_task(client.post("/validate", json=review(pod())))
+            posted = asyncio.create_task(client.post("/validate", json=review(large)))
             while not judging.is_set():
                 await asyncio.sleep(0.01)
             health = await client.get("/healthz")

@@ -41,6 +41,13 @@ RELOAD_INTERVAL = 2.0
 # answers 503 and closes. Each idle TLS connection holds about 45 KB, so 256 of them stay
 # far inside the chart's memory limit, where 3,000 slow clients took +135 MiB unbounded.
 MAX_CONNECTIONS = 256
+# A review larger than this is judged in the worker's judging thread, one at a time, so the
+# event loop goes on answering /healthz and reading requests while it runs (the CEL runtime
+# holds the GIL for one evaluation only, each bounded by the cost budget's per-evaluation
+# limit): 1,000 containers under the restricted profile took 0.4-0.7 s. A smaller one (a
+# typical Pod's is 5 KiB, judged in well under a millisecond) is judged in the loop: handing
+# it to a thread cost a third more CPU per review at saturation (benchmarks/webhook_ab.py).
+INLINE_MAX = 64 * 1024
 
 log = logging.getLogger("quickq_guard.server")
 
@@ -93,9 +100,7 @@ class Guard:
         self.exceptions = granted.Granted.start(settings, self.policies.validate.config)
         self.claims = claim_view.ClaimView.start(settings)
         self.ready = True
-        # Reviews are judged one at a time, as in the event loop, but beside it: the loop
-        # goes on answering /healthz and reading requests while a costly review runs (the
-        # CEL runtime holds the GIL only for one evaluation, bounded by the cost budget).
+        # Large reviews are judged one at a time beside the event loop (see answer_review).
         self.judging = ThreadPoolExecutor(max_workers=1, thread_name_prefix="judge")
 
     async def reload_policies(self, force: bool = False) -> None:
@@ -256,9 +261,13 @@ async def answer_review(request: Request, guard: Guard, endpoint: str) -> Respon
     # Exceptions except validate findings: /mutate has none to apply.
     exceptions = guard.exceptions.current(policies) if endpoint == "validate" else NONE
     claims = guard.claims.current()
-    decision = await asyncio.get_running_loop().run_in_executor(
-        guard.judging, judge, review, policies, exceptions, claims) \
-        if admission.judged(review) else None
+    if not admission.judged(review):
+        decision = None
+    elif len(body) <= INLINE_MAX:
+        decision = judge(review, policies, exceptions, claims)
+    else:
+        decision = await asyncio.get_running_loop().run_in_executor(
+            guard.judging, judge, review, policies, exceptions, claims)
     answer = admission.respond(review, decision, mutating=endpoint == "mutate",
                                instance=guard.settings.instance)
     latency = time.perf_counter() - started
