@@ -245,37 +245,50 @@ async def _http_error(request: Request, error: Exception) -> Response:
 async def answer_review(request: Request, guard: Guard, endpoint: str) -> Response:
     """Read, judge and answer one AdmissionReview; record it in the metrics and the log."""
     started = time.perf_counter()
-    try:
-        admission.check_content_type(request.headers.get("content-type"))
-        body = await read_body(request, guard.settings.max_body)
-        review = admission.parse_review(body)
-    except ClientDisconnect:  # gone: nobody to answer
-        return Response(status_code=400)
-    except AdmissionError as error:
-        metrics.BAD_REQUESTS.labels(endpoint, str(error.status)).inc()
-        # After a 413 the rest of the body may still be on the wire: close the connection.
-        headers = {"connection": "close"} if error.status == 413 else None
-        return JSONResponse({"error": error.problem}, error.status, headers)
     sets = guard.policies
     policies = sets.mutate if endpoint == "mutate" else sets.validate
     # Exceptions except validate findings: /mutate has none to apply.
     exceptions = guard.exceptions.current(policies) if endpoint == "validate" else NONE
     claims = guard.claims.current()
-    if not admission.judged(review):
-        decision = None
-    elif len(body) <= INLINE_MAX:
-        decision = judge(review, policies, exceptions, claims)
-    else:
-        decision = await asyncio.get_running_loop().run_in_executor(
-            guard.judging, judge, review, policies, exceptions, claims)
-    answer = admission.respond(review, decision, mutating=endpoint == "mutate",
-                               instance=guard.settings.instance)
+    try:
+        admission.check_content_type(request.headers.get("content-type"))
+        body = await read_body(request, guard.settings.max_body)
+    except ClientDisconnect:  # gone: nobody to answer
+        return Response(status_code=400)
+    except AdmissionError as error:
+        return _refused(endpoint, error)
+    judged = (body, endpoint, policies, exceptions, claims, guard.settings.instance, started)
+    if len(body) <= INLINE_MAX:
+        return answer(*judged)
+    # All of it there, from parsing to the answer's bytes: two large reviews' objects are
+    # never in memory at once, as when the loop judged them one after the other.
+    return await asyncio.get_running_loop().run_in_executor(guard.judging, answer, *judged)
+
+
+def answer(body: bytes, endpoint: str, policies: PolicySet, exceptions: Exceptions,
+           claims: ClaimLookup, instance: str, started: float) -> Response:
+    """The answer to the review in `body`, recorded in the metrics and the log."""
+    try:
+        review = admission.parse_review(body)
+    except AdmissionError as error:
+        return _refused(endpoint, error)
+    decision = judge(review, policies, exceptions, claims) if admission.judged(review) \
+        else None
+    answered = admission.respond(review, decision, mutating=endpoint == "mutate",
+                                 instance=instance)
     latency = time.perf_counter() - started
     metrics.record_review(endpoint, review.kind, review.operation, decision,
                           policies.config.mode, latency,
                           [kind for _, kind in policies.config.workload_kinds])
     log_review(endpoint, review, decision, policies.config.mode, latency)
-    return Response(admission.dumps(answer), media_type="application/json")
+    return Response(admission.dumps(answered), media_type="application/json")
+
+
+def _refused(endpoint: str, error: AdmissionError) -> Response:
+    metrics.BAD_REQUESTS.labels(endpoint, str(error.status)).inc()
+    # After a 413 the rest of the body may still be on the wire: close the connection.
+    headers = {"connection": "close"} if error.status == 413 else None
+    return JSONResponse({"error": error.problem}, error.status, headers)
 
 
 def judge(review: Review, policies: PolicySet, exceptions: Exceptions = NONE,
