@@ -67,7 +67,7 @@ def with_images(draw: Any) -> dict[str, Any]:
 @pytest.fixture(scope="module")
 def pairs(tmp_path_factory: pytest.TempPathFactory) -> list[tuple[PolicySet, PolicySet]]:
     """(the shipped built-in rule, its CEL form) for each form."""
-    assert CEL_FORMS == ["disallow-latest-tag"]
+    assert CEL_FORMS == ["disallow-latest-tag", "require-requests"]
     out = []
     for name in CEL_FORMS:
         folders = []

@@ -4,13 +4,17 @@ A built-in rule is Python, which no API server runs. Where CEL would slow the we
 its speed target (disallow-latest-tag in CEL takes ~3x the time of the rule), the webhook
 and `check` keep the rule and the export writes out its CEL form instead: a CEL policy
 file of the same id whose findings (message, container, field) tests/test_cel_defaults.py
-holds equal to the rule's. A form is used only for a param-less rule that the policy runs
-under its own id; the policy's action and match (with the config's overrides) carry over.
+holds equal to the rule's. A form is used only for a rule that the policy runs under its own
+id, with the params the form was written for (its own `params`, none for a param-less rule):
+other params would need other validations. The policy's action and match (with the
+config's overrides) carry over.
 """
 
 from __future__ import annotations
 
+import json
 from dataclasses import replace
+from typing import Any
 
 from webhook.engine.policy import PolicySet, default_policies_dir, load_policies
 
@@ -23,9 +27,15 @@ def with_cel_forms(policies: PolicySet) -> PolicySet:
     out = []
     for policy in policies.policies:
         form = forms.get(policy.id)
-        if form is not None and policy.rule is not None and policy.rule.name == policy.id \
-                and not type(policy.params).model_fields:
+        if form is not None and form.cel is not None and policy.rule is not None \
+                and policy.rule.name == policy.id \
+                and policy.params.model_dump(mode="json") == _plain(form.cel.params):
             policy = replace(form, action=policy.action, match=policy.match,
                              description=policy.description)
         out.append(policy)
     return PolicySet(tuple(out), policies.config)
+
+
+def _plain(params: Any) -> Any:
+    """A form's params as JSON data, to compare with a rule's."""
+    return json.loads(json.dumps(dict(params), default=list))
