@@ -293,8 +293,8 @@ class Native:
 
 
 @pytest.fixture(scope="module")
-def native(guard: Guard, objects: list[dict[str, Any]], webhook: list[Answer],
-           tmp_path_factory: pytest.TempPathFactory) -> Iterator[Native]:
+def native(guard: Guard, objects: list[dict[str, Any]], offline: list[Decision],
+           webhook: list[Answer], tmp_path_factory: pytest.TempPathFactory) -> Iterator[Native]:
     """The corpus through the exported policies alone, the webhooks unregistered."""
     plane = guard.plane
     mutations = _serves_map(plane)
@@ -307,19 +307,15 @@ def native(guard: Guard, objects: list[dict[str, Any]], webhook: list[Answer],
     exported = frozenset(doc["metadata"]["annotations"]["quickq.io/policy"]
                          for doc in yaml.safe_load_all(out.read_text())
                          if doc["kind"] == "ValidatingAdmissionPolicy")
-    probe = {"apiVersion": "v1", "kind": "Pod",
-             "metadata": {"name": "native-probe", "namespace": NAMESPACES[0]},
-             "spec": {"securityContext": {"runAsNonRoot": True},
-                      "containers": [{"name": "a", "image": "app:latest",
-                                      "resources": {"requests": {"cpu": "1", "memory": "1Gi"}}}]}}
+    probes = _probes(objects, offline, exported)
     with guard.paused():
         plane.kubectl("apply", "-f", str(out))
         try:
-            wait_until(lambda: create_all(plane, [probe])[0].status != 201,
-                       what="the exported policies to deny")
-            if mutations:  # the MutatingAdmissionPolicies are in force too
-                wait_until(lambda: "tolerations" in (create_all(plane, [_gpu_probe()])[0]
-                                                     .stored or {}).get("spec", {}),
+            # Each policy and binding comes into force on its own: wait for every one.
+            wait_until(lambda: all(_flags(plane, obj, policy) for policy, obj in probes),
+                       what="every exported validating policy to judge")
+            if mutations:
+                wait_until(lambda: _patched(plane),
                            what="the exported mutating policies to patch")
             yield Native(create_all(plane, objects), exported, mutations, done.stderr)
         finally:
@@ -328,17 +324,50 @@ def native(guard: Guard, objects: list[dict[str, Any]], webhook: list[Answer],
                               ",mutatingadmissionpolicybindings,mutatingadmissionpolicies"
                               if mutations else ""),
                           "-l", "app.kubernetes.io/managed-by=quickq-guard", "--wait=true")
-            wait_until(lambda: create_all(plane, [probe])[0].status == 201,
+            wait_until(lambda: not any(_flags(plane, obj, policy) for policy, obj in probes)
+                       and not (mutations and _patched(plane)),
                        what="the exported policies to be gone")
 
 
-def _gpu_probe() -> dict[str, Any]:
-    return {"apiVersion": "v1", "kind": "Pod",
-            "metadata": {"name": "native-gpu-probe", "namespace": NAMESPACES[0]},
-            "spec": {"securityContext": {"runAsNonRoot": True}, "containers": [
-                {"name": "a", "image": "app:1", "resources": {
-                    "requests": {"cpu": "1", "memory": "1Gi", "nvidia.com/gpu": "1"},
-                    "limits": {"nvidia.com/gpu": "1"}}}]}}
+def _probes(objects: list[dict[str, Any]], offline: list[Decision],
+            exported: frozenset[str]) -> list[tuple[str, dict[str, Any]]]:
+    """For each exported policy, an object of the corpus that only it (of the exported
+    policies) finds fault with: the object it denies or warns about once in force."""
+    probes = {}
+    for obj, decision in zip(objects, offline, strict=True):
+        faulted = [result.policy for result in decision.results
+                   if result.findings and result.policy in exported]
+        if len(faulted) == 1 and obj["kind"] == "Pod" and decision.allowed != (
+                _action(decision, faulted[0]) == "enforce"):
+            probes.setdefault(faulted[0], obj)
+    assert sorted(probes) == sorted(exported), "the corpus exercises every exported policy"
+    return sorted(probes.items())
+
+
+def _action(decision: Decision, policy: str) -> str:
+    return next(result.action for result in decision.results if result.policy == policy)
+
+
+def _flags(plane: ControlPlane, obj: dict[str, Any], policy: str) -> bool:
+    """Whether the native policy `policy` denies or warns about the object."""
+    answer = create_all(plane, [obj])[0]
+    named = f"ValidatingAdmissionPolicy '{NAME_PREFIX}{policy}'"
+    return named in answer.message or any(named in text for text in answer.warnings)
+
+
+def _patched(plane: ControlPlane) -> bool:
+    """Whether both exported mutating policies patch a GPU Pod with a liveness probe."""
+    probe = {"apiVersion": "v1", "kind": "Pod",
+             "metadata": {"name": "native-gpu-probe", "namespace": NAMESPACES[0]},
+             "spec": {"securityContext": {"runAsNonRoot": True}, "containers": [
+                 {"name": "a", "image": "app:1", "livenessProbe": {
+                     "httpGet": {"path": "/", "port": 8080}, "periodSeconds": 10,
+                     "failureThreshold": 6}, "resources": {
+                     "requests": {"cpu": "1", "memory": "1Gi", "nvidia.com/gpu": "1"},
+                     "limits": {"nvidia.com/gpu": "1"}}}]}}
+    spec = (create_all(plane, [probe])[0].stored or {}).get("spec", {})
+    return any(t.get("key") == "nvidia.com/gpu" for t in spec.get("tolerations", [])) \
+        and "startupProbe" in spec.get("containers", [{}])[0]
 
 
 # --- what each way says, by policy ---------------------------------------------------------
@@ -488,5 +517,12 @@ def test_the_three_verdicts_agree_on_every_object(
     assert differences == [], differences[:5]
     # The comparison means something: each way denies and admits many objects.
     native_denied = sum(a.status != 201 and not _refused(a) for a in native.answers)
+    native_warned = sum(any(_VAP_WARNING.match(text) for text in a.warnings)
+                        for a in native.answers)
+    with capsys.disabled():
+        print(f"  native: {native_denied} denied, {native_warned} warned about")
     assert judged > len(objects) * 3 // 4 and exported and 100 < native_denied < judged - 1000
     assert sum(not decision.allowed for decision in offline) > native_denied
+    warned = {policy for policy in exported
+              if any(p.id == policy and p.action == "warn" for p in policies.policies)}
+    assert native_warned > 50 or not warned
