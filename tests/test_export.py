@@ -28,6 +28,7 @@ from test_cel_examples import objects
 from webhook import Config, evaluate, load_policies
 from webhook.engine import cel
 from webhook.engine.policy import PolicySet
+from webhook.export.forms import FORMS_DIR, PYTHON_ONLY, with_cel_forms
 from webhook.export.vap import RESOURCES, export, translate
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -339,3 +340,19 @@ def test_params_of_mixed_types_are_written_as_kubernetes_cel_accepts_them(tmp_pa
     [variable] = vap["spec"]["variables"]
     assert variable["expression"] == \
         '{"max": dyn(200), "registries": dyn(["a/"]), "same": dyn({"a": 1, "b": 2})}'
+
+
+def test_each_default_validate_rule_has_a_cel_form_or_a_reason_in_readme():
+    """A built-in validate rule is exported from its CEL form, or `export` and README's
+    table say why it stays Python."""
+    shipped = load_policies()
+    forms = {path.stem for path in FORMS_DIR.glob("*.yaml")}
+    rules = {p.id for p in shipped.policies if p.type == "validate" and p.rule is not None}
+    assert rules == forms | set(PYTHON_ONLY) and not forms & set(PYTHON_ONLY)
+    exported = export(with_cel_forms(shipped))
+    refused = {r.policy: r.reason for r in exported.refusals}
+    assert sorted(p for p in rules if p not in refused) == sorted(forms)
+    readme = (ROOT / "README.md").read_text()
+    for policy, why in PYTHON_ONLY.items():
+        assert why in refused[policy]
+        assert f"| `{policy}` |" in readme, policy

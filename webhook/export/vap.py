@@ -34,6 +34,7 @@ from webhook.engine.evaluate import MIRROR_POD_ANNOTATION
 from webhook.engine.globs import glob_regex
 from webhook.engine.policy import Config, Policy, PolicySet
 from webhook.engine.workload import BUILT_IN, IN_TEMPLATE, api_group
+from webhook.export.forms import PYTHON_ONLY
 
 API_VERSION = "admissionregistration.k8s.io/v1"  # GA since Kubernetes 1.30
 NAME_PREFIX = "quickq-guard-"
@@ -113,7 +114,9 @@ def translate(policy: Policy, config: Config) -> list[dict[str, Any]]:
     program = policy.cel
     if program is None:
         name = policy.rule.name if policy.rule is not None else policy.id
-        raise NotExportable(f"built-in rule {name} is written in Python, not CEL")
+        why = PYTHON_ONLY.get(name)
+        raise NotExportable(f"built-in rule {name} is written in Python, not CEL"
+                            + (f": {why}" if why else ""))
     if policy.type != "validate":
         raise NotExportable("a mutate policy: ValidatingAdmissionPolicy only validates")
     if policy.action == "off":
