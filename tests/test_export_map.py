@@ -68,6 +68,10 @@ def test_the_default_mutations_and_user_cel_mutations_have_the_kubernetes_shape(
     for policy, _ in defaults.values():
         assert policy["spec"]["reinvocationPolicy"] == "IfNeeded"
         assert policy["spec"]["failurePolicy"] == "Fail"
+        # The built-in mutations patch NodeTemplates too, on CREATE and UPDATE, as the webhook.
+        assert {"apiGroups": ["quickq", "quickq.io"], "apiVersions": ["*"],
+                "operations": ["CREATE", "UPDATE"], "resources": ["nodetemplates"]} \
+            in policy["spec"]["matchConstraints"]["resourceRules"]
 
 
 def test_pods_are_patched_on_create_only_and_controllers_on_the_policys_operations(tmp_path):
