@@ -76,9 +76,9 @@ def evaluate(
     """
     resource = describe(obj, namespace, source)
     refused: list[tuple[str, str]] = []
-    decoded = from_api_server
+    checked = False
     if as_applied and not from_api_server:
-        decoded = checks(obj)  # a built-in kind, checked as it is normalized
+        checked = checks(obj)  # a built-in kind, checked as it is normalized
         obj, refused = normalize(obj)
         old_object, _ = normalize(old_object)
     groups = tuple(groups)
@@ -90,7 +90,8 @@ def evaluate(
         if refused:
             raise RefusedObject(refused)
         workload = read_workload(obj, config.nodeTemplateGroups,
-                                 custom_kinds=config.workload_kinds, decoded=decoded)
+                                 custom_kinds=config.workload_kinds,
+                                 decoded=from_api_server, checked=checked)
     except RefusedObject as error:
         findings = tuple(Finding(problem if path == "apiVersion" else f"{path}: {problem}", path)
                          for path, problem in error.problems)
