@@ -133,8 +133,10 @@ def evaluate(
             try:
                 patched = apply_patch(current, ops)
                 # A CEL policy's patch is the user's: the API server must accept its result.
+                # A rule's patch adds only what is well typed to an object read already.
                 patched_workload = (read_workload(patched, config.nodeTemplateGroups,
                                                   check=policy.cel is not None,
+                                                  checked=policy.cel is None,
                                                   custom_kinds=config.workload_kinds)
                                     or workload)
                 patched_workload = with_claims(patched_workload, lookup, namespace)
