@@ -506,7 +506,9 @@ def test_the_three_verdicts_agree_on_every_object(
             native_part = (
                 f"native {agree[policy]['native']}/{judged}" if policy in exported
                 else "native: MutatingAdmissionPolicy, stored objects compared below"
-                if policy in mutate and native.mutations else "native: not exported")
+                if policy in mutate and native.mutations
+                else "native: MutatingAdmissionPolicy, not served here" if policy in mutate
+                else "native: not exported")
             print(f"  {policy:28} offline=webhook {agree[policy]['webhook']}/{judged}, "
                   f"offline=native {native_part}")
         print(f"  stored after MutatingAdmissionPolicy == after the webhook's patches: "
