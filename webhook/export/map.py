@@ -35,6 +35,7 @@ from webhook.engine.rules.probes import (
     StartupProbeParams,
 )
 from webhook.engine.workload import BUILT_IN, IN_TEMPLATE
+from webhook.export import kubernetes_cel
 from webhook.export.vap import (
     CONTAINER_GROUPS,
     NAME_PREFIX,
@@ -139,6 +140,9 @@ def translate(policy: Policy, config: Config) -> list[dict[str, Any]]:
         if program.scope == "container":
             raise NotExportable("scope: container: its patch paths are relative to each "
                                 "container, which the export does not write out")
+        uncompilable = kubernetes_cel.refusal(program, mutating=True)
+        if uncompilable:
+            raise NotExportable(uncompilable)
         defined = {variable.name for variable in program.variables}
         for reserved in ("params", "podSpec", "podSpecPath"):
             if reserved in defined:

@@ -17,8 +17,9 @@ What quickq-guard has and ValidatingAdmissionPolicy lacks is written out in the 
   groups and mirror pods become matchConditions.
 
 A built-in rule (Python), a mutate policy or a policy that is off cannot be exported; the
-reason says why. The API server compiles the expressions when the policy is created and
-refuses one its version lacks a function for, naming it.
+reason says why. Nor can a policy whose CEL Kubernetes' CEL does not compile (quickq-guard's
+own functions, such as cel.bind or math; webhook/export/kubernetes_cel.py): the reason names
+the expression, what Kubernetes' CEL says of it and the versions.
 """
 
 from __future__ import annotations
@@ -34,6 +35,7 @@ from webhook.engine.evaluate import MIRROR_POD_ANNOTATION
 from webhook.engine.globs import glob_regex
 from webhook.engine.policy import Config, Policy, PolicySet
 from webhook.engine.workload import BUILT_IN, IN_TEMPLATE, api_group
+from webhook.export import kubernetes_cel
 
 API_VERSION = "admissionregistration.k8s.io/v1"  # GA since Kubernetes 1.30
 NAME_PREFIX = "quickq-guard-"
@@ -119,6 +121,9 @@ def translate(policy: Policy, config: Config) -> list[dict[str, Any]]:
     if policy.action == "off":
         raise NotExportable("its action is off")
     refuse_exceptions(config)
+    uncompilable = kubernetes_cel.refusal(program, mutating=False)
+    if uncompilable:
+        raise NotExportable(uncompilable)
     defined = {variable.name for variable in program.variables}
     reserved_names = ("params", "podSpec", "containers") if program.scope == "container" \
         else ("params", "podSpec")
