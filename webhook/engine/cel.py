@@ -24,9 +24,9 @@ from cel_expr_python.ext import (
     ext_strings,
 )
 
+from webhook.engine.cel_checked import checked_problem
 from webhook.engine.cel_go import GUARDS, guarded
-from webhook.engine.cel_library import KUBERNETES_FUNCTIONS
-from webhook.engine.cel_literals import mixed_literal
+from webhook.engine.cel_library import KUBERNETES_FUNCTIONS, PYTHON_FUNCTIONS
 
 # The variables of ValidatingAdmissionPolicy, and what quickq-guard adds for its scopes.
 OBJECT_VARIABLES = ("object", "oldObject", "request", "params", "namespaceObject",
@@ -97,10 +97,12 @@ def compile_expression(text: str, scope: Scope, kind: Kind = "any",
         except RuntimeError as as_written:
             raise CelError(_compile_problem(str(as_written), scope)) from None
         compiled = text  # a guard that does not fit: the runtime's own function
-    problem = mixed_literal(program, compiled) if literals else None
-    if problem:  # Kubernetes' CEL does not compile it: said where the text as written has it
+    problem = checked_problem(program, compiled, PYTHON_FUNCTIONS)
+    if problem and (literals or "expected type" not in problem):
+        # said where the text as written has it, when it compiles as written
         if compiled != text:
-            problem = mixed_literal(_compiled_as_written(text, scope), text) or problem
+            problem = checked_problem(_compiled_as_written(text, scope), text,
+                                      PYTHON_FUNCTIONS) or problem
         raise CelError(problem)
     result = program.return_type().name().lower()
     wanted = _WANTED[kind]

@@ -10,7 +10,7 @@ version 2 (no reverse), optionals, Kubernetes' quantity, URL, IP, CIDR, regex an
 libraries (quantities and URLs as types of their own, with the methods Kubernetes gives
 them), JSONPatch and `jsonpatch.escapeKey` in a MutatingAdmissionPolicy only, no cel.bind,
 math or base64; and its list and map literals are held to one type each
-(webhook.engine.cel_literals). The calls the engine guards are guarded here too
+(webhook.engine.cel_checked). The calls the engine guards are guarded here too
 (webhook.engine.cel_go), since they are Kubernetes' functions with Kubernetes' semantics.
 
 KUBERNETES_VERSIONS are the versions this holds for: tests/cluster/test_export_refusals.py
@@ -31,8 +31,8 @@ from cel_expr_python import cel as _cel
 from cel_expr_python.ext import ext_optional, ext_strings
 
 from webhook.engine.cel import lex
+from webhook.engine.cel_checked import MIXED_HINT, checked_problem
 from webhook.engine.cel_go import GUARDS, guarded
-from webhook.engine.cel_literals import mixed_literal
 from webhook.engine.rules.cel import CelPolicy
 
 KUBERNETES_VERSIONS = "Kubernetes 1.35 and 1.36"
@@ -100,14 +100,14 @@ def problem(text: str, mutating: bool = False) -> str | None:
     own = [value for kind, value in lex(text) if kind == "name" and value.startswith("qq__")]
     if own:
         return f"undeclared reference to '{own[0]}'"
-    compiled = guarded(lex(_jsonpatch_calls(text) if mutating else text))
+    compiled = guarded(lex(_jsonpatch_calls(text) if mutating else text), strings=False)
     try:
         program = _ENVIRONMENTS[mutating].compile(compiled)
     except RuntimeError as error:
         return _said(str(error))
-    literal = mixed_literal(program, compiled)
+    literal = checked_problem(program, compiled)
     if literal:
-        return literal.split(" (Kubernetes' CEL", 1)[0].split(": ", 1)[-1]
+        return literal.replace(f" {MIXED_HINT}", "").split(": ", 1)[-1]
     return None
 
 
@@ -187,7 +187,7 @@ def refusal(program: CelPolicy, mutating: bool) -> str | None:
 
 
 def _not_patches(text: str) -> str | None:
-    program = _ENVIRONMENTS[True].compile(guarded(lex(_jsonpatch_calls(text))))
+    program = _ENVIRONMENTS[True].compile(guarded(lex(_jsonpatch_calls(text)), strings=False))
     result = program.return_type().name()
     if result in ("DYN", "LIST<DYN>", "LIST<JSONPatch>"):
         return None

@@ -1,20 +1,26 @@
-"""Kubernetes' CEL refuses a list or map literal whose items (or keys, or values) differ in
-type: `[1, 2.0]`, `[1, dyn(2)]`, `{'a': 1, 'b': 'x'}` do not compile there ("expected type
-'int' but found 'double'"), while the runtime makes each a list or map of dyn. So that a
-policy means the same here and in the API server, such a literal is refused when the policy
-loads (`mixed_literal`), found in the runtime's type-checked expression (the CheckedExpr
-protobuf its program serializes to, read below with the few field numbers of
-cel/expr/checked.proto and syntax.proto it needs).
+"""What the runtime's type-checked expression shows that its compiler lets through: read
+from the CheckedExpr protobuf its program serializes to, with the few field numbers of
+cel/expr/checked.proto and syntax.proto it needs.
 
-The rule, as the API server applies it (tests/cluster/test_cel_vs_vap.py probes it): every
-item's type is the first's, where `dyn` is only `dyn` and a type left open (that of `[]` or
-`optional.none()`) fits any; an optional item (`[?x]`, `{?k: v}`) counts by the type it
-holds; a literal inside a `format()` call (`'%d %s'.format([1, 'a'])`) may mix types.
+- A list or map literal whose items (or keys, or values) differ in type: Kubernetes' CEL
+  does not compile `[1, 2.0]`, `[1, dyn(2)]`, `{'a': 1, 'b': 'x'}` ("expected type 'int'
+  but found 'double'"), while the runtime makes each a list or map of dyn; so that a policy
+  means the same here and in the API server, it is refused when the policy loads. The rule,
+  as the API server applies it (tests/cluster/test_cel_vs_vap.py probes it): every item's
+  type is the first's, where `dyn` is only `dyn` and a type left open (that of `[]` or
+  `optional.none()`) fits any; an optional item (`[?x]`, `{?k: v}`) counts by the type it
+  holds; a literal inside a `format()` call (`'%d %s'.format([1, 'a'])`) may mix types.
+- An optional handed to a function served by Python (`[optional.of(1)].sum()`): the runtime
+  cannot convert it and leaves the interpreter in a state that crashed it, so it is refused
+  when the policy loads (Kubernetes' functions take no optional there either).
 """
 
 from __future__ import annotations
 
+import re
 from typing import Any
+
+from webhook.engine.quantity import parse_quantity
 
 Fields = dict[int, list[Any]]
 
@@ -144,10 +150,12 @@ def _unwrapped(type_: bytes) -> bytes:
     return type_
 
 
-def mixed_literal(program: Any, text: str) -> str | None:
-    """Where a compiled expression has a literal of items of more than one type, what the
-    API server says of it (`line 1, column 5: expected type 'int' but found 'double'`,
-    with a hint), else None. `text` is what was compiled, for the position."""
+def checked_problem(program: Any, text: str, python: frozenset[str] = frozenset()
+                    ) -> str | None:
+    """What the compiled expression has that must not run, with where (`line 1, column 5:
+    expected type 'int' but found 'double'` and a hint), else None. `text` is what was
+    compiled, for the position; `python`: the functions served by Python (besides the
+    guards, `qq__...`)."""
     if program is None:
         return None
     checked = _fields(_fields(program.serialize())[_ANY_VALUE][0])
@@ -155,10 +163,10 @@ def mixed_literal(program: Any, text: str) -> str | None:
     for entry in checked.get(_CHECKED_TYPE_MAP, []):
         pair = _fields(entry)
         types[pair.get(1, [0])[0]] = pair[2][0]
-    found = _first_mixed(_one(checked, _CHECKED_EXPR), types)
+    found = _first_problem(_one(checked, _CHECKED_EXPR), types, python)
     if found is None:
         return None
-    node, expected, actual = found
+    node, problem = found
     source = _one(checked, _CHECKED_SOURCE)
     offset = 0
     for entry in source.get(4, []):  # positions: id -> offset in code points
@@ -167,19 +175,39 @@ def mixed_literal(program: Any, text: str) -> str | None:
             offset = pair.get(2, [0])[0]
     line = text.count("\n", 0, offset) + 1
     column = offset - (text.rfind("\n", 0, offset) + 1) + 1
-    return (f"line {line}, column {column}: expected type '{_name(expected)}' but found "
-            f"'{_name(actual)}' (Kubernetes' CEL wants the items of a list literal, and the "
-            "keys and the values of a map literal, of one type each; to mix types, write "
-            "every one of them as dyn(...))")
+    return f"line {line}, column {column}: {problem}"
 
 
-def _first_mixed(expr: Fields, types: dict[int, bytes]) -> tuple[int, bytes, bytes] | None:
-    """(the offending item's node, the type expected, the type found), depth first."""
+MIXED_HINT = ("(Kubernetes' CEL wants the items of a list literal, and the keys and the values "
+              "of a map literal, of one type each; to mix types, write every one of them as "
+              "dyn(...))")
+
+
+def _first_problem(expr: Fields, types: dict[int, bytes], python: frozenset[str]
+                   ) -> tuple[int, str] | None:
+    """(the offending node, what is wrong there), depth first."""
+    exempt = False
     if _CALL in expr:
         call = _fields(expr[_CALL][0])
-        if call.get(2) == [b"format"]:
-            return None  # its argument list may mix types
+        name = bytes(call.get(2, [b""])[0]).decode()
         children = call.get(1, []) + call.get(3, [])
+        if name.startswith("qq__") or name in python:
+            for child in children:
+                node = _fields(child).get(_EXPR_ID, [0])[0]
+                if node in types and _has_optional(types[node]):
+                    shown = name.removeprefix("qq__")
+                    return node, (f"{shown}() is given an optional ({_name(types[node])}); "
+                                  "take its value first (.value(), .orValue(...))")
+        exempt = name in ("format", "qq__format")  # its argument list may mix types
+        if name in ("isInteger", "asInteger") and call.get(1):
+            written = _written_scale(_fields(call[1][0]), types)
+            if written:
+                node = expr.get(_EXPR_ID, [0])[0]
+                return node, (f"{name}() of {written}: Kubernetes' answer depends on how the "
+                              "quantity was written (1000m, 1.0 and 0.5Gi are no integers "
+                              "there, nor is a sum with such a term), which quickq-guard "
+                              "does not keep; compare the quantity instead (compareTo, "
+                              "isLessThan), or write it whole (1, 512Mi)")
     elif _LIST in expr:
         listed = _fields(expr[_LIST][0])
         elements = [_fields(item) for item in listed.get(1, [])]
@@ -207,14 +235,73 @@ def _first_mixed(expr: Fields, types: dict[int, bytes]) -> tuple[int, bytes, byt
     else:
         return None
     for child in children:
-        found = _first_mixed(_fields(child), types)
-        if found:
+        found = _first_problem(_fields(child), types, python)
+        if found and not (exempt and found[1].startswith("expected type")):
             return found
     return None
 
 
+def _written_scale(expr: Fields, types: dict[int, bytes]) -> str | None:
+    """Why Kubernetes may find no integer where quickq-guard finds one: a literal written
+    with a fraction, a milli/micro/nano suffix or a negative exponent (`quantity('1000m')`,
+    whose scale is milli there), or a sum or difference with a term that may have such a
+    scale (a literal like that, or a quantity read from the object, where `500m` is
+    canonical). A quantity read from the object alone is in the canonical form (the API
+    server's, and offline webhook.engine.normalize's), where integers are integers."""
+    call = _fields(expr[_CALL][0]) if _CALL in expr else {}
+    name = bytes(call.get(2, [b""])[0]).decode()
+    if name in ("add", "sub") and _may_be_scaled(expr, types):
+        return f"a quantity's {name}() with a term of another scale"
+    literal = _literal_quantity(call) if name == "quantity" else None
+    if literal is not None and _SCALED.search(literal) and _integral(literal):
+        return f"quantity('{literal}')"
+    return None
+
+
+def _may_be_scaled(expr: Fields, types: dict[int, bytes]) -> bool:
+    call = _fields(expr[_CALL][0]) if _CALL in expr else {}
+    name = bytes(call.get(2, [b""])[0]).decode()
+    if name in ("add", "sub"):
+        terms = [_fields(child) for child in call.get(1, []) + call.get(3, [])]
+        return any(_may_be_scaled(term, types) for term in terms
+                   if types.get(term.get(_EXPR_ID, [0])[0]) != _INT_TYPE)
+    if name == "quantity":
+        literal = _literal_quantity(call)
+        return literal is None or bool(_SCALED.search(literal))
+    return False  # a variable: its expression is not seen here
+
+
+def _literal_quantity(call: Fields) -> str | None:
+    arguments = [_fields(child) for child in call.get(3, [])]
+    if arguments and 3 in arguments[0]:
+        constant = _fields(arguments[0][3][0])
+        if 6 in constant:  # string_value
+            return bytes(constant[6][0]).decode()
+    return None
+
+
+def _integral(literal: str) -> bool:
+    amount = parse_quantity(literal.lstrip("+-"))
+    return amount is not None and amount == amount.to_integral_value()
+
+
+_SCALED = re.compile(r"\.|[mun]$|[eE]-")
+_INT_TYPE = bytes([0x18, 0x02])  # Type{primitive: INT64}
+
+
+def _has_optional(type_: bytes) -> bool:
+    kind, value = _kind(type_)
+    if kind == _ABSTRACT:
+        fields = _fields(value)
+        return fields.get(1) == [b"optional_type"] or any(
+            _has_optional(p) for p in fields.get(2, []))
+    if kind in (6, 7):
+        return any(_has_optional(part) for parts in _fields(value).values() for part in parts)
+    return False
+
+
 def _mixed(items: list[tuple[Fields, bool]], types: dict[int, bytes]
-           ) -> tuple[int, bytes, bytes] | None:
+           ) -> tuple[int, str] | None:
     first: bytes | None = None
     for item, optional in items:
         node = item.get(_EXPR_ID, [0])[0]
@@ -226,5 +313,6 @@ def _mixed(items: list[tuple[Fields, bool]], types: dict[int, bytes]
         if first is None:
             first = type_
         elif not _same(first, type_):
-            return node, first, type_
+            return node, (f"expected type '{_name(first)}' but found '{_name(type_)}' "
+                          f"{MIXED_HINT}")
     return None
