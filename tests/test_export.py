@@ -334,7 +334,16 @@ def test_params_of_mixed_types_are_written_as_kubernetes_cel_accepts_them(tmp_pa
     [(vap, _)] = pairs(export(load(folder)).objects).values()
     [variable] = vap["spec"]["variables"]
     assert variable["expression"] == \
-        '{"max": dyn(200), "registries": dyn(["a/"]), "same": dyn({"a": 1, "b": 2})}'
+        'dyn({"max": dyn(200), "registries": dyn(["a/"]), "same": dyn({"a": 1, "b": 2})})'
+
+
+def test_params_are_typed_as_the_engine_types_them_and_any_yaml_value_is_written(tmp_path):
+    folder = write(tmp_path, policy(params={"names": ["a"], "limit": float("inf")},
+                                    validations=[{"expression": "params.limit > 1.0"}]))
+    [(vap, _)] = pairs(export(load(folder)).objects).values()
+    [variable] = vap["spec"]["variables"]
+    assert variable["expression"] == \
+        "dyn({\"limit\": dyn(double('Infinity')), \"names\": dyn([\"a\"])})"
 
 
 @pytest.mark.parametrize("expression", sorted(REFUSED))

@@ -109,7 +109,7 @@ def test_user_mutations_keep_their_jsonpatch_literals_and_params(tmp_path):
     [mutation] = policy["spec"]["mutations"]
     assert "JSONPatch{op: \"add\"" in mutation["jsonPatch"]["expression"]
     assert "variables.params.team" in mutation["jsonPatch"]["expression"]
-    assert {"name": "params", "expression": "{\"team\": \"unassigned\"}"} \
+    assert {"name": "params", "expression": "dyn({\"team\": \"unassigned\"})"} \
         in policy["spec"]["variables"]
 
 

@@ -37,8 +37,8 @@ def _refused(plane: ControlPlane, policies: list[dict[str, Any]]) -> dict[int, s
     return {int(index): why for index, why in _INVALID.findall(done.stderr)}
 
 
-def _exported(tmp_path: Path, expressions: list[str]) -> tuple[list[dict[str, Any]], dict[
-        str, str]]:
+def _exported(tmp_path: Path, expressions: list[str], params: dict[str, Any] | None = None
+              ) -> tuple[list[dict[str, Any]], dict[str, str]]:
     """quickq-guard's export of one policy per expression: (the policies written, policy id
     -> why it was refused)."""
     folder = tmp_path / "policies"
@@ -46,7 +46,7 @@ def _exported(tmp_path: Path, expressions: list[str]) -> tuple[list[dict[str, An
     for index, expression in enumerate(expressions):
         (folder / f"e{index:03d}.yaml").write_text(yaml.safe_dump({
             "id": f"e{index:03d}", "description": "d", "type": "validate",
-            "action": "enforce", "match": {"kinds": ["Pod"]},
+            "action": "enforce", "match": {"kinds": ["Pod"]}, "params": params or {},
             "validations": [{"expression": expression}]}))
     done = export(load_policies(folder))
     return ([obj for obj in done.objects if obj["kind"] == "ValidatingAdmissionPolicy"],
@@ -73,3 +73,25 @@ def test_the_api_server_accepts_what_export_writes(plane: ControlPlane, tmp_path
     refused = _refused(plane, written)
     assert not refused, f"{plane.version()} refuses what export writes: " + "; ".join(
         f"{written[i]['spec']['validations']}: {why[:300]}" for i, why in refused.items())
+
+
+# Params of every shape YAML gives, and expressions over them that compile in the engine
+# (params are dyn there): the exported literal is typed so that the API server compiles them too.
+PARAMS = {"registries": ["a/", "b/"], "max": 200, "ratio": 0.5, "on": True, "none": None,
+          "limit": float("inf"), "nested": {"mixed": [1, "x", [2]], "empty": [], "map": {}},
+          "ints": {"1": 2}}
+OVER_PARAMS = ["params.max == 200", "params.registries.exists(r, 'a/x'.startsWith(r))",
+               "params.nested.mixed[1] == 'x'", "params.limit > 1e308",
+               "params.registries[0] + 1 > 0", "[params.max, params.ratio].size() == 2",
+               "params.none == null && params.on", "size(params.nested.empty) == 0"]
+
+
+def test_params_of_any_shape_are_written_as_the_api_server_accepts(
+        plane: ControlPlane, tmp_path: Path) -> None:
+    written, refusals = _exported(tmp_path, OVER_PARAMS, PARAMS)
+    assert not refusals, refusals
+    for index, vap in enumerate(written):
+        vap["metadata"] = {"name": f"qq-refusal-{index:03d}"}
+    refused = _refused(plane, written)
+    assert not refused, f"{plane.version()} refuses the exported params: " + "; ".join(
+        f"{OVER_PARAMS[i]}: {why[:300]}" for i, why in refused.items())

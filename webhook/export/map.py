@@ -50,6 +50,7 @@ from webhook.export.vap import (
     _reads,
     _rewrite,
     match_constraints,
+    params_literal,
     refuse_exceptions,
 )
 
@@ -148,7 +149,7 @@ def translate(policy: Policy, config: Config) -> list[dict[str, Any]]:
             if reserved in defined:
                 raise NotExportable(f"it defines a variable named {reserved}, the name the "
                                     f"export gives quickq-guard's {reserved}")
-        params = _literal(dict(program.params))
+        params = params_literal(program.params)
         as_variables = {"params": "variables.params", "podSpec": "variables.podSpec"}
         own = [{"name": v.name, "expression": _rewrite(v.expression.text, as_variables, {})}
                for v in program.variables]

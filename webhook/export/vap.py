@@ -3,8 +3,13 @@ when the webhook is down: a ValidatingAdmissionPolicy and its binding per CEL va
 
 What quickq-guard has and ValidatingAdmissionPolicy lacks is written out in the policy:
 
-- `params` become a variable `params` holding them as a CEL literal: the policy's own
-  params would need a custom resource kind (paramKind) and an object of it in the cluster.
+- `params` become a variable `params` holding them as a CEL literal (in `dyn()`, so that
+  they are typed as the engine types them): every value YAML can give (maps, lists,
+  strings, numbers, booleans, null, .inf) has one, and the exported policy is then
+  complete by itself. A params object (paramKind and paramRef) would add an object to
+  create beside each policy, and a kind for it (a ConfigMap holds strings only, so it would
+  change the types), for nothing the literal cannot say: params are fixed when the policy
+  is exported, as the rest of it is.
 - `podSpec` becomes a variable that finds the pod spec wherever the kind keeps it.
 - `scope: container` becomes, per validation, `.all(container, ...)` over the containers,
   initContainers and ephemeralContainers (and a NodeTemplate's spec), with `containerGroup`
@@ -137,7 +142,7 @@ def translate(policy: Policy, config: Config) -> list[dict[str, Any]]:
                             "finds pod specs in Pods, the built-in pod controllers and "
                             "NodeTemplates")
     node_templates = any(rule["resources"] == ["nodetemplates"] for rule in rules)
-    params = _literal(dict(program.params))
+    params = params_literal(program.params)
     as_variables = {"params": "variables.params", "podSpec": "variables.podSpec"}
 
     # A variable that reads the container (directly or through another) is written into the
@@ -408,6 +413,14 @@ def _matches(subject: str, patterns: Iterable[str]) -> str:
                        for p in patterns)
 
 
+def params_literal(params: Mapping[str, Any]) -> str:
+    """A policy's params as the expression of the variable `params`: a literal inside
+    `dyn()`, so that Kubernetes types `params.x` as the engine does (dyn), and refuses or
+    accepts an expression over params as the engine does (`params.names[0] + 1` compiles
+    in both and fails when it runs; with the literal's own types Kubernetes would refuse it)."""
+    return f"dyn({_literal(dict(params))})"
+
+
 def _literal(value: Any) -> str:
     """Plain data (params) as a CEL literal Kubernetes accepts: its CEL wants the items of a
     list literal, and the keys and the values of a map literal, of one type each, so where
@@ -424,8 +437,9 @@ def _typed(value: Any) -> tuple[str, str]:
     if isinstance(value, int):
         return str(value), "int"
     if isinstance(value, float):
-        if not math.isfinite(value):
-            raise NotExportable(f"params hold {value}, which CEL cannot write")
+        if not math.isfinite(value):  # YAML's .inf and .nan
+            written = "NaN" if math.isnan(value) else "Infinity" if value > 0 else "-Infinity"
+            return f"double('{written}')", "double"
         return repr(value), "double"
     if isinstance(value, str):
         return json.dumps(value, ensure_ascii=False), "string"
