@@ -37,6 +37,11 @@ REFUSED = {
     "url('https://a/').startsWith('https')": "found no matching overload for 'startsWith'",
     "[quantity('1'), '2'].size() == 2":
         "expected type 'kubernetes.Quantity' but found 'string'",
+    "ip('10.0.0.1') == '10.0.0.1'":
+        "found no matching overload for '_==_' applied to '(net.IP, string)'",
+    "cidr('10.0.0.0/8').startsWith('10')": "found no matching overload for 'startsWith'",
+    "string(url('https://a/')) != ''":
+        "found no matching overload for 'string' applied to '(kubernetes.URL)'",
 }
 ACCEPTED = [
     "quantity('1Gi') == quantity('1024Mi')", "quantity('1').add(1).isInteger()",
@@ -48,4 +53,7 @@ ACCEPTED = [
     "[1].first().hasValue()", "[1, 2].sum() == 3", "'ab'.findAll('b') == ['b']",
     "[[], [1]].size() == 2", "int(object.metadata.?labels.n.orValue('1')) > 0",
     "duration('1s').getMilliseconds() == 1000",
+    "string(cidr('10.0.0.1/8').masked()) == '10.0.0.0/8'", "cidr('10.0.0.1/8').ip().family() == 4",
+    "cidr('10.0.0.0/8').containsIP(ip('10.1.2.3'))", "ip('::1').isLoopback()",
+    "string(object.metadata.name) != '' && string(1.5) == '1.5'",
 ]

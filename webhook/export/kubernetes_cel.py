@@ -2,14 +2,14 @@
 refuse, naming the policy, the expression and the version, instead of writing it out.
 
 quickq-guard's CEL has more than Kubernetes' (cel.bind, math, base64, `'abc'.reverse()`,
-`quantity(...).sign()`), and it keeps quantities and URLs as strings, where Kubernetes gives
-them types of their own (`quantity('1') == '1'` and `string(url(u))` do not compile there).
-Each expression a policy wrote is compiled here once more, by the same runtime, against the
-declarations of Kubernetes' admission policy environment: the strings extension at its
-version 2 (no reverse), optionals, Kubernetes' quantity, URL, IP, CIDR, regex and list
-libraries (quantities and URLs as types of their own, with the methods Kubernetes gives
-them), JSONPatch and `jsonpatch.escapeKey` in a MutatingAdmissionPolicy only, no cel.bind,
-math or base64; and its list and map literals are held to one type each
+`quantity(...).sign()`, the engine's own guard functions), and it keeps quantities, URLs, IPs
+and CIDRs as strings, where Kubernetes gives them types of their own (`quantity('1') == '1'`
+and `string(url(u))` do not compile there). Each expression a policy wrote is compiled here
+once more, by the same runtime, against the declarations of Kubernetes' admission policy
+environment: the strings extension at its version 2 (no reverse), optionals, Kubernetes'
+quantity, URL, IP, CIDR, regex and list libraries with their own types and methods,
+JSONPatch and `jsonpatch.escapeKey` in a MutatingAdmissionPolicy only, no cel.bind, math or
+base64; and its list and map literals are held to one type each
 (webhook.engine.cel_checked). The calls the engine guards are guarded here too
 (webhook.engine.cel_go), since they are Kubernetes' functions with Kubernetes' semantics.
 
@@ -40,10 +40,11 @@ T = _cel.Type
 S, B, N, D, DYN = T.STRING, T.BOOL, T.INT, T.DOUBLE, T.DYN  # N: an int
 Q = T.AbstractType("kubernetes.Quantity")
 URL = T.AbstractType("kubernetes.URL")
+IP, CIDR = T.AbstractType("net.IP"), T.AbstractType("net.CIDR")
 JSON_PATCH = T.AbstractType("JSONPatch")
 LIST = T.List(DYN)
-# name -> (result, parameters, member): Kubernetes' library as quickq-guard's engine has it;
-# IPs and CIDRs are strings here as in the engine (Kubernetes gives string() of them).
+# name -> (result, parameters, member): Kubernetes' library as quickq-guard's engine has it,
+# each of its types a type of its own (string() takes an IP or a CIDR, not a quantity or URL).
 _LIBRARY: dict[str, list[tuple[Any, list[Any], bool]]] = {
     "quantity": [(Q, [S], False)], "isQuantity": [(B, [S], False)],
     "compareTo": [(N, [Q, Q], True)], "isGreaterThan": [(B, [Q, Q], True)],
@@ -54,14 +55,18 @@ _LIBRARY: dict[str, list[tuple[Any, list[Any], bool]]] = {
     **{name: [(S, [URL], True)]
        for name in ("getScheme", "getHost", "getHostname", "getPort", "getEscapedPath")},
     "getQuery": [(T.Map(S, T.List(S)), [URL], True)],
-    "ip": [(S, [S], False), (S, [S], True)], "isIP": [(B, [S], False)],
-    "ip.isCanonical": [(B, [S], False)], "family": [(N, [S], True)],
-    **{name: [(B, [S], True)]
+    "ip": [(IP, [S], False), (IP, [CIDR], True)], "isIP": [(B, [S], False)],
+    "ip.isCanonical": [(B, [S], False)], "family": [(N, [IP], True)],
+    **{name: [(B, [IP], True)]
        for name in ("isUnspecified", "isLoopback", "isLinkLocalMulticast",
                     "isLinkLocalUnicast", "isGlobalUnicast")},
-    "cidr": [(S, [S], False)], "isCIDR": [(B, [S], False)],
-    "containsIP": [(B, [S, S], True)], "containsCIDR": [(B, [S, S], True)],
-    "masked": [(S, [S], True)], "prefixLength": [(N, [S], True)],
+    "cidr": [(CIDR, [S], False)], "isCIDR": [(B, [S], False)],
+    "containsIP": [(B, [CIDR, IP], True), (B, [CIDR, S], True)],
+    "containsCIDR": [(B, [CIDR, CIDR], True), (B, [CIDR, S], True)],
+    "masked": [(CIDR, [CIDR], True)], "prefixLength": [(N, [CIDR], True)],
+    # string(): the runtime's own cannot be given more overloads, so it is renamed here
+    "qq__str": [(S, [kind], False) for kind in (
+        N, T.UINT, D, B, T.BYTES, S, T.TIMESTAMP, T.DURATION, IP, CIDR)],
     "isSorted": [(B, [LIST], True)], "slice": [(LIST, [LIST, N, N], True)],
     "sum": [(DYN, [LIST], True)], "min": [(DYN, [LIST], True)], "max": [(DYN, [LIST], True)],
     "find": [(S, [S, S], True)], "findAll": [(T.List(S), [S, S], True),
@@ -100,7 +105,8 @@ def problem(text: str, mutating: bool = False) -> str | None:
     own = [value for kind, value in lex(text) if kind == "name" and value.startswith("qq__")]
     if own:
         return f"undeclared reference to '{own[0]}'"
-    compiled = guarded(lex(_jsonpatch_calls(text) if mutating else text), strings=False)
+    compiled = _renamed_string(guarded(lex(_jsonpatch_calls(text) if mutating else text),
+                                       strings=False))
     try:
         program = _ENVIRONMENTS[mutating].compile(compiled)
     except RuntimeError as error:
@@ -111,10 +117,24 @@ def problem(text: str, mutating: bool = False) -> str | None:
     return None
 
 
+def _renamed_string(text: str) -> str:
+    """Every call of string() as qq__str()."""
+    pieces = lex(text)
+    significant = [i for i, (kind, _) in enumerate(pieces) if kind != "space"]
+    out = [value for _, value in pieces]
+    for position, index in enumerate(significant):
+        before = pieces[significant[position - 1]][1] if position else ""
+        after = pieces[significant[position + 1]][1] if position + 1 < len(significant) else ""
+        if pieces[index] == ("name", "string") and after == "(" and before != ".":
+            out[index] = "qq__str"
+    return "".join(out)
+
+
 def _said(message: str) -> str:
     """The checker's problems in the order of the text (`undeclared reference to 'cel'`
     before the `x` it binds), each once, without the runtime's guard names."""
-    found = sorted((int(line), int(column), text.replace("qq__", ""))
+    found = sorted((int(line), int(column),
+                    text.replace("qq__str", "string").replace("qq__", ""))
                    for line, column, text in _ERROR.findall(message))
     said = list(dict.fromkeys(text for _, _, text in found))
     return "; ".join(said[:3]) or message.strip().splitlines()[0]
@@ -187,7 +207,8 @@ def refusal(program: CelPolicy, mutating: bool) -> str | None:
 
 
 def _not_patches(text: str) -> str | None:
-    program = _ENVIRONMENTS[True].compile(guarded(lex(_jsonpatch_calls(text)), strings=False))
+    program = _ENVIRONMENTS[True].compile(_renamed_string(guarded(
+        lex(_jsonpatch_calls(text)), strings=False)))
     result = program.return_type().name()
     if result in ("DYN", "LIST<DYN>", "LIST<JSONPatch>"):
         return None
