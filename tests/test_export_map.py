@@ -113,7 +113,7 @@ def test_user_mutations_keep_their_jsonpatch_literals_and_params(tmp_path):
     [mutation] = policy["spec"]["mutations"]
     assert "JSONPatch{op: \"add\"" in mutation["jsonPatch"]["expression"]
     assert "variables.params.team" in mutation["jsonPatch"]["expression"]
-    assert {"name": "params", "expression": "{\"team\": \"unassigned\"}"} \
+    assert {"name": "params", "expression": "dyn({\"team\": \"unassigned\"})"} \
         in policy["spec"]["variables"]
 
 
@@ -168,3 +168,26 @@ def test_policies_are_refused_where_policy_exceptions_are_honoured(tmp_path):
         assert f"# {policy}: not exported: PolicyExceptions are honoured" in done.stdout
         assert (f"{policy}: not exported: PolicyExceptions are honoured from platform"
                 in done.stderr)
+
+
+def test_a_mutation_kubernetes_cel_does_not_compile_is_refused_naming_it(tmp_path):
+    def patch(expression: str) -> list[dict[str, Any]]:
+        return [{"patchType": "JSONPatch", "jsonPatch": {"expression": expression}}]
+
+    folder = write(tmp_path, mutate("maps", mutations=patch(
+        "[{'op': 'add', 'path': '/metadata/labels', 'value': {'a': 'b'}}]")),
+        mutate("ours", mutations=patch(
+            "[JSONPatch{op: 'add', path: '/metadata/labels', value: "
+            "{'n': string(math.abs(-1))}}]")),
+        mutate("removes", mutations=patch("[{'op': 'remove', 'path': '/metadata/labels'}]")),
+        mutate("escaped", mutations=patch(
+            "[JSONPatch{op: 'add', path: '/metadata/labels/' + jsonpatch.escapeKey('a/b'), "
+            "value: 'x'}]")))
+    reasons = {refusal.policy: refusal.reason for refusal in export(load(folder)).refusals}
+    assert sorted(reasons) == ["maps", "ours", "removes"]
+    assert reasons["maps"].startswith("mutations[0].jsonPatch.expression: `[{'op': 'add'")
+    assert reasons["maps"].endswith("expected type 'string' but found 'map(string, string)'")
+    assert "it yields list<map<string, string>>, and a MutatingAdmissionPolicy's JSONPatch " \
+           "expression must yield a list of JSONPatch{...}" in reasons["removes"]
+    assert "does not compile in the CEL of Kubernetes 1.35 and 1.36: undeclared reference " \
+           "to 'math'" in reasons["ours"]

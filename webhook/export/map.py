@@ -37,6 +37,7 @@ from webhook.engine.rules.probes import (
     StartupProbeParams,
 )
 from webhook.engine.workload import BUILT_IN, IN_TEMPLATE
+from webhook.export import kubernetes_cel
 from webhook.export.vap import (
     CONTAINER_GROUPS,
     NAME_PREFIX,
@@ -51,6 +52,7 @@ from webhook.export.vap import (
     _reads,
     _rewrite,
     match_constraints,
+    params_literal,
     refuse_exceptions,
 )
 
@@ -149,12 +151,15 @@ def translate(policy: Policy, config: Config) -> list[dict[str, Any]]:
         if program.scope == "container":
             raise NotExportable("scope: container: its patch paths are relative to each "
                                 "container, which the export does not write out")
+        uncompilable = kubernetes_cel.refusal(program, mutating=True)
+        if uncompilable:
+            raise NotExportable(uncompilable)
         defined = {variable.name for variable in program.variables}
         for reserved in ("params", "podSpec", "podSpecPath"):
             if reserved in defined:
                 raise NotExportable(f"it defines a variable named {reserved}, the name the "
                                     f"export gives quickq-guard's {reserved}")
-        params = _literal(dict(program.params))
+        params = params_literal(program.params)
         as_variables = {"params": "variables.params", "podSpec": "variables.podSpec"}
         own = [{"name": v.name, "expression": _rewrite(v.expression.text, as_variables, {})}
                for v in program.variables]
