@@ -269,8 +269,8 @@ class Meter:
         alone is past PER_CALL_LIMIT."""
         if self.budget is None:
             return
-        self.budget.spend(self._cost(text, self.data_sizes if sizes is None else sizes),
-                          where)
+        self.budget.spend(_limited(estimate(text, self.data_sizes)) if sizes is None else
+                          self._cost(text, sizes), where)
 
     def afford(self, evaluations: Iterable[tuple[str, str, Sizes]]) -> None:
         """Raise, before any of them runs, what before() would raise on the way through these
@@ -289,9 +289,14 @@ class Meter:
         cost = self.costs.get((text, sizes))
         if cost is None:
             cost = self.costs[text, sizes] = estimate(text, sizes)
-        if cost > PER_CALL_LIMIT:
-            raise TooCostly(f"too costly to evaluate: its estimated cost on this object is "
-                            f"{cost:,}, past the per-expression limit of {PER_CALL_LIMIT:,}; "
-                            "make the object's strings and lists smaller or the expression "
-                            "cheaper")
-        return cost
+        return _limited(cost)
+
+
+def _limited(cost: int) -> int:
+    """The cost of one evaluation, when it is within PER_CALL_LIMIT."""
+    if cost > PER_CALL_LIMIT:
+        raise TooCostly(f"too costly to evaluate: its estimated cost on this object is "
+                        f"{cost:,}, past the per-expression limit of {PER_CALL_LIMIT:,}; "
+                        "make the object's strings and lists smaller or the expression "
+                        "cheaper")
+    return cost

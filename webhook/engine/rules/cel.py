@@ -206,13 +206,18 @@ class CelPolicy:
         if not containers:
             return []
         shared = base if pod is None else {**base, "podSpec": pod}
-        # Measured by parts, which the review's budget remembers for its next policy.
-        meter = Meter(budget, shared)
-        own = [meter.sizes({"container": c.data, "containerGroup": c.group})
-               for c in containers]
-        meter.convert(sum(own, Sizes()))
-        sizes = [meter.data_sizes + size for size in own]  # what one evaluation reads
-        meter.afford((text, where, size) for size in sizes for text, where in self.costed)
+        sizes: list[Sizes | None] = [None] * len(containers)  # None: the meter's own
+        if len(containers) == 1 or budget is None:
+            meter = Meter(budget, {**shared, "container": containers[0].data,
+                                   "containerGroup": containers[0].group})
+        else:  # measured by parts, which the review's budget remembers for its next policy
+            meter = Meter(budget, shared)
+            own = [meter.sizes({"container": c.data, "containerGroup": c.group})
+                   for c in containers]
+            meter.convert(sum(own, Sizes()))
+            sizes = [meter.data_sizes + size for size in own]  # what one evaluation reads
+            meter.afford((text, where, size) for size in sizes if size is not None
+                         for text, where in self.costed)
 
         def variables(shown: Mapping[str, Any], view: Callable[[Any], Any]) -> Any:
             if len(containers) == 1:
@@ -223,13 +228,14 @@ class CelPolicy:
 
         bound = variables(shared, lambda data: data)
 
-        @cache
+        made: list[Any] = []
+
         def hidden() -> Any:  # what messageExpressions see: see webhook.engine.hidden
-            def make() -> Any:
+            if not made:
                 shown = hidden_base() if pod is None else {**hidden_base(),
                                                            "podSpec": redacted(pod)}
-                return variables(shown, redacted)
-            return _hidden_activation(make)
+                made.append(_hidden_activation(lambda: variables(shown, redacted)))
+            return made[0]
 
         findings = []
         for index, container in enumerate(containers):
