@@ -21,7 +21,7 @@ from webhook.engine.hidden import hidden_values, hide
 from webhook.engine.normalize import checks, normalize
 from webhook.engine.patch import PatchError, Path, apply_patch, undotted
 from webhook.engine.policy import Policy, PolicySet
-from webhook.engine.results import Decision, Finding, Outcome, Resource, Result
+from webhook.engine.results import Decision, Finding, Outcome, Resource, Result, Verdict
 from webhook.engine.rules.cel import Request
 from webhook.engine.workload import (
     InvalidObject,
@@ -92,8 +92,8 @@ def evaluate(
         workload = read_workload(obj, config.nodeTemplateGroups,
                                  custom_kinds=config.workload_kinds, decoded=decoded)
     except RefusedObject as error:
-        findings = tuple(Finding(problem if path == "apiVersion" else f"{path}: {problem}", path)
-                         for path, problem in error.problems)
+        findings = tuple(Finding(problem if path == "apiVersion" else f"{path}: {problem}", path,
+                                 verdict="error") for path, problem in error.problems)
         return error_decision(resource, str(error), f"{resource}: the Kubernetes API server "
                               f"would refuse it: {error}", in_dry_run_mode, findings)
     except InvalidObject as error:
@@ -411,63 +411,89 @@ def skipped_decision(resource: Resource, policies: PolicySet, reason: str) -> De
 def error_decision(resource: Resource, problem: str, message: str, dry_run: bool,
                    findings: tuple[Finding, ...] = ()) -> Decision:
     """The verdict on an object that cannot be judged (unreadable, the wrong shape, refused by
-    the API server): one `error` result, with a finding per field when they are known; denied
-    with `message`, or in dry-run admitted with it as a warning."""
+    the API server): one `error` result, with a finding (verdict error) per field when they are
+    known; denied with `message`, or in dry-run admitted with it as a warning."""
     result = Result(None, "validate", "enforce", "error", findings, problem)
     if dry_run:
         return Decision(resource, (result,), allowed=True, outcome="error",
-                        warnings=(f"[dry-run] {message}",), dry_run=True)
+                        warnings=(f"[dry-run] {message}",))
     return Decision(resource, (result,), allowed=False, outcome="error", message=message)
 
 
 _QUIET = frozenset({"pass", "skip"})  # results that add nothing to the verdict
 
 
+def verdict(result: Result, found: Finding, dry_run: bool) -> Verdict:
+    """What one finding of a failed, patching or erring result means for the object: the one
+    place where a finding's verdict is worked out (see Verdict)."""
+    if result.status == "error":
+        return "error"
+    if found.exception:
+        return "excepted"
+    if result.action == "audit":
+        return "audit"
+    if result.action == "warn":
+        return "warn"
+    if result.status == "patch":
+        return "would-patch" if dry_run else "patch"
+    if found.preexisting:
+        return "warn"  # an UPDATE keeps a violation the old object already had
+    return "would-deny" if dry_run else "deny"
+
+
+def _with_verdicts(result: Result, dry_run: bool) -> Result:
+    findings = tuple(f if f.verdict == (v := verdict(result, f, dry_run))
+                     else replace(f, verdict=v) for f in result.findings)
+    return replace(result, findings=findings) if findings != result.findings else result
+
+
 def _decide(resource: Resource, results: tuple[Result, ...], dry_run: bool,
             patch: tuple[dict[str, Any], ...], patched: Any) -> Decision:
-    """Turn results into the verdict: denials, warnings, audit annotations and the patch."""
-    notable = [result for result in results if result.status not in _QUIET]
-    if not notable:  # every policy passed or skipped: nothing to say
-        return Decision(resource, results, allowed=True, outcome="allowed", dry_run=dry_run)
+    """Give each finding its verdict, and render the verdicts into the answer: denials,
+    warnings, audit annotations and the patch."""
+    if all(result.status in _QUIET for result in results):  # nothing to say
+        return Decision(resource, results, allowed=True, outcome="allowed")
+    results = tuple(result if result.status in _QUIET else _with_verdicts(result, dry_run)
+                    for result in results)
     denials: list[str] = []
     denial_reason = ""
     warnings: list[str] = []
     audit: dict[str, list[str]] = {}
-    for result in notable:
-        status = result.status
-        if status == "error":
+    verdicts: set[str] = set()
+    for result in results:
+        if result.status == "error":
+            verdicts.add("error")
             line = f"[{result.policy}] {result.reason}"
             (warnings if dry_run else denials).append(line)
             continue
-        if status not in ("fail", "patch"):
+        if result.status not in ("fail", "patch"):
             continue
         # A mutate policy that is not enforced (or not in force: dry-run) only says what it
         # would have patched.
         would_patch = "would patch: " if result.status == "patch" else ""
         for found in result.findings:
-            if found.exception:  # never denies, never silent
+            said = found.verdict
+            verdicts.add(said)
+            if said == "excepted":  # never denies, never silent
                 warnings.append(f"[{result.policy}] {found.message} (excepted by "
                                 f"{found.exception})")
                 audit.setdefault(f"excepted.{result.policy}", []).append(
                     f"{found.exception}: {found.message}")
-            elif result.action == "audit":
+            elif said == "audit":
                 audit.setdefault(str(result.policy), []).append(would_patch + found.message)
-            elif result.action == "warn":
+            elif said == "warn" and result.action == "warn":
                 warnings.append(f"[{result.policy}] {would_patch}{found.message}")
-            elif result.status == "patch":
-                if found.preexisting:
-                    warnings.append(f"[{result.policy}] {found.message} (not patched: this "
-                                    "update leaves the pod template unchanged)")
-                elif dry_run:
-                    warnings.append(f"[{result.policy}] would patch: {found.message}")
-                    audit.setdefault(str(result.policy), []).append(f"would patch: {found.message}")
-            elif found.preexisting:
+            elif said == "warn":
                 warnings.append(f"[{result.policy}] {found.message} "
                                 "(already violated before this update)")
-            elif dry_run:
-                warnings.append(f"[{result.policy}] would deny: {found.message}")
-                audit.setdefault(str(result.policy), []).append(f"would deny: {found.message}")
-            else:
+            elif found.preexisting and result.status == "patch":
+                warnings.append(f"[{result.policy}] {found.message} (not patched: this "
+                                "update leaves the pod template unchanged)")
+            elif said in ("would-patch", "would-deny"):
+                would = said.replace("-", " ")
+                warnings.append(f"[{result.policy}] {would}: {found.message}")
+                audit.setdefault(str(result.policy), []).append(f"{would}: {found.message}")
+            elif said == "deny":
                 field = f" (field: {found.path})" if found.path else ""
                 denials.append(f"[{result.policy}] {found.message}{field}")
                 denial_reason = denial_reason or found.denial_reason or "Forbidden"
@@ -478,31 +504,25 @@ def _decide(resource: Resource, results: tuple[Result, ...], dry_run: bool,
         resource=resource,
         results=results,
         allowed=not denials,
-        outcome=_outcome(results, dry_run, bool(denials), bool(patch)),
+        outcome=_outcome(verdicts, bool(patch)),
         message=message,
         warnings=tuple(warnings),
         audit_annotations={key: "; ".join(values) for key, values in audit.items()},
         patch=patch,
         patched=patched,
         denial_reason=denial_reason or "Forbidden",
-        dry_run=dry_run,
     )
 
 
-def _outcome(results: tuple[Result, ...], dry_run: bool, denied: bool, patched: bool) -> Outcome:
-    """What the decision means: the one place where a verdict is named."""
-    if any(result.status == "error" for result in results):
-        return "error"
-    if denied:
-        return "denied"
-    if patched:
-        return "patched"
-    if dry_run:
-        enforced = [result for result in results if result.action == "enforce"]
-        if any(result.status == "fail"
-               and not all(f.preexisting or f.exception for f in result.findings)
-               for result in enforced):
-            return "would-deny"
-        if any(result.status == "patch" for result in enforced):
-            return "would-patch"
-    return "allowed"
+def _outcome(verdicts: set[str], patched: bool) -> Outcome:
+    """What the decision means, from its findings' verdicts."""
+    for said, outcome in _OUTCOMES:
+        if said in verdicts:
+            return outcome
+    return "patched" if patched else "allowed"
+
+
+# The first verdict present names the outcome; then a patch made, else allowed.
+_OUTCOMES: tuple[tuple[str, Outcome], ...] = (
+    ("error", "error"), ("deny", "denied"), ("would-deny", "would-deny"),
+    ("would-patch", "would-patch"))

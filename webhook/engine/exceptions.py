@@ -20,7 +20,7 @@ from pydantic import AwareDatetime, Field, ValidationError
 
 from webhook.engine.globs import matches_any
 from webhook.engine.policy import Config, LabelSelector, Model, PolicySet, _explain
-from webhook.engine.results import Decision, Finding, Resource, Result
+from webhook.engine.results import Decision, Finding, Resource, Result, Verdict
 
 GROUP = "quickq.io"
 KIND = "PolicyException"
@@ -190,15 +190,16 @@ def judge(obj: Any, policies: PolicySet, resource: Resource, now: datetime | Non
         found = problems(exception, policies, now)
         ignored = unheard(exception, policies.config)
         warnings = (f"[{RESULT_ID}] {ignored}",) if ignored else ()
+    said: Verdict = "would-deny" if dry_run else "deny"
     result = Result(RESULT_ID, "validate", "enforce", "fail" if found else "pass",
-                    tuple(Finding(problem, problem.partition(":")[0]) for problem in found))
+                    tuple(Finding(problem, problem.partition(":")[0], verdict=said)
+                          for problem in found))
     if not found:
         return Decision(resource, (result,), allowed=True, outcome="allowed",
                         warnings=warnings)
     if dry_run:
         return Decision(resource, (result,), allowed=True, outcome="would-deny", warnings=(
-            *warnings, *(f"[{RESULT_ID}] would deny: {problem}" for problem in found)),
-            dry_run=True)
+            *warnings, *(f"[{RESULT_ID}] would deny: {problem}" for problem in found)))
     message = f"{resource} is denied by quickq-guard:\n" + "\n".join(
         f"- [{RESULT_ID}] {problem}" for problem in found)
     return Decision(resource, (result,), allowed=False, outcome="denied", message=message,

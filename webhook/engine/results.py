@@ -18,6 +18,13 @@ Status = Literal["pass", "fail", "patch", "skip", "error"]
 Outcome = Literal["allowed", "denied", "patched", "would-deny", "would-patch", "error"]
 OUTCOMES: tuple[Outcome, ...] = ("allowed", "denied", "patched", "would-deny", "would-patch",
                                  "error")
+# What one finding means for the object, decided once by evaluate() with the config's dry-run
+# mode applied: deny, would-deny (dry-run), warn (a warn policy, or a violation an UPDATE
+# keeps), audit, patch, would-patch (dry-run), excepted (a PolicyException covers it) or error
+# (the object cannot be judged). Every output renders it; "" is a rule's finding not yet
+# decided.
+Verdict = Literal["", "deny", "would-deny", "warn", "audit", "patch", "would-patch", "excepted",
+                  "error"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -41,7 +48,8 @@ class Finding:
 
     `path` is the field in dotted form (spec.containers[0].resources.requests.cpu);
     `patch` holds the JSON-patch operations of a mutate rule. An excepted finding never
-    denies: it warns, naming its `exception`.
+    denies: it warns, naming its `exception`. `verdict` (see Verdict) is what evaluate()
+    decided it means.
     """
 
     message: str
@@ -54,6 +62,7 @@ class Finding:
     # What a denial for this finding answers with: a CEL validation's `reason`
     # (Unauthorized, Forbidden, Invalid, RequestEntityTooLarge), "" for Forbidden.
     denial_reason: str = ""
+    verdict: Verdict = ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -76,6 +85,12 @@ class Result:
     @property
     def patch(self) -> list[dict[str, Any]]:
         return [op for f in self.findings for op in f.patch]
+
+    @property
+    def action_or_error(self) -> str:
+        """The policy's action, or `error` when it could not judge: what metrics and logs
+        count a finding by."""
+        return "error" if self.status == "error" else self.action
 
 
 def _frozen_annotations(value: Mapping[str, str] | None = None) -> Mapping[str, str]:
@@ -109,9 +124,6 @@ class Decision:
     skipped: str = ""
     # The HTTP status reason of a denial: its first finding's denial_reason, else Forbidden.
     denial_reason: str = "Forbidden"
-    # Judged in the config's dry-run mode: nothing denied or patched. The formats read this,
-    # never the outcome (an error elsewhere makes the outcome "error", not "would-deny").
-    dry_run: bool = False
 
     def __post_init__(self) -> None:
         if not isinstance(self.audit_annotations, MappingProxyType):

@@ -91,10 +91,9 @@ def record_review(endpoint: str, kind: str, operation: str, decision: Decision |
     LATENCY.labels(endpoint).observe(latency)
     for result in decision.results if decision is not None else ():
         if result.status in ("fail", "patch", "error"):
-            action = "error" if result.status == "error" else result.action
-            FINDINGS.labels(result.policy or "none", action, mode).inc(
+            FINDINGS.labels(result.policy or "none", result.action_or_error, mode).inc(
                 max(1, len(result.findings)))
-            excepted = sum(1 for finding in result.findings if finding.exception)
+            excepted = sum(1 for finding in result.findings if finding.verdict == "excepted")
             if excepted:
                 EXCEPTED.labels(result.policy or "none").inc(excepted)
 
