@@ -19,7 +19,7 @@ from webhook.engine.cost import Budget, TooCostly
 from webhook.engine.globs import matches_any
 from webhook.engine.hidden import hidden_values, hide
 from webhook.engine.normalize import checks, normalize
-from webhook.engine.patch import PatchError, Path, apply_patch, undotted
+from webhook.engine.patch import PatchError, Path, apply_patch, dotted, value_at
 from webhook.engine.policy import Policy, PolicySet
 from webhook.engine.results import Decision, Finding, Outcome, Resource, Result, Verdict
 from webhook.engine.rules.cel import Request
@@ -75,7 +75,7 @@ def evaluate(
     cluster online); without it, none resolves.
     """
     resource = describe(obj, namespace, source)
-    refused: list[tuple[str, str]] = []
+    refused: list[tuple[Path, str]] = []
     decoded = from_api_server
     if as_applied and not from_api_server:
         decoded = checks(obj)  # a built-in kind, checked as it is normalized
@@ -92,8 +92,9 @@ def evaluate(
         workload = read_workload(obj, config.nodeTemplateGroups,
                                  custom_kinds=config.workload_kinds, decoded=decoded)
     except RefusedObject as error:
-        findings = tuple(Finding(problem if path == "apiVersion" else f"{path}: {problem}", path,
-                                 verdict="error") for path, problem in error.problems)
+        findings = tuple(Finding(problem if path == ("apiVersion",) else
+                                 f"{dotted(path)}: {problem}", path, verdict="error")
+                         for path, problem in error.problems)
         return error_decision(resource, str(error), f"{resource}: the Kubernetes API server "
                               f"would refuse it: {error}", in_dry_run_mode, findings)
     except InvalidObject as error:
@@ -266,7 +267,7 @@ def _note_api_server_refusals(results: list[Result], workload: Workload) -> list
     group = api_group(str(workload.obj.get("apiVersion")))
     noted = []
     for result in results:
-        hits = [refused[f.path] for f in result.findings if f.path in refused] \
+        hits = [refused[f.at] for f in result.findings if f.at in refused] \
             if result.status == "fail" else []
         noted.append(replace(result, reason=refusal(workload.kind, group, any(hits)))
                      if hits else result)
@@ -304,20 +305,9 @@ def _same_pod_template(workload: Workload, obj: Any, old_object: Any) -> bool:
     if workload.is_pod or workload.is_node_template or not workload.pod_specs \
             or not isinstance(old_object, Mapping):
         return False
-    return all(_at(obj, pod.template_path) is not None
-               and _at(obj, pod.template_path) == _at(old_object, pod.template_path)
+    return all(value_at(obj, pod.template_path) is not None
+               and value_at(obj, pod.template_path) == value_at(old_object, pod.template_path)
                for pod in workload.pod_specs)
-
-
-def _at(obj: Any, path: tuple[str | int, ...]) -> Any:
-    for key in path:
-        if isinstance(obj, Mapping):
-            obj = obj.get(key)
-        elif isinstance(obj, list) and isinstance(key, int) and key < len(obj):
-            obj = obj[key]
-        else:
-            return None
-    return obj
 
 
 def _mark_unpatched(result: Result) -> Result:
@@ -348,7 +338,7 @@ def _finding_key(policy: str | None, found: Finding, obj: Any) -> FindingKey:
     `env[2].value` of DB_PASSWORD stays the same finding when a variable is added before it."""
     field: list[str | int] = []
     node = obj
-    for segment in undotted(found.path):
+    for segment in found.at:
         if isinstance(node, list) and isinstance(segment, int) and segment < len(node):
             node = node[segment]
             name = node.get("name") if isinstance(node, Mapping) else None

@@ -12,6 +12,8 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any, Literal
 
+from webhook.engine.patch import Path, dotted, pointer
+
 Status = Literal["pass", "fail", "patch", "skip", "error"]
 # What a decision means, worked out once by the engine; the webhook's answer, its metrics
 # and logs, and the CLI's summaries and exit codes all read it.
@@ -46,14 +48,15 @@ class Resource:
 class Finding:
     """One thing to change: `message` says what to do, naming the container and field.
 
-    `path` is the field in dotted form (spec.containers[0].resources.requests.cpu);
-    `patch` holds the JSON-patch operations of a mutate rule. An excepted finding never
-    denies: it warns, naming its `exception`. `verdict` (see Verdict) is what evaluate()
-    decided it means.
+    `at` is the field as keys and indices (("spec", "containers", 0, "image")), so a key
+    holding `.` or `]` survives; `path` renders it for people (spec.containers[0].image) and
+    `pointer` as a JSON pointer (/spec/containers/0/image). `patch` holds the JSON-patch
+    operations of a mutate rule. An excepted finding never denies: it warns, naming its
+    `exception`. `verdict` (see Verdict) is what evaluate() decided it means.
     """
 
     message: str
-    path: str
+    at: Path
     container: str | None = None
     patch: tuple[dict[str, Any], ...] = field(default=(), hash=False)
     preexisting: bool = False
@@ -63,6 +66,14 @@ class Finding:
     # (Unauthorized, Forbidden, Invalid, RequestEntityTooLarge), "" for Forbidden.
     denial_reason: str = ""
     verdict: Verdict = ""
+
+    @property
+    def path(self) -> str:
+        return dotted(self.at)
+
+    @property
+    def pointer(self) -> str:
+        return pointer(self.at)
 
 
 @dataclass(frozen=True, slots=True)

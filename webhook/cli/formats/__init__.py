@@ -112,7 +112,7 @@ def location(judged: Judged, finding: Finding | None = None) -> str:
     document = judged.document
     if not document.line:
         return document.file or document.source
-    line, column = document.field(finding.path) if finding else (document.line, document.column)
+    line, column = document.field(finding.at) if finding else (document.line, document.column)
     return f"{document.file}:{line}:{column}"
 
 
