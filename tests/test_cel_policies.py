@@ -269,7 +269,7 @@ def test_a_compile_error_shows_a_caret_under_the_position(tmp_path):
 
 def test_the_readme_policy_loads_lists_and_judges_as_the_readme_says(tmp_path, capsys):
     from webhook.cli import main
-    from webhook.engine.policy import default_policies_dir
+    from webhook.loader import default_policies_dir
 
     readme = (Path(__file__).resolve().parent.parent / "README.md").read_text()
     block = re.search(r"## Writing a policy.*?<<'YAML'\n(.*?)\nYAML\n", readme, re.S)

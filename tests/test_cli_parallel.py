@@ -16,8 +16,8 @@ from webhook.cli.formats import NAMES
 from webhook.cli.formats import json as json_format
 from webhook.cli.summary import summary
 from webhook.engine.evaluate import evaluate
-from webhook.engine.policy import load_policies
 from webhook.engine.results import Decision, Finding, Resource, Result
+from webhook.loader import load_policies
 from webhook.manifests import Document, read_paths
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples"

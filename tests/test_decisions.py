@@ -99,7 +99,8 @@ def test_in_dry_run_another_policys_error_leaves_a_finding_would_deny(tmp_path):
     import shutil
     from pathlib import Path
 
-    from webhook.engine.policy import Config, default_policies_dir
+    from webhook.engine.policy import Config
+    from webhook.loader import default_policies_dir
 
     policies = tmp_path / "policies"
     shutil.copytree(default_policies_dir(), policies, ignore=shutil.ignore_patterns("tests"))

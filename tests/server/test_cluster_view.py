@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 from server_helpers import Item, Listing
 
-from webhook.engine.policy import load_policies
+from webhook.loader import load_policies
 from webhook.server import cluster_view, granted
 from webhook.server.cluster_view import ClusterView
 

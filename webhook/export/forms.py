@@ -12,7 +12,8 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from webhook.engine.policy import PolicySet, default_policies_dir, load_policies
+from webhook.engine.policy import PolicySet
+from webhook.loader import default_policies_dir, load_policies
 
 FORMS_DIR = default_policies_dir() / "cel-forms"
 
