@@ -432,9 +432,10 @@ def verdict(result: Result, found: Finding, dry_run: bool) -> Verdict:
 
 
 def _with_verdicts(result: Result, dry_run: bool) -> Result:
-    findings = tuple(f if f.verdict == (v := verdict(result, f, dry_run))
-                     else replace(f, verdict=v) for f in result.findings)
-    return replace(result, findings=findings) if findings != result.findings else result
+    if not result.findings:
+        return result
+    return replace(result, findings=tuple(replace(f, verdict=verdict(result, f, dry_run))
+                                          for f in result.findings))
 
 
 def _decide(resource: Resource, results: tuple[Result, ...], dry_run: bool,
