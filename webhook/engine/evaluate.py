@@ -76,9 +76,9 @@ def evaluate(
     """
     resource = describe(obj, namespace, source)
     refused: list[tuple[Path, str]] = []
-    decoded = from_api_server
+    checked = False
     if as_applied and not from_api_server:
-        decoded = checks(obj)  # a built-in kind, checked as it is normalized
+        checked = checks(obj)  # a built-in kind, checked as it is normalized
         obj, refused = normalize(obj)
         old_object, _ = normalize(old_object)
     groups = tuple(groups)
@@ -90,7 +90,8 @@ def evaluate(
         if refused:
             raise RefusedObject(refused)
         workload = read_workload(obj, config.nodeTemplateGroups,
-                                 custom_kinds=config.workload_kinds, decoded=decoded)
+                                 custom_kinds=config.workload_kinds,
+                                 decoded=from_api_server, checked=checked)
     except RefusedObject as error:
         findings = tuple(Finding(problem if path == ("apiVersion",) else
                                  f"{dotted(path)}: {problem}", path, verdict="error")
@@ -133,8 +134,10 @@ def evaluate(
             try:
                 patched = apply_patch(current, ops)
                 # A CEL policy's patch is the user's: the API server must accept its result.
+                # A rule's patch adds only what is well typed to an object read already.
                 patched_workload = (read_workload(patched, config.nodeTemplateGroups,
                                                   check=policy.cel is not None,
+                                                  checked=policy.cel is None,
                                                   custom_kinds=config.workload_kinds)
                                     or workload)
                 patched_workload = with_claims(patched_workload, lookup, namespace)

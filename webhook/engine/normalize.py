@@ -94,48 +94,56 @@ class _Walk:
         self.missing: list[Problem] = []  # required fields left out
 
     def object(self, value: Mapping[str, Any], type_name: str, path: Path) -> dict[str, Any]:
-        fields = TYPES[type_name]
-        kept = KEPT_EMPTY.get(type_name, ())
-        quantities = QUANTITIES.get(type_name, _EMPTY)
+        steps, kept, hook, required = _PLANS[type_name]
         problems = self.problems
         out: dict[str, Any] = {}
         for key, item in value.items():
-            kind = fields.get(key)
-            if kind is None:
+            step = steps.get(key)
+            if step is None:
                 if len(problems) <= MAX_PROBLEMS:
-                    problems.append(schema.unknown_field(path, key, fields))
+                    problems.append(schema.unknown_field(path, key, TYPES[type_name]))
                 out[key] = item
                 continue
             if item is None:
                 continue
+            action, kind = step
             cls = item.__class__
-            if kind == "string":
+            if action == _STRING:
                 if cls is not str:
                     problems.append(schema.wrong_type(path, key, kind, item))
-            elif kind in _SCALAR_KINDS:
+            elif action == _SCALAR:
                 if cls is not _FAST_SCALAR.get(kind) and cls is not int:
                     item = self._scalar(item, kind, path, key)
                 elif cls is int and kind == "boolean":
                     problems.append(schema.wrong_type(path, key, kind, item))
-            elif key in quantities:
-                item = self._quantities(item, quantities[key], (*path, key))
-            elif kind != "any":  # an object, a list or a map
+            elif action == _OBJECT:
+                item = (self.object(item, kind, (*path, key)) if cls is dict
+                        else self.value(item, kind, (*path, key)))
+            elif action == _OBJECTS:
+                if cls is list:  # a null item decodes to no object: refused
+                    item = [self.object(x, kind, (*path, key, i)) if x.__class__ is dict
+                            else self.value(x, kind, (*path, key, i))
+                            for i, x in enumerate(item)]
+                else:
+                    item = self._wrong_shape(item, "a list", (*path, key))
+            elif action == _QUANTITIES:
+                item = self._quantities(item, kind, (*path, key))
+            elif action == _OTHER:  # a list or a map of another kind
                 item = self.value(item, kind, (*path, key))
             if not item and key not in kept:
                 continue  # omitempty: the API server drops the empty value
             out[key] = item
-        for key, default in self.defaults.get(type_name, _EMPTY).items():
-            if key not in out:
-                cls = default.__class__
-                out[key] = _copy(default) if cls is dict or cls is list else default
-        hook = _HOOKS.get(type_name)
+        defaults = self.defaults.get(type_name)
+        if defaults is not None:
+            for key, default in defaults.items():
+                if key not in out:
+                    cls = default.__class__
+                    out[key] = _copy(default) if cls is dict or cls is list else default
         if hook is not None:
             hook(out, self.kind)
-        for key in REQUIRED.get(type_name, ()):
+        for key in required:
             if key not in out:
                 self.missing.append(((*path, key), MISSING_FIELD))
-        if type_name in _CONTAINER_TYPES and "image" not in out:  # validation, not schema
-            self.missing.append(((*path, "image"), MISSING_FIELD))
         return out
 
     def value(self, item: Any, kind: str, path: Path) -> Any:
@@ -187,7 +195,7 @@ class _Walk:
         if shape == "quantity":
             return canonical_quantity(item)
         if shape == "{}quantity":
-            if isinstance(item, Mapping):
+            if item.__class__ is dict or isinstance(item, Mapping):
                 return {key: canonical_quantity(value) for key, value in item.items()}
             return self._wrong_shape(item, "a mapping", path)
         if shape == "[]quantity":
@@ -206,6 +214,37 @@ _SCALAR_KINDS = frozenset({"integer", "number", "boolean", "int-or-string"})
 _LEAF_KINDS = _SCALAR_KINDS | {"string"}
 # The class a scalar kind's values mostly have (int is checked beside it: a boolean is no int)
 _FAST_SCALAR = {"boolean": bool, "int-or-string": str}
+# What the walk does with a field, by the type its object type declares for it.
+_STRING, _SCALAR, _OBJECT, _OBJECTS, _QUANTITIES, _OTHER, _ANY = range(7)
+_Plan = tuple[dict[str, tuple[int, str]], "frozenset[str] | tuple[()]",
+              "Callable[[dict[str, Any], str], None] | None", tuple[str, ...]]
+
+
+def _step(type_name: str, key: str, kind: str) -> tuple[int, str]:
+    quantities = QUANTITIES.get(type_name, _EMPTY)
+    if kind == "string":
+        return _STRING, kind
+    if kind in _SCALAR_KINDS:
+        return _SCALAR, kind
+    if key in quantities:
+        return _QUANTITIES, quantities[key]
+    if kind == "any":
+        return _ANY, kind
+    if kind in TYPES:
+        return _OBJECT, kind
+    if kind.startswith("[]") and kind[2:] in TYPES:
+        return _OBJECTS, kind[2:]
+    return _OTHER, kind
+
+
+def _plan(type_name: str) -> _Plan:
+    """An object type's fields with the step each takes, the empty values it keeps, its hook
+    and the fields it requires (a container's image too: validation, not schema)."""
+    required = REQUIRED.get(type_name, ())
+    if type_name in _CONTAINER_TYPES:
+        required = (*required, "image")
+    steps = {key: _step(type_name, key, kind) for key, kind in TYPES[type_name].items()}
+    return steps, KEPT_EMPTY.get(type_name, ()), _HOOKS.get(type_name), required
 
 
 
@@ -271,7 +310,7 @@ def _pod_spec(spec: dict[str, Any], kind: str) -> None:
     tolerations = spec.get("tolerations")
     listed = list(tolerations) if isinstance(tolerations, list) else []
     for taint in ("node.kubernetes.io/not-ready", "node.kubernetes.io/unreachable"):
-        if not any(isinstance(t, Mapping) and t.get("key", "") in ("", taint)
+        if not any(isinstance(t, dict) and t.get("key", "") in ("", taint)
                    and t.get("effect", "") in ("", "NoExecute") for t in listed):
             listed.append({"effect": "NoExecute", "key": taint, "operator": "Exists",
                            "tolerationSeconds": 300})
@@ -283,9 +322,9 @@ def _pod_spec(spec: dict[str, Any], kind: str) -> None:
             if not isinstance(resources, dict):
                 continue
             limits = resources.get("limits")
-            if isinstance(limits, Mapping) and limits:
+            if isinstance(limits, dict) and limits:
                 requests = resources.get("requests")
-                merged = dict(requests) if isinstance(requests, Mapping) else {}
+                merged = dict(requests) if isinstance(requests, dict) else {}
                 for name, amount in limits.items():
                     merged.setdefault(name, amount)
                 resources["requests"] = merged
@@ -416,3 +455,4 @@ _POST: dict[str, Callable[[dict[str, Any]], None]] = {
 _POST["core.v1.ReplicationController"] = _replication_controller
 _POST["batch.v1.Job"] = _job
 _POST["apps.v1.DaemonSet"] = _daemon_set
+_PLANS: dict[str, _Plan] = {name: _plan(name) for name in TYPES}

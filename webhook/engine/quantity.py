@@ -91,6 +91,8 @@ def canonical_quantity(value: object) -> object:
     """A quantity as the API server stores it (`0.5` -> `500m`, `1000m` -> `1`, `0.5Gi` ->
     `512Mi`): Quantity.String() in k8s.io/apimachinery. What does not parse is returned as
     written (the valid-resource-quantities policy names it)."""
+    if value.__class__ is str:  # most quantities
+        return _canonical_text(value) or value
     if isinstance(value, bool):
         return value
     if isinstance(value, int):

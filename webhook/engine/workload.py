@@ -325,7 +325,8 @@ class Workload:
 
 def read_workload(obj: Any, node_template_groups: Sequence[str], *,
                   custom_kinds: Mapping[tuple[str, str], tuple[PodSite, ...]] | None = None,
-                  check: bool = True, decoded: bool = False) -> Workload | None:
+                  check: bool = True, decoded: bool = False,
+                  checked: bool = False) -> Workload | None:
     """The workload view of an object, or None for a kind quickq-guard does not judge.
 
     `custom_kinds` adds kinds by (API group, kind). Raises RefusedObject when the API server
@@ -335,7 +336,9 @@ def read_workload(obj: Any, node_template_groups: Sequence[str], *,
     API server's checks, for objects it has accepted already (an UPDATE's old object) or that
     only quickq-guard's own patches changed. `decoded=True` says the API server has decoded
     the object into its own type already (the webhook's objects), so a built-in kind's schema
-    is not checked again; the pod templates of other kinds still are.
+    is not checked again; the pod templates of other kinds still are. `checked=True` says the
+    whole object has been checked against its kind's schema already (webhook.engine.normalize
+    checks as it normalizes), so the types rules rely on need no guard either.
     """
     if not isinstance(obj, Mapping):
         raise InvalidObject(f"expected a Kubernetes object (a mapping), got {_type(obj)}")
@@ -345,7 +348,8 @@ def read_workload(obj: Any, node_template_groups: Sequence[str], *,
     if not isinstance(api_version, str) or not api_version:
         raise InvalidObject(f"the {kind} has no 'apiVersion'")
     group = api_group(api_version)
-    checked = check and _refusals(obj, kind, api_version, group, decoded)
+    guard = not checked and (decoded or not check)
+    checked = check and _refusals(obj, kind, api_version, group, decoded or checked)
     metadata = _mapping(obj.get("metadata"), ("metadata",))
     labels = _mapping(metadata.get("labels"), ("metadata", "labels"))
     if kind == "NodeTemplate":
@@ -375,7 +379,7 @@ def read_workload(obj: Any, node_template_groups: Sequence[str], *,
     # Checked against the Kubernetes schema, the pod specs hold the types rules rely on;
     # otherwise their types are checked as they are read (a review may not come from the
     # API server at all).
-    pods = [_pod_spec(data, site, path, guard=decoded or not check) for site, path, data in found]
+    pods = [_pod_spec(data, site, path, guard) for site, path, data in found]
     unseen: tuple[str, ...] = ()
     if (group, kind) in _SHAPED:
         unseen = tuple(f"{dotted((*path, name))} is not judged: {UNSEEN_FIELDS[name]}"

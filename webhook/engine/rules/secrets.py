@@ -70,7 +70,7 @@ class PlaintextSecretParams(Params):
         """ENCRYPTION_KEY, HMAC_KEY_V2 do; KEY_PATH (a reference) doesn't."""
         words = name_words(name)
         return bool(words) and words[-1] not in self._suffixes \
-            and any(word in self._key_words for word in words)
+            and not self._key_words.isdisjoint(words)
 
     def ends_in_secret(self, name: str) -> bool:
         """DB_PASSWORD, API_KEY, AWS_SECRET_ACCESS_KEY do; PASSWORD_MIN_LENGTH, TOKEN_TTL
@@ -84,9 +84,8 @@ class PlaintextSecretParams(Params):
         words = name_words(name)
         if not words or words[-1] in self._suffixes:
             return False
-        if any(word in self._words for word in words):
-            return True
-        return any(pair in self._pairs for pair in itertools.pairwise(words))
+        return not self._words.isdisjoint(words) \
+            or not self._pairs.isdisjoint(itertools.pairwise(words))
 
 
 @lru_cache(maxsize=4096)
