@@ -66,7 +66,8 @@ def test_a_preexisting_violation_is_no_would_deny_in_dry_run():
 # --- every finding carries its verdict, decided once ----------------------------------------
 
 def _verdicts(decision, policy):
-    return {found.verdict for r in decision.results if r.policy == policy for found in r.findings}
+    return {decision.verdict(r, found) for r in decision.results if r.policy == policy
+            for found in r.findings}
 
 
 @pytest.mark.parametrize(("config", "verdict"), [

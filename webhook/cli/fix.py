@@ -136,7 +136,7 @@ def fix_source(source: Source, policies: PolicySet,
             continue
         for result in decision.results:
             for finding in result.findings:
-                if finding.verdict == "deny":
+                if decision.verdict(result, finding) == "deny":
                     done.unfixed.append(f"{where}: [{result.policy}] {finding.message} "
                                         f"(field: {finding.path})")
         if not decision.patch:

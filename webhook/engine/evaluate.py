@@ -21,7 +21,7 @@ from webhook.engine.hidden import hidden_values, hide
 from webhook.engine.normalize import checks, normalize
 from webhook.engine.patch import PatchError, Path, apply_patch, dotted, value_at
 from webhook.engine.policy import Policy, PolicySet
-from webhook.engine.results import Decision, Finding, Outcome, Resource, Result, Verdict
+from webhook.engine.results import Decision, Finding, Outcome, Resource, Result, verdict_of
 from webhook.engine.rules.cel import Request
 from webhook.engine.workload import (
     InvalidObject,
@@ -94,7 +94,7 @@ def evaluate(
                                  decoded=from_api_server, checked=checked)
     except RefusedObject as error:
         findings = tuple(Finding(problem if path == ("apiVersion",) else
-                                 f"{dotted(path)}: {problem}", path, verdict="error")
+                                 f"{dotted(path)}: {problem}", path)
                          for path, problem in error.problems)
         return error_decision(resource, str(error), f"{resource}: the Kubernetes API server "
                               f"would refuse it: {error}", in_dry_run_mode, findings)
@@ -404,57 +404,31 @@ def skipped_decision(resource: Resource, policies: PolicySet, reason: str) -> De
 def error_decision(resource: Resource, problem: str, message: str, dry_run: bool,
                    findings: tuple[Finding, ...] = ()) -> Decision:
     """The verdict on an object that cannot be judged (unreadable, the wrong shape, refused by
-    the API server): one `error` result, with a finding (verdict error) per field when they are
-    known; denied with `message`, or in dry-run admitted with it as a warning."""
+    the API server): one `error` result, with a finding per field when they are known; denied
+    with `message`, or in dry-run admitted with it as a warning."""
     result = Result(None, "validate", "enforce", "error", findings, problem)
     if dry_run:
         return Decision(resource, (result,), allowed=True, outcome="error",
-                        warnings=(f"[dry-run] {message}",))
+                        warnings=(f"[dry-run] {message}",), dry_run=True)
     return Decision(resource, (result,), allowed=False, outcome="error", message=message)
 
 
 _QUIET = frozenset({"pass", "skip"})  # results that add nothing to the verdict
 
 
-def verdict(result: Result, found: Finding, dry_run: bool) -> Verdict:
-    """What one finding of a failed, patching or erring result means for the object: the one
-    place where a finding's verdict is worked out (see Verdict)."""
-    if result.status == "error":
-        return "error"
-    if found.exception:
-        return "excepted"
-    if result.action == "audit":
-        return "audit"
-    if result.action == "warn":
-        return "warn"
-    if result.status == "patch":
-        return "would-patch" if dry_run else "patch"
-    if found.preexisting:
-        return "warn"  # an UPDATE keeps a violation the old object already had
-    return "would-deny" if dry_run else "deny"
-
-
-def _with_verdicts(result: Result, dry_run: bool) -> Result:
-    if not result.findings:
-        return result
-    return replace(result, findings=tuple(replace(f, verdict=verdict(result, f, dry_run))
-                                          for f in result.findings))
-
-
 def _decide(resource: Resource, results: tuple[Result, ...], dry_run: bool,
             patch: tuple[dict[str, Any], ...], patched: Any) -> Decision:
-    """Give each finding its verdict, and render the verdicts into the answer: denials,
-    warnings, audit annotations and the patch."""
-    if all(result.status in _QUIET for result in results):  # nothing to say
-        return Decision(resource, results, allowed=True, outcome="allowed")
-    results = tuple(result if result.status in _QUIET else _with_verdicts(result, dry_run)
-                    for result in results)
+    """Render each finding's verdict (results.verdict_of) into the answer: denials, warnings,
+    audit annotations and the patch."""
+    notable = [result for result in results if result.status not in _QUIET]
+    if not notable:  # every policy passed or skipped: nothing to say
+        return Decision(resource, results, allowed=True, outcome="allowed", dry_run=dry_run)
     denials: list[str] = []
     denial_reason = ""
     warnings: list[str] = []
     audit: dict[str, list[str]] = {}
     verdicts: set[str] = set()
-    for result in results:
+    for result in notable:
         if result.status == "error":
             verdicts.add("error")
             line = f"[{result.policy}] {result.reason}"
@@ -466,7 +440,7 @@ def _decide(resource: Resource, results: tuple[Result, ...], dry_run: bool,
         # would have patched.
         would_patch = "would patch: " if result.status == "patch" else ""
         for found in result.findings:
-            said = found.verdict
+            said = verdict_of(result, found, dry_run)
             verdicts.add(said)
             if said == "excepted":  # never denies, never silent
                 warnings.append(f"[{result.policy}] {found.message} (excepted by "
@@ -488,7 +462,7 @@ def _decide(resource: Resource, results: tuple[Result, ...], dry_run: bool,
                 warnings.append(f"[{result.policy}] {would}: {found.message}")
                 audit.setdefault(str(result.policy), []).append(f"{would}: {found.message}")
             elif said == "deny":
-                field = f" (field: {found.path})" if found.path else ""
+                field = f" (field: {found.path})" if found.at else ""
                 denials.append(f"[{result.policy}] {found.message}{field}")
                 denial_reason = denial_reason or found.denial_reason or "Forbidden"
     message = ""
@@ -505,6 +479,7 @@ def _decide(resource: Resource, results: tuple[Result, ...], dry_run: bool,
         patch=patch,
         patched=patched,
         denial_reason=denial_reason or "Forbidden",
+        dry_run=dry_run,
     )
 
 

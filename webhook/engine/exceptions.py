@@ -21,7 +21,7 @@ from pydantic import AwareDatetime, Field, ValidationError
 from webhook.engine.globs import matches_any
 from webhook.engine.patch import Path, dotted
 from webhook.engine.policy import Config, LabelSelector, Model, PolicySet, _explain
-from webhook.engine.results import Decision, Finding, Resource, Result, Verdict
+from webhook.engine.results import Decision, Finding, Resource, Result
 
 GROUP = "quickq.io"
 KIND = "PolicyException"
@@ -205,15 +205,15 @@ def judge(obj: Any, policies: PolicySet, resource: Resource, now: datetime | Non
         ignored = unheard(exception, policies.config)
         warnings = (f"[{RESULT_ID}] {ignored}",) if ignored else ()
     found = [problem for _, problem in located]
-    said: Verdict = "would-deny" if dry_run else "deny"
     result = Result(RESULT_ID, "validate", "enforce", "fail" if found else "pass",
-                    tuple(Finding(problem, at, verdict=said) for at, problem in located))
+                    tuple(Finding(problem, at) for at, problem in located))
     if not found:
         return Decision(resource, (result,), allowed=True, outcome="allowed",
                         warnings=warnings)
     if dry_run:
         return Decision(resource, (result,), allowed=True, outcome="would-deny", warnings=(
-            *warnings, *(f"[{RESULT_ID}] would deny: {problem}" for problem in found)))
+            *warnings, *(f"[{RESULT_ID}] would deny: {problem}" for problem in found)),
+            dry_run=True)
     message = f"{resource} is denied by quickq-guard:\n" + "\n".join(
         f"- [{RESULT_ID}] {problem}" for problem in found)
     return Decision(resource, (result,), allowed=False, outcome="denied", message=message,

@@ -20,12 +20,11 @@ Status = Literal["pass", "fail", "patch", "skip", "error"]
 Outcome = Literal["allowed", "denied", "patched", "would-deny", "would-patch", "error"]
 OUTCOMES: tuple[Outcome, ...] = ("allowed", "denied", "patched", "would-deny", "would-patch",
                                  "error")
-# What one finding means for the object, decided once by evaluate() with the config's dry-run
-# mode applied: deny, would-deny (dry-run), warn (a warn policy, or a violation an UPDATE
+# What one finding means for the object, with the config's dry-run mode applied (see
+# verdict_of): deny, would-deny (dry-run), warn (a warn policy, or a violation an UPDATE
 # keeps), audit, patch, would-patch (dry-run), excepted (a PolicyException covers it) or error
-# (the object cannot be judged). Every output renders it; "" is a rule's finding not yet
-# decided.
-Verdict = Literal["", "deny", "would-deny", "warn", "audit", "patch", "would-patch", "excepted",
+# (the object cannot be judged). evaluate()'s answer and every output render it.
+Verdict = Literal["deny", "would-deny", "warn", "audit", "patch", "would-patch", "excepted",
                   "error"]
 
 
@@ -52,7 +51,7 @@ class Finding:
     holding `.` or `]` survives; `path` renders it for people (spec.containers[0].image) and
     `pointer` as a JSON pointer (/spec/containers/0/image). `patch` holds the JSON-patch
     operations of a mutate rule. An excepted finding never denies: it warns, naming its
-    `exception`. `verdict` (see Verdict) is what evaluate() decided it means.
+    `exception`. What it means for the object: Decision.verdict.
     """
 
     message: str
@@ -65,7 +64,6 @@ class Finding:
     # What a denial for this finding answers with: a CEL validation's `reason`
     # (Unauthorized, Forbidden, Invalid, RequestEntityTooLarge), "" for Forbidden.
     denial_reason: str = ""
-    verdict: Verdict = ""
 
     @property
     def path(self) -> str:
@@ -115,9 +113,10 @@ _NO_ANNOTATIONS: Mapping[str, str] = MappingProxyType({})
 class Decision:
     """The verdict on one object: what the webhook answers and what the CLI prints.
 
-    `outcome` is what the decision means (see Outcome). `patch` is the JSON patch to return
-    (empty in dry-run mode) and `patched` the object after it; `warnings` and
-    `audit_annotations` carry the findings that do not block.
+    `outcome` is what the decision means (see Outcome) and `verdict(result, finding)` what
+    each finding means (see Verdict). `patch` is the JSON patch to return (empty in dry-run
+    mode) and `patched` the object after it; `warnings` and `audit_annotations` carry the
+    findings that do not block.
     """
 
     resource: Resource
@@ -135,8 +134,33 @@ class Decision:
     skipped: str = ""
     # The HTTP status reason of a denial: its first finding's denial_reason, else Forbidden.
     denial_reason: str = "Forbidden"
+    # Judged in the config's dry-run mode: nothing denied or patched (see verdict).
+    dry_run: bool = False
 
     def __post_init__(self) -> None:
         if not isinstance(self.audit_annotations, MappingProxyType):
             object.__setattr__(self, "audit_annotations",
                                _frozen_annotations(self.audit_annotations))
+
+    def verdict(self, result: Result, finding: Finding) -> Verdict:
+        """What one finding of one of this decision's results means for the object: what
+        the webhook's answer, its metrics and logs, and every CLI format render."""
+        return verdict_of(result, finding, self.dry_run)
+
+
+def verdict_of(result: Result, finding: Finding, dry_run: bool) -> Verdict:
+    """The one place where a finding's verdict is worked out (see Verdict): evaluate() builds
+    its answer from it, and Decision.verdict gives it to every output."""
+    if result.status == "error":
+        return "error"
+    if finding.exception:
+        return "excepted"
+    if result.action == "audit":
+        return "audit"
+    if result.action == "warn":
+        return "warn"
+    if result.status == "patch":
+        return "would-patch" if dry_run else "patch"
+    if finding.preexisting:
+        return "warn"  # an UPDATE keeps a violation the old object already had
+    return "would-deny" if dry_run else "deny"

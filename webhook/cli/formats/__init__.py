@@ -14,7 +14,7 @@ from typing import Any, TextIO
 
 from webhook.cli.judge import Judged
 from webhook.engine.policy import PolicySet
-from webhook.engine.results import Finding, Result
+from webhook.engine.results import Decision, Finding, Result
 
 
 @dataclass(frozen=True, slots=True)
@@ -55,7 +55,7 @@ class Format:
 
 
 def fails(verdict: str, fail_on: str) -> bool:
-    """Whether a finding with this verdict (see Finding.verdict) is a failure under
+    """Whether a finding with this verdict (see Decision.verdict) is a failure under
     --fail-on."""
     if verdict == "deny":
         return True
@@ -66,13 +66,13 @@ def fails(verdict: str, fail_on: str) -> bool:
     return False
 
 
-def failing(result: Result, fail_on: str) -> bool:
+def failing(decision: Decision, result: Result, fail_on: str) -> bool:
     """Whether a policy's result fails the run under --fail-on (or is an error): what
     --quiet keeps."""
     if result.status == "error":
         return True
     return result.status == "fail" and any(
-        fails(finding.verdict, fail_on) for finding in result.findings)
+        fails(decision.verdict(result, finding), fail_on) for finding in result.findings)
 
 
 @dataclass(frozen=True, slots=True)
@@ -83,7 +83,7 @@ class Annotation:
 
     item: Judged
     result: Result
-    verdict: str  # the finding's (see Finding.verdict), or error
+    verdict: str  # the finding's (see Decision.verdict), or error
     message: str
     finding: Finding | None
 
@@ -100,9 +100,10 @@ def annotated(judged: Sequence[Judged], options: Options) -> Iterator[Annotation
                                  next(iter(result.findings), None))
             elif result.status == "fail":
                 for finding in result.findings:
-                    if options.quiet and not fails(finding.verdict, options.fail_on):
+                    verdict = decision.verdict(result, finding)
+                    if options.quiet and not fails(verdict, options.fail_on):
                         continue
-                    yield Annotation(item, result, finding.verdict,
+                    yield Annotation(item, result, verdict,
                                      f"{decision.resource}: {finding.message}", finding)
 
 

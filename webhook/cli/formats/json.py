@@ -58,7 +58,7 @@ def rows(judged: Sequence[Judged], failing_only: str | None = None) -> list[dict
         decision = item.decision
         described = _described(item)
         for result in decision.results:
-            if failing_only and not failing(result, failing_only):
+            if failing_only and not failing(decision, result, failing_only):
                 continue
             results.append({"resource": dict(described), **_result(result, item.document)})
     return results
@@ -108,7 +108,7 @@ def rows_bytes(judged: Sequence[Judged], failing_only: str | None = None,
         decision = item.decision
         head = b',\n    {\n      "resource": ' + _indented(_described(item), 6) + b",\n"
         for result in decision.results:
-            if failing_only and not failing(result, failing_only):
+            if failing_only and not failing(decision, result, failing_only):
                 continue
             if result.findings:
                 tail = _indented(_result(result, item.document), 4, result.patch)[2:]

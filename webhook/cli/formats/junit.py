@@ -42,7 +42,7 @@ class JUnit(Format):
             for result in decision.results:
                 name = attr(result.policy or "readable")
                 status = result.status
-                if quiet and not failing(result, fail_on):
+                if quiet and not failing(decision, result, fail_on):
                     continue
                 totals["tests"] += 1
                 head = f'    <testcase classname={classname} name={name}{where}'
@@ -58,7 +58,7 @@ class JUnit(Format):
                 elif status == "pass" or not result.findings:
                     cases.append(f"{head}/>\n")
                 else:
-                    labels = [f.verdict for f in result.findings]
+                    labels = [decision.verdict(result, f) for f in result.findings]
                     lines = "\n".join(f"{verdict}: {f.message} (field: {f.path})"
                                       for verdict, f in zip(labels, result.findings, strict=True))
                     failed = [v for v in labels if fails(v, fail_on)]

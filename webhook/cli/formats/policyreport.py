@@ -22,7 +22,7 @@ import orjson
 from webhook.cli.formats import Format, failing
 from webhook.cli.judge import Judged
 from webhook.engine.policy import PolicySet
-from webhook.engine.results import Result
+from webhook.engine.results import Decision, Result
 
 API_VERSION = "wgpolicyk8s.io/v1alpha2"
 # Kinds without a namespace; any other object without one would land in `default`, as
@@ -58,9 +58,9 @@ class PolicyReport(Format):
             if namespace:
                 reference["namespace"] = namespace
             for result in decision.results:
-                if quiet and not failing(result, self.options.fail_on):
+                if quiet and not failing(decision, result, self.options.fail_on):
                     continue
-                outcome, message = _result(result)
+                outcome, message = _result(decision, result)
                 counts[outcome] += 1
                 properties = {"file": item.document.file, "line": str(item.document.line),
                               "action": result.action}
@@ -109,7 +109,7 @@ class PolicyReport(Format):
             body.close()
 
 
-def _result(result: Result) -> tuple[str, str]:
+def _result(decision: Decision, result: Result) -> tuple[str, str]:
     """The PolicyReport result and message of one policy's result."""
     if result.status in ("pass", "skip"):
         return result.status, result.reason or f"{result.policy}: {result.status}"
@@ -117,7 +117,7 @@ def _result(result: Result) -> tuple[str, str]:
         return "error", "; ".join(f.message for f in result.findings) or result.reason
     if result.status == "patch":
         return "pass", "would patch: " + "; ".join(f.message for f in result.findings)
-    labels = [f.verdict for f in result.findings]
+    labels = [decision.verdict(result, f) for f in result.findings]
     if all(verdict == "excepted" for verdict in labels):
         excepted = "; ".join(dict.fromkeys(f.exception for f in result.findings))
         return "skip", f"excepted by {excepted}: " + "; ".join(f.message for f in result.findings)

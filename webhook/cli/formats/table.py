@@ -32,7 +32,7 @@ class Table(Format):
                 if result.status not in ("fail", "patch"):
                     continue  # errors are reported on stderr, pass and skip are quiet
                 for finding in result.findings:
-                    verdict = finding.verdict
+                    verdict = decision.verdict(result, finding)
                     if quiet and not fails(verdict, self.options.fail_on):
                         continue
                     message = finding.message + (" (existing)" if finding.preexisting else "")
