@@ -30,6 +30,13 @@ IMAGES = st.sampled_from([
     "app:$1", "ghcr.io/org/app:v1.0-rc1", 42, None, True, ["app"]])
 
 
+# Liveness probes: a field unset, zero, negative, of another type, or of any size.
+PROBE_FIELDS = st.one_of(st.integers(-2, 120), st.sampled_from([None, "10", 10.0, True, []]))
+PROBES = st.one_of(st.none(), st.sampled_from(["x", []]), st.fixed_dictionaries(
+    {"httpGet": st.just({"path": "/healthz", "port": 8080})},
+    optional={"periodSeconds": PROBE_FIELDS, "failureThreshold": PROBE_FIELDS}))
+
+
 @st.composite
 def kserve(draw: Any) -> dict[str, Any]:
     model: dict[str, Any] = {"modelFormat": {"name": "sklearn"}}
@@ -55,6 +62,9 @@ def with_images(draw: Any) -> dict[str, Any]:
                 node.pop("image", None)
                 if image is not None:
                     node["image"] = image
+                probe = draw(PROBES)
+                if probe is not None:
+                    node["livenessProbe"] = probe
             for value in node.values():
                 walk(value)
         elif isinstance(node, list):
@@ -62,13 +72,16 @@ def with_images(draw: Any) -> dict[str, Any]:
                 walk(value)
 
     walk(obj["spec"])
+    probe = draw(PROBES)
+    if obj["kind"] == "NodeTemplate" and probe is not None:
+        obj["spec"]["health"] = {"liveness": probe}
     return obj
 
 
 @pytest.fixture(scope="module")
 def pairs(tmp_path_factory: pytest.TempPathFactory) -> list[tuple[PolicySet, PolicySet]]:
     """(the shipped built-in rule, its CEL form) for each form."""
-    assert CEL_FORMS == ["disallow-latest-tag"]
+    assert CEL_FORMS == ["disallow-latest-tag", "liveness-probe-tolerance", "require-requests"]
     out = []
     for name in CEL_FORMS:
         folders = []

@@ -21,6 +21,7 @@ import kubernetes_validate
 import pytest
 import yaml
 from builders import POD_SPEC_PATHS
+from export_cel_cases import ACCEPTED, REFUSED
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from test_cel_examples import objects
@@ -28,6 +29,7 @@ from test_cel_examples import objects
 from webhook import Config, evaluate, load_policies
 from webhook.engine import cel
 from webhook.engine.policy import PolicySet
+from webhook.export.forms import FORMS_DIR, PYTHON_ONLY, with_cel_forms
 from webhook.export.vap import RESOURCES, export, translate
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -194,13 +196,18 @@ def test_the_command_writes_yaml_names_refusals_and_sets_its_exit_code(tmp_path)
     assert done.stderr.strip().splitlines()[-1] == (
         "quickq-guard: note: exported 4 policies as admissionregistration.k8s.io/v1")
 
-    # The shipped policies are built-in rules: disallow-latest-tag is written out from its
-    # CEL form (policies/cel-forms/), the others are named as Python.
+    # The shipped policies are built-in rules: disallow-latest-tag, liveness-probe-tolerance
+    # and require-requests are written out from their CEL forms (policies/cel-forms/), the
+    # others are named as Python.
     done = run("--format", "vap")
     assert done.returncode == 0, done.stderr
     assert [(d["kind"], d["metadata"]["name"]) for d in yaml.safe_load_all(done.stdout)] == [
         ("ValidatingAdmissionPolicy", "quickq-guard-disallow-latest-tag"),
-        ("ValidatingAdmissionPolicyBinding", "quickq-guard-disallow-latest-tag")]
+        ("ValidatingAdmissionPolicyBinding", "quickq-guard-disallow-latest-tag"),
+        ("ValidatingAdmissionPolicy", "quickq-guard-liveness-probe-tolerance"),
+        ("ValidatingAdmissionPolicyBinding", "quickq-guard-liveness-probe-tolerance"),
+        ("ValidatingAdmissionPolicy", "quickq-guard-require-requests"),
+        ("ValidatingAdmissionPolicyBinding", "quickq-guard-require-requests")]
     assert "quickq-guard: note: disallow-root-user: not exported: built-in rule " \
            "disallow-root-user is written in Python, not CEL" in done.stderr
 
@@ -333,4 +340,68 @@ def test_params_of_mixed_types_are_written_as_kubernetes_cel_accepts_them(tmp_pa
     [(vap, _)] = pairs(export(load(folder)).objects).values()
     [variable] = vap["spec"]["variables"]
     assert variable["expression"] == \
-        '{"max": dyn(200), "registries": dyn(["a/"]), "same": dyn({"a": 1, "b": 2})}'
+        'dyn({"max": dyn(200), "registries": dyn(["a/"]), "same": dyn({"a": 1, "b": 2})})'
+
+
+def test_each_default_validate_rule_has_a_cel_form_or_a_reason_in_readme():
+    """A built-in validate rule is exported from its CEL form, or `export` and README's
+    table say why it stays Python."""
+    shipped = load_policies()
+    forms = {path.stem for path in FORMS_DIR.glob("*.yaml")}
+    rules = {p.id for p in shipped.policies if p.type == "validate" and p.rule is not None}
+    assert rules == forms | set(PYTHON_ONLY) and not forms & set(PYTHON_ONLY)
+    exported = export(with_cel_forms(shipped))
+    refused = {r.policy: r.reason for r in exported.refusals}
+    assert sorted(p for p in rules if p not in refused) == sorted(forms)
+    readme = (ROOT / "README.md").read_text()
+    for policy, why in PYTHON_ONLY.items():
+        assert why in refused[policy]
+        assert f"| `{policy}` |" in readme, policy
+
+
+def test_params_are_typed_as_the_engine_types_them_and_any_yaml_value_is_written(tmp_path):
+    folder = write(tmp_path, policy(params={"names": ["a"], "limit": float("inf")},
+                                    validations=[{"expression": "params.limit > 1.0"}]))
+    [(vap, _)] = pairs(export(load(folder)).objects).values()
+    [variable] = vap["spec"]["variables"]
+    assert variable["expression"] == \
+        "dyn({\"limit\": dyn(double('Infinity')), \"names\": dyn([\"a\"])})"
+
+
+@pytest.mark.parametrize("expression", sorted(REFUSED))
+def test_cel_kubernetes_does_not_compile_is_refused_naming_expression_and_versions(
+        tmp_path, expression):
+    folder = write(tmp_path, policy("ours", validations=[
+        {"expression": "true"}, {"expression": expression}]))
+    [refusal] = export(load(folder)).refusals
+    assert (refusal.policy, refusal.expected) == ("ours", False)
+    assert refusal.reason.startswith(
+        f"validations[1].expression: `{expression}` does not compile in the CEL of "
+        "Kubernetes 1.35 and 1.36: ")
+    assert REFUSED[expression] in refusal.reason
+
+
+@pytest.mark.parametrize("expression", ACCEPTED)
+def test_cel_kubernetes_compiles_is_exported(tmp_path, expression):
+    folder = write(tmp_path, policy("both", validations=[{"expression": expression}]))
+    exported = export(load(folder))
+    assert not exported.refusals and len(exported.objects) == 2
+
+
+def test_every_expression_of_a_policy_is_held_to_kubernetes_cel(tmp_path):
+    folder = write(tmp_path, policy(
+        "ours", variables=[{"name": "num", "expression": "math.abs(-1)"}]),
+        policy("cond", matchConditions=[{"name": "c", "expression": "cel.bind(x, 1, x > 0)"}]),
+        policy("message", validations=[{"expression": "true", "messageExpression":
+                                        "base64.encode(b'a')"}]))
+    reasons = {r.policy: r.reason for r in export(load(folder)).refusals}
+    assert reasons["ours"].startswith("variables[0] (num).expression: `math.abs(-1)`")
+    assert reasons["cond"].startswith("matchConditions[0] (c).expression: `cel.bind(x, 1, x > 0)`")
+    assert reasons["message"].startswith("validations[0].messageExpression: ")
+    done = subprocess.run([sys.executable, "-m", "webhook.cli", "export", "--format", "vap",
+                           "--policies", str(folder)], capture_output=True, text=True,
+                          cwd=ROOT, check=False)
+    assert done.returncode == 1
+    assert "quickq-guard: note: ours: not exported: variables[0] (num).expression: " \
+           "`math.abs(-1)` does not compile in the CEL of Kubernetes 1.35 and 1.36: " \
+           "undeclared reference to 'math'" in done.stderr

@@ -68,6 +68,10 @@ def test_the_default_mutations_and_user_cel_mutations_have_the_kubernetes_shape(
     for policy, _ in defaults.values():
         assert policy["spec"]["reinvocationPolicy"] == "IfNeeded"
         assert policy["spec"]["failurePolicy"] == "Fail"
+        # The built-in mutations patch NodeTemplates too, on CREATE and UPDATE, as the webhook.
+        assert {"apiGroups": ["quickq", "quickq.io"], "apiVersions": ["*"],
+                "operations": ["CREATE", "UPDATE"], "resources": ["nodetemplates"]} \
+            in policy["spec"]["matchConstraints"]["resourceRules"]
 
 
 def test_pods_are_patched_on_create_only_and_controllers_on_the_policys_operations(tmp_path):
@@ -109,7 +113,7 @@ def test_user_mutations_keep_their_jsonpatch_literals_and_params(tmp_path):
     [mutation] = policy["spec"]["mutations"]
     assert "JSONPatch{op: \"add\"" in mutation["jsonPatch"]["expression"]
     assert "variables.params.team" in mutation["jsonPatch"]["expression"]
-    assert {"name": "params", "expression": "{\"team\": \"unassigned\"}"} \
+    assert {"name": "params", "expression": "dyn({\"team\": \"unassigned\"})"} \
         in policy["spec"]["variables"]
 
 
@@ -141,8 +145,8 @@ def test_the_command_exports_both_kinds_and_exits_1_naming_a_refused_policy(tmp_
     assert done.returncode == 0, done.stderr
     kinds = [doc["kind"] for doc in yaml.safe_load_all(done.stdout)]
     assert kinds.count("MutatingAdmissionPolicy") == 2
-    assert kinds.count("ValidatingAdmissionPolicy") == 1  # disallow-latest-tag's CEL form
-    assert "exported 3 policies" in done.stderr
+    assert kinds.count("ValidatingAdmissionPolicy") == 3  # the CEL forms (policies/cel-forms/)
+    assert "exported 5 policies" in done.stderr
     folder = write(tmp_path, mutate("warns", action="warn"))
     refused = cli("--format", "map", "--policies", str(folder))
     assert refused.returncode == 1
@@ -159,7 +163,31 @@ def test_policies_are_refused_where_policy_exceptions_are_honoured(tmp_path):
     config = tmp_path / "config.yaml"
     config.write_text("exceptionNamespaces: [platform]\n")
     done = cli("--format", "native", "--policies", str(folder), "--config", str(config))
-    assert done.returncode == 1 and done.stdout == ""
+    assert done.returncode == 1 and [d for d in yaml.safe_load_all(done.stdout) if d] == []
     for policy in ("m", "v"):
+        assert f"# {policy}: not exported: PolicyExceptions are honoured" in done.stdout
         assert (f"{policy}: not exported: PolicyExceptions are honoured from platform"
                 in done.stderr)
+
+
+def test_a_mutation_kubernetes_cel_does_not_compile_is_refused_naming_it(tmp_path):
+    def patch(expression: str) -> list[dict[str, Any]]:
+        return [{"patchType": "JSONPatch", "jsonPatch": {"expression": expression}}]
+
+    folder = write(tmp_path, mutate("maps", mutations=patch(
+        "[{'op': 'add', 'path': '/metadata/labels', 'value': {'a': 'b'}}]")),
+        mutate("ours", mutations=patch(
+            "[JSONPatch{op: 'add', path: '/metadata/labels', value: "
+            "{'n': string(math.abs(-1))}}]")),
+        mutate("removes", mutations=patch("[{'op': 'remove', 'path': '/metadata/labels'}]")),
+        mutate("escaped", mutations=patch(
+            "[JSONPatch{op: 'add', path: '/metadata/labels/' + jsonpatch.escapeKey('a/b'), "
+            "value: 'x'}]")))
+    reasons = {refusal.policy: refusal.reason for refusal in export(load(folder)).refusals}
+    assert sorted(reasons) == ["maps", "ours", "removes"]
+    assert reasons["maps"].startswith("mutations[0].jsonPatch.expression: `[{'op': 'add'")
+    assert reasons["maps"].endswith("expected type 'string' but found 'map(string, string)'")
+    assert "it yields list<map<string, string>>, and a MutatingAdmissionPolicy's JSONPatch " \
+           "expression must yield a list of JSONPatch{...}" in reasons["removes"]
+    assert "does not compile in the CEL of Kubernetes 1.35 and 1.36: undeclared reference " \
+           "to 'math'" in reasons["ours"]

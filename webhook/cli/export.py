@@ -48,7 +48,8 @@ def run(args: argparse.Namespace) -> int:
     policies = with_cel_forms(load(args))
     exported = _export(policies, args.format)
     objects = exported.objects
-    text = yaml.safe_dump_all(objects, sort_keys=False, width=100) if objects else ""
+    text = _comments(exported) + (
+        yaml.safe_dump_all(objects, sort_keys=False, width=100) if objects else "")
     if args.output:
         try:
             Path(args.output).write_text(text)
@@ -64,6 +65,14 @@ def run(args: argparse.Namespace) -> int:
     note(f"exported {count} {'policy' if count == 1 else 'policies'} as {API_VERSION}")
     return EXIT_FAILED if any(not refusal.expected for refusal in exported.refusals) \
         else EXIT_OK
+
+
+def _comments(exported: Exported) -> str:
+    """What the objects leave to the webhook, on top of the YAML too: the file is what a
+    cluster admin keeps, and stderr is gone by then."""
+    lines = [f"{refusal.policy}: not exported: {refusal.reason}" for refusal in exported.refusals]
+    lines += exported.notes
+    return "".join(f"# {' '.join(line.split())}\n" for line in lines)
 
 
 def _export(policies: PolicySet, format: str) -> Exported:

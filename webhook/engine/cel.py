@@ -24,8 +24,9 @@ from cel_expr_python.ext import (
     ext_strings,
 )
 
+from webhook.engine.cel_checked import checked_problem
 from webhook.engine.cel_go import GUARDS, guarded
-from webhook.engine.cel_library import KUBERNETES_FUNCTIONS
+from webhook.engine.cel_library import KUBERNETES_FUNCTIONS, PYTHON_FUNCTIONS
 
 # The variables of ValidatingAdmissionPolicy, and what quickq-guard adds for its scopes.
 OBJECT_VARIABLES = ("object", "oldObject", "request", "params", "namespaceObject",
@@ -72,9 +73,12 @@ class Expression:
     compiled: str = ""  # what was compiled, when not `text`: with its variables bound in it
 
 
-def compile_expression(text: str, scope: Scope, kind: Kind = "any") -> Expression:
+def compile_expression(text: str, scope: Scope, kind: Kind = "any",
+                       literals: bool = True) -> Expression:
     """Compile for the scope's variables; a bool or string `kind` is checked as far as the
-    types are known (fields of the object are dynamic). Raises CelError."""
+    types are known (fields of the object are dynamic). `literals`: refuse a list or map
+    literal of mixed types, as Kubernetes' CEL does (a mutation's patches may be plain maps,
+    which only quickq-guard reads). Raises CelError."""
     if not isinstance(text, str) or not text.strip():
         raise CelError("the expression is empty")
     if len(text) > MAX_EXPRESSION_LENGTH:
@@ -93,6 +97,13 @@ def compile_expression(text: str, scope: Scope, kind: Kind = "any") -> Expressio
         except RuntimeError as as_written:
             raise CelError(_compile_problem(str(as_written), scope)) from None
         compiled = text  # a guard that does not fit: the runtime's own function
+    problem = checked_problem(program, compiled, PYTHON_FUNCTIONS)
+    if problem and (literals or "expected type" not in problem):
+        # said where the text as written has it, when it compiles as written
+        if compiled != text:
+            problem = checked_problem(_compiled_as_written(text, scope), text,
+                                      PYTHON_FUNCTIONS) or problem
+        raise CelError(problem)
     result = program.return_type().name().lower()
     wanted = _WANTED[kind]
     if wanted and result not in (*wanted, "dyn"):
@@ -101,8 +112,15 @@ def compile_expression(text: str, scope: Scope, kind: Kind = "any") -> Expressio
                       frozenset(_top_level_names(text)), compiled if compiled != text else "")
 
 
+def _compiled_as_written(text: str, scope: Scope) -> Any:
+    try:
+        return _ENVIRONMENTS[scope].compile(text)
+    except RuntimeError:
+        return None
+
+
 def with_variables(expression: Expression, variables: Sequence[tuple[str, Expression]],
-                   scope: Scope, kind: Kind = "any") -> Expression:
+                   scope: Scope, kind: Kind = "any", literals: bool = True) -> Expression:
     """The expression with the variables it reads, and the ones they read, bound in it by
     `cel.bind`: one activation then serves every expression of a container, where
     evaluating each variable apart needs a new one (and a new conversion of the object) for
@@ -119,7 +137,7 @@ def with_variables(expression: Expression, variables: Sequence[tuple[str, Expres
         if name in needed:
             text = f"cel.bind({_BOUND}{name}, (\n{_bound_names(variable.text)}\n), {text})"
     try:
-        inlined = compile_expression(text, scope, kind)
+        inlined = compile_expression(text, scope, kind, literals)
     except CelError as error:
         raise CelError(f"with the variables it reads bound in it: {error}") from None
     return Expression(expression.text, inlined.program, expression.references, inlined.names,

@@ -16,6 +16,11 @@ here and in a real API server's ValidatingAdmissionPolicy:
 - `'abc'.indexOf('a', 4)`: cel-go gives -1 for an offset past the end, the runtime an error;
   and Kubernetes' lists library has `[1, 2].indexOf(2)` and `.lastIndexOf()`, names the
   runtime's strings extension owns: ours serve both.
+- `string(duration('1.5s'))`: cel-go writes the shortest seconds (1.5s), the runtime three,
+  six or nine decimals (1.500s); the guard drops the zeros of the runtime's own text, so a
+  duration of nanoseconds keeps them. `string(double('Infinity'))`: +Inf there, inf here.
+- `'%e'.format([1234.5])`, `'%s'.format([[1, 'a']])`, `'%f'.format([1234.5])`: Kubernetes'
+  format differs in many ways (webhook.engine.cel_format), which serves `format`.
 
 The guard is a function of ours around the argument (`int(qq__int(x))`: it checks a string
 and passes every other value through) or in place of the method (`qq__substring`). Only the
@@ -31,6 +36,8 @@ from typing import Any
 
 from cel_expr_python import cel as _cel
 
+from webhook.engine.cel_format import format_string, go_float
+
 T = _cel.Type
 
 # conversion -> the argument types it takes besides a string (passed through unchanged)
@@ -42,7 +49,7 @@ _CONVERSIONS = {
     "timestamp": (T.INT, T.TIMESTAMP),
 }
 _METHODS = {"substring": "qq__substring", "indexOf": "qq__indexOf",
-            "lastIndexOf": "qq__lastIndexOf"}
+            "lastIndexOf": "qq__lastIndexOf", "format": "qq__format"}
 _NO_ARGUMENT_METHODS = {"getMilliseconds": "qq__getMilliseconds"}
 GUARD_PREFIX = "qq__"
 
@@ -157,6 +164,17 @@ def _milliseconds(value: timedelta | datetime) -> int:
     return value.microsecond // 1000
 
 
+def _shortest_seconds(text: str) -> str:
+    """The runtime's `3661.500s` as cel-go's `3661.5s`."""
+    if "." not in text:
+        return text
+    return text[:-1].rstrip("0").rstrip(".") + "s"
+
+
+def _unused(value: Any) -> str:
+    raise ValueError("no such overload")
+
+
 def _passed(value: Any) -> Any:
     return value
 
@@ -188,6 +206,16 @@ def _declarations() -> list[Any]:
                           [T.STRING, T.STRING, T.INT], is_member=True, impl=impl),
             *(_cel.Overload(f"{GUARD_PREFIX}list_{name}_{kind}", T.INT, [lists, item],
                             is_member=True, impl=impl) for kind, item in items.items())]))
+    declared.append(_cel.FunctionDecl("qq__format", [
+        _cel.Overload("qq__string_format", T.STRING, [T.STRING, lists], is_member=True,
+                      impl=format_string)]))
+    # string()'s guard type-checks each branch for the argument's type; only a double's runs
+    declared.append(_cel.FunctionDecl("qq__float", [
+        _cel.Overload("qq__float_double", T.STRING, [T.DOUBLE], impl=go_float),
+        *(_cel.Overload(f"qq__float_{kind.name().lower()}", T.STRING, [kind], impl=_unused)
+          for kind in (T.INT, T.UINT, T.BOOL, T.BYTES, T.STRING, T.TIMESTAMP, T.DURATION))]))
+    declared.append(_cel.FunctionDecl("qq__seconds", [
+        _cel.Overload("qq__seconds_string", T.STRING, [T.STRING], impl=_shortest_seconds)]))
     declared.append(_cel.FunctionDecl("qq__getMilliseconds", [
         _cel.Overload("qq__duration_milliseconds", T.INT, [T.DURATION], is_member=True,
                       impl=_milliseconds),
@@ -199,9 +227,15 @@ def _declarations() -> list[Any]:
 GUARDS = _declarations()
 
 
-def guarded(pieces: list[tuple[str, str]]) -> str:
+_S = GUARD_PREFIX + "s"  # string()'s argument, bound once
+_STRING = (f"), type({_S}) == google.protobuf.Duration ? {GUARD_PREFIX}seconds(string({_S})) "
+           f": type({_S}) == double ? {GUARD_PREFIX}float({_S}) : string({_S}))")
+
+
+def guarded(pieces: list[tuple[str, str]], strings: bool = True) -> str:
     """The expression (its tokens from webhook.engine.cel.lex) with every call the runtime
-    gets wrong guarded; the text unchanged when there is none."""
+    gets wrong guarded; the text unchanged when there is none. `strings`: guard string()
+    too (with cel.bind, which only quickq-guard's own environment has)."""
     out = [value for _, value in pieces]
     significant = [i for i, (kind, _) in enumerate(pieces) if kind != "space"]
     for position, index in enumerate(significant):
@@ -212,7 +246,13 @@ def guarded(pieces: list[tuple[str, str]]) -> str:
         before = pieces[significant[position - 1]][1] if position else ""
         if after != "(":
             continue
-        if before != "." and value in _CONVERSIONS:
+        if before != "." and value == "string" and strings:
+            opening = significant[position + 1]
+            closing = _closing(pieces, opening)
+            if closing is not None:
+                out[index] = f"cel.bind({_S}, "
+                out[closing] = _STRING
+        elif before != "." and value in _CONVERSIONS:
             opening = significant[position + 1]
             closing = _closing(pieces, opening)
             if closing is not None:

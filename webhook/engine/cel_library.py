@@ -66,6 +66,13 @@ def as_integer(text: str) -> int:
     return int(amount)
 
 
+def _is_integer(text: str) -> bool:
+    """Kubernetes': an integer of 64 bits (webhook.engine.cel_checked refuses, at load, a
+    quantity whose scale would make it none there)."""
+    amount = _amount(text)
+    return amount == amount.to_integral_value() and -2**63 <= amount < 2**63
+
+
 def _plus(left: str, right: str | int, sign: int) -> str:
     other = Decimal(right) if isinstance(right, int) else _amount(right)
     return _canonical(_amount(left) + sign * other)
@@ -296,13 +303,13 @@ def _shown(text: Any) -> str:
 
 
 def _declare(name: str, *overloads: tuple[str, Any, list[Any], bool, Callable[..., Any]]
-             ) -> Any:
-    return _cel.FunctionDecl(name, [
+             ) -> tuple[str, Any]:
+    return name, _cel.FunctionDecl(name, [
         _cel.Overload(overload_id, result, parameters, is_member=member, impl=impl)
         for overload_id, result, parameters, member, impl in overloads])
 
 
-KUBERNETES_FUNCTIONS = [
+_KUBERNETES = [
     _declare("quantity", ("quantity_string", STRING, [STRING], False, quantity)),
     _declare("isQuantity", ("is_quantity_string", BOOL, [STRING], False, is_quantity)),
     _declare("compareTo", ("quantity_compare_to", INT, [STRING, STRING], True, compare_to)),
@@ -319,8 +326,7 @@ KUBERNETES_FUNCTIONS = [
     _declare("asInteger", ("quantity_as_integer", INT, [STRING], True, as_integer)),
     _declare("asApproximateFloat", ("quantity_as_float", DOUBLE, [STRING], True,
                                     lambda a: float(_amount(a)))),
-    _declare("isInteger", ("quantity_is_integer", BOOL, [STRING], True,
-                           lambda a: _amount(a) == _amount(a).to_integral_value())),
+    _declare("isInteger", ("quantity_is_integer", BOOL, [STRING], True, _is_integer)),
     _declare("sign", ("quantity_sign", INT, [STRING], True, _sign)),
     _declare("url", ("url_string", STRING, [STRING], False, url)),
     _declare("isURL", ("is_url_string", BOOL, [STRING], False, is_url)),
@@ -373,6 +379,9 @@ KUBERNETES_FUNCTIONS = [
              ("string_find_all_n", _cel.Type.List(STRING), [STRING, STRING, INT], True,
               _find_all)),
 ]
+KUBERNETES_FUNCTIONS = [declared for _, declared in _KUBERNETES]
+# Served by Python: the runtime must not hand them an optional (it cannot convert one).
+PYTHON_FUNCTIONS = frozenset(name for name, _ in _KUBERNETES)
 
 
 def _global_unicast(address: ipaddress.IPv4Address | ipaddress.IPv6Address) -> bool:

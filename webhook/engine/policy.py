@@ -461,9 +461,9 @@ def _build_cel(spec: PolicyFile, where: str, config: Config) -> Policy:
     params = {**spec.params, **override.params}
 
     def compiled(field: str, text: str, kind: cel.Kind = "any",
-                 in_scope: cel.Scope = scope) -> cel.Expression:
+                 in_scope: cel.Scope = scope, literals: bool = True) -> cel.Expression:
         try:
-            return cel.compile_expression(text, in_scope, kind)
+            return cel.compile_expression(text, in_scope, kind, literals)
         except cel.CelError as error:
             raise PolicyError(f"{where}: {field}: {error}") from None
 
@@ -501,7 +501,8 @@ def _build_cel(spec: PolicyFile, where: str, config: Config) -> Policy:
     mutations = []
     for index, mutation in enumerate(spec.mutations):
         field = f"mutations[{index}].jsonPatch.expression"
-        expression = compiled(field, cel.jsonpatch_literals(mutation.jsonPatch.expression))
+        expression = compiled(field, cel.jsonpatch_literals(mutation.jsonPatch.expression),
+                              literals=False)
         _known_variables(expression, seen, where, field)
         mutations.append(Mutation(expression, mutation.jsonPatch.expression))
     for index, validation in enumerate(validations):
@@ -511,9 +512,10 @@ def _build_cel(spec: PolicyFile, where: str, config: Config) -> Policy:
                              f"validations[{index}].messageExpression")
     named = [(variable.name, variable.expression) for variable in variables]
 
-    def bound(field: str, expression: cel.Expression, kind: cel.Kind = "any") -> cel.Expression:
+    def bound(field: str, expression: cel.Expression, kind: cel.Kind = "any",
+              literals: bool = True) -> cel.Expression:
         try:
-            return cel.with_variables(expression, named, scope, kind)
+            return cel.with_variables(expression, named, scope, kind, literals)
         except cel.CelError as error:
             raise PolicyError(f"{where}: {field}: {error}") from None
 
@@ -524,7 +526,7 @@ def _build_cel(spec: PolicyFile, where: str, config: Config) -> Policy:
             f"validations[{index}].messageExpression", validation.message_expression, "string"))
         for index, validation in enumerate(validations)]
     mutations = [replace(item, expression=bound(f"mutations[{index}].jsonPatch.expression",
-                                                item.expression))
+                                                item.expression, literals=False))
                  for index, item in enumerate(mutations)]
     # As the API server refuses a policy whose estimated cost is past the limit: checked on
     # what is evaluated, the variables bound in (webhook.engine.cost).

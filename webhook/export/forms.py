@@ -4,18 +4,57 @@ A built-in rule is Python, which no API server runs. Where CEL would slow the we
 its speed target (disallow-latest-tag in CEL takes ~3x the time of the rule), the webhook
 and `check` keep the rule and the export writes out its CEL form instead: a CEL policy
 file of the same id whose findings (message, container, field) tests/test_cel_defaults.py
-holds equal to the rule's. A form is used only for a param-less rule that the policy runs
-under its own id; the policy's action and match (with the config's overrides) carry over.
+holds equal to the rule's. A form is used only for a rule that the policy runs under its own
+id, with the params the form was written for (its own `params`, none for a param-less rule):
+other params would need other validations. The policy's action and match (with the
+config's overrides) carry over.
 """
 
 from __future__ import annotations
 
+import json
 from dataclasses import replace
+from typing import Any
 
 from webhook.engine.policy import PolicySet
 from webhook.loader import default_policies_dir, load_policies
 
 FORMS_DIR = default_policies_dir() / "cel-forms"
+# Why each other built-in validate rule has no CEL form: what `export` says, and README's
+# table. A lookup no admission policy can make, a finding CEL cannot word or place the same,
+# or a form not written yet.
+PYTHON_ONLY = {
+    "disallow-root-user": (
+        "a pod-level runAsUser: 0 is a finding for each container, naming it, at the pod's "
+        "field, which a CEL validation (one fieldPath, the container's or the pod's) cannot "
+        "give; no CEL form"),
+    "gpu-claim-usage": (
+        "it reads the ResourceClaims and ResourceClaimTemplates a pod names, which an "
+        "admission policy cannot look up"),
+    "gpu-priority-class": (
+        "a pod that gets GPUs through DRA claims is found by reading the claims, which an "
+        "admission policy cannot look up"),
+    "gpu-resource-claims": (
+        "it judges ResourceClaims and ResourceClaimTemplates, whose kinds the export does not "
+        "cover; no CEL form written"),
+    "no-plaintext-secrets": (
+        "values read from a ConfigMap need a lookup no admission policy can make, and names "
+        "are split into words and values sorted into references, paths and URLs by rules no "
+        "CEL form is written for"),
+    "require-gpu-limits": (
+        "no CEL form written: the GPU globs come from the config's accelerators, and the API "
+        "server itself refuses a fractional GPU count, a GPU request without a limit and one "
+        "unequal to its limit (a count of 0 is what it lets through)"),
+    "require-kueue-queue": (
+        "no CEL form written: it leaves objects a controller owns to their owner and reads "
+        "DRA claims for GPUs"),
+    "require-labels": (
+        "no CEL form written: it looks for the labels where each kind's pods get them, the "
+        "ML workload kinds' pod templates included"),
+    "valid-resource-quantities": (
+        "no CEL form needed: the API server itself refuses an invalid quantity (decoding) "
+        "and a request above its limit (validation) before any admission policy runs"),
+}
 
 
 def with_cel_forms(policies: PolicySet) -> PolicySet:
@@ -24,9 +63,15 @@ def with_cel_forms(policies: PolicySet) -> PolicySet:
     out = []
     for policy in policies.policies:
         form = forms.get(policy.id)
-        if form is not None and policy.rule is not None and policy.rule.name == policy.id \
-                and not type(policy.params).model_fields:
+        if form is not None and form.cel is not None and policy.rule is not None \
+                and policy.rule.name == policy.id \
+                and policy.params.model_dump(mode="json") == _plain(form.cel.params):
             policy = replace(form, action=policy.action, match=policy.match,
                              description=policy.description)
         out.append(policy)
     return PolicySet(tuple(out), policies.config)
+
+
+def _plain(params: Any) -> Any:
+    """A form's params as JSON data, to compare with a rule's."""
+    return json.loads(json.dumps(dict(params), default=list))

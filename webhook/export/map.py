@@ -12,11 +12,13 @@ webhook's patch makes:
 - A CEL mutate policy in object scope keeps its expressions, with `params` and `podSpec`
   written in as for ValidatingAdmissionPolicy (webhook/export/vap.py).
 
-The binding and matchConditions mean what the webhook does: Pods on CREATE only, a
-controller on UPDATE only when its pod template changed, a ReplicaSet its Deployment
-controls not at all, and the config's exclusions. `reinvocationPolicy: IfNeeded`, as the
-chart's mutating webhook. A policy that only reports (warn, audit, dry-run mode), one in
-container scope and other built-in rules are refused with the reason.
+The two built-in rules also patch NodeTemplates (their spec is pod spec and container at
+once: spec.tolerations, spec.health.startup), in each group the config accepts. The binding
+and matchConditions mean what the webhook does: Pods on CREATE only, a NodeTemplate on
+CREATE and UPDATE, a controller on UPDATE only when its pod template changed, a ReplicaSet
+its Deployment controls not at all, and the config's exclusions. `reinvocationPolicy:
+IfNeeded`, as the chart's mutating webhook. A policy that only reports (warn, audit, dry-run
+mode), one in container scope and other built-in rules are refused with the reason.
 """
 
 from __future__ import annotations
@@ -35,6 +37,7 @@ from webhook.engine.rules.probes import (
     StartupProbeParams,
 )
 from webhook.engine.workload import BUILT_IN, IN_TEMPLATE
+from webhook.export import kubernetes_cel
 from webhook.export.vap import (
     CONTAINER_GROUPS,
     NAME_PREFIX,
@@ -49,6 +52,7 @@ from webhook.export.vap import (
     _reads,
     _rewrite,
     match_constraints,
+    params_literal,
     refuse_exceptions,
 )
 
@@ -72,7 +76,7 @@ def _template(root: str) -> str:
 # The webhook's _not_mutated and _same_pod_template, as matchConditions.
 WHEN_MUTATED = [
     {"name": "quickq-guard-template-changed", "expression": (
-        f"request.operation != 'UPDATE' || object.kind == 'Pod' || "
+        f"request.operation != 'UPDATE' || object.kind in ['Pod', 'NodeTemplate'] || "
         f"({_template('object')}) != ({_template('oldObject')})")},
     {"name": "quickq-guard-not-deployment-replicaset", "expression": (
         "!(object.kind == 'ReplicaSet' && has(object.metadata.ownerReferences) && "
@@ -99,11 +103,13 @@ def export(policies: PolicySet) -> Exported:
             notes.append(f"{policy.id}: pods that get GPUs only through DRA claims get no "
                          "toleration from the exported policy (it cannot read the claims); "
                          "the webhook adds it")
-        left_out = [kind for kind in policy.match.kinds if kind not in RESOURCES]
+        covered = (*RESOURCES, "NodeTemplate") if policy.cel is None else tuple(RESOURCES)
+        left_out = [kind for kind in policy.match.kinds if kind not in covered]
         if left_out or not policy.match.kinds:
-            notes.append(f"{policy.id}: exported for Pods and the built-in pod controllers "
-                         "only; NodeTemplates, the ML workload kinds and custom kinds are "
-                         "left to the webhook")
+            what = "Pods, the built-in pod controllers and NodeTemplates" \
+                if policy.cel is None else "Pods and the built-in pod controllers"
+            notes.append(f"{policy.id}: exported for {what} only; the ML workload kinds and "
+                         "custom kinds are left to the webhook")
     return Exported(objects, refusals, notes)
 
 
@@ -116,7 +122,8 @@ def translate(policy: Policy, config: Config) -> list[dict[str, Any]]:
         raise NotExportable(f"{why} only reports the patch, and a MutatingAdmissionPolicy "
                             "cannot report without patching")
     refuse_exceptions(config)
-    rules = _resource_rules(policy)
+    built_in = policy.cel is None
+    rules = _resource_rules(policy, config, node_templates=built_in)
     if not rules:
         raise NotExportable(f"it patches only {', '.join(policy.match.kinds)}: the export "
                             "finds pod specs in Pods and the built-in pod controllers")
@@ -124,6 +131,11 @@ def translate(policy: Policy, config: Config) -> list[dict[str, Any]]:
                  {"name": "podSpecPath", "expression": POD_SPEC_POINTER}]
     conditions: list[dict[str, str]] = []
     if policy.cel is None:
+        # The built-in rules patch a NodeTemplate's spec as both pod spec and container.
+        variables = [{"name": "podSpec",
+                      "expression": f"object.kind == 'NodeTemplate' ? object.spec : {POD_SPEC}"},
+                     {"name": "podSpecPath", "expression":
+                      f"object.kind == 'NodeTemplate' ? '/spec' : {POD_SPEC_POINTER}"}]
         name = policy.rule.name if policy.rule is not None else policy.id
         if name == "inject-startup-probe" and isinstance(policy.params, StartupProbeParams):
             probes, patch = startup_probe(policy.params)
@@ -139,12 +151,15 @@ def translate(policy: Policy, config: Config) -> list[dict[str, Any]]:
         if program.scope == "container":
             raise NotExportable("scope: container: its patch paths are relative to each "
                                 "container, which the export does not write out")
+        uncompilable = kubernetes_cel.refusal(program, mutating=True)
+        if uncompilable:
+            raise NotExportable(uncompilable)
         defined = {variable.name for variable in program.variables}
         for reserved in ("params", "podSpec", "podSpecPath"):
             if reserved in defined:
                 raise NotExportable(f"it defines a variable named {reserved}, the name the "
                                     f"export gives quickq-guard's {reserved}")
-        params = _literal(dict(program.params))
+        params = params_literal(program.params)
         as_variables = {"params": "variables.params", "podSpec": "variables.podSpec"}
         own = [{"name": v.name, "expression": _rewrite(v.expression.text, as_variables, {})}
                for v in program.variables]
@@ -184,10 +199,12 @@ def translate(policy: Policy, config: Config) -> list[dict[str, Any]]:
     ]
 
 
-def _resource_rules(policy: Policy) -> list[dict[str, Any]]:
+def _resource_rules(policy: Policy, config: Config,
+                    node_templates: bool = False) -> list[dict[str, Any]]:
     """Pods on CREATE (the webhook patches a Pod on CREATE only), the controllers on the
-    policy's operations; one rule per API group."""
-    kinds = policy.match.kinds or tuple(RESOURCES)
+    policy's operations, one rule per API group; NodeTemplates in each group the config
+    accepts where the mutation is written out for them (the built-in rules)."""
+    kinds = policy.match.kinds or (*RESOURCES, "NodeTemplate")
     operations = list(policy.match.operations)
     rules: list[dict[str, Any]] = []
     by_group: dict[str, list[str]] = {}
@@ -200,8 +217,12 @@ def _resource_rules(policy: Policy) -> list[dict[str, Any]]:
                               "operations": ["CREATE"], "resources": ["pods"]})
             continue
         by_group.setdefault(group, []).append(resource)
-    return rules + [{"apiGroups": [group], "apiVersions": ["v1"], "operations": list(operations),
-                     "resources": resources} for group, resources in by_group.items()]
+    rules += [{"apiGroups": [group], "apiVersions": ["v1"], "operations": list(operations),
+               "resources": resources} for group, resources in by_group.items()]
+    if node_templates and "NodeTemplate" in kinds and config.nodeTemplateGroups:
+        rules.append({"apiGroups": list(config.nodeTemplateGroups), "apiVersions": ["*"],
+                      "operations": list(operations), "resources": ["nodetemplates"]})
+    return rules
 
 
 def _anchored(pattern: str) -> str:
@@ -225,7 +246,31 @@ def startup_probe(params: StartupProbeParams) -> tuple[list[dict[str, str]], str
     """inject_startup_probe (webhook/engine/rules/probes.py) as a JSONPatch expression: a
     container with a liveness probe of one handler and no startup probe gets one that runs
     that handler (and its timeout) every periodSeconds, for no less than the image's window
-    and what the liveness probe allowed."""
+    and what the liveness probe allowed. A NodeTemplate's spec is its container, with the
+    probes under spec.health (liveness, startup)."""
+    pods = _startup_probes(params, "c.livenessProbe", "has(c.livenessProbe)",
+                           "!has(c.startupProbe)")
+    node = _startup_probes(params, "c.health.liveness",
+                           "has(c.health) && c.health != null && has(c.health.liveness) "
+                           "&& c.health.liveness != null",
+                           "!(has(c.health.startup) && c.health.startup != null)")
+    probes = (f"object.kind == 'NodeTemplate' ? [object.spec].map(c, {node}) : "
+              f"variables.podSpec.?containers.orValue([]).map(c, {pods})")
+    patch = (
+        "object.kind == 'NodeTemplate' ? (variables.startupProbes[0].size() > 0 ? "
+        "[JSONPatch{op: 'add', path: '/spec/health/startup', "
+        "value: variables.startupProbes[0][0]}] : []) : "
+        "variables.podSpec.?containers.orValue([]).transformList(i, c, "
+        "variables.startupProbes[i].size() > 0, JSONPatch{op: 'add', path: "
+        "variables.podSpecPath + '/containers/' + string(i) + '/startupProbe', "
+        "value: variables.startupProbes[i][0]})")
+    return [{"name": "startupProbes", "expression": probes}], patch
+
+
+def _startup_probes(params: StartupProbeParams, liveness: str, has_liveness: str,
+                    no_startup: str) -> str:
+    """For a container `c` whose liveness probe is at `liveness`: [the startup probe to add],
+    or [] when it gets none."""
     period = params.periodSeconds
     windows = {pattern: str(-(-max(seconds, 1) // period))
                for pattern, seconds in params.imageWindows.items()}
@@ -234,24 +279,17 @@ def startup_probe(params: StartupProbeParams) -> tuple[list[dict[str, str]], str
     allowed = (f"({_positive('l', 'initialDelaySeconds', 0)} + "
                f"{_positive('l', 'failureThreshold', DEFAULT_FAILURE_THRESHOLD)} * "
                f"{_positive('l', 'periodSeconds', DEFAULT_PERIOD_SECONDS)})")
-    handlers = ", ".join(f"has(c.livenessProbe.{handler})" for handler in HANDLERS)
+    handlers = ", ".join(f"has({liveness}.{handler})" for handler in HANDLERS)
     entries = ", ".join(f"?{_literal(key)}: has(l.{key}) ? optional.of(dyn(l.{key})) : "
                         "optional.none()" for key in (*HANDLERS, "timeoutSeconds"))
-    # The probes are worked out in a variable, each name bound by a one-element map(): the
-    # API server's admission-policy CEL (1.36) has no cel.bind ("undeclared reference").
-    probes = (
-        "variables.podSpec.?containers.orValue([]).map(c, "
-        f"has(c.livenessProbe) && !has(c.startupProbe) && [{handlers}].filter(h, h).size() == 1 ? "
-        f"[c.livenessProbe].map(l, [{shortest}].map(s, "
+    # Each name bound by a one-element map(): the API server's admission-policy CEL (1.36)
+    # has no cel.bind ("undeclared reference").
+    return (
+        f"{has_liveness} && {no_startup} && [{handlers}].filter(h, h).size() == 1 ? "
+        f"[{liveness}].map(l, [{shortest}].map(s, "
         f"[({allowed} + {period - 1}) / {period}].map(a, [s > a ? s : a].map(t, "
         f"{{{entries}, 'periodSeconds': dyn({period}), "
-        f"'failureThreshold': dyn(t > {INT32_MAX} ? {INT32_MAX} : t)}})[0])[0])[0]) : [])")
-    patch = (
-        "variables.podSpec.?containers.orValue([]).transformList(i, c, "
-        "variables.startupProbes[i].size() > 0, JSONPatch{op: 'add', path: "
-        "variables.podSpecPath + '/containers/' + string(i) + '/startupProbe', "
-        "value: variables.startupProbes[i][0]})")
-    return [{"name": "startupProbes", "expression": probes}], patch
+        f"'failureThreshold': dyn(t > {INT32_MAX} ? {INT32_MAX} : t)}})[0])[0])[0]) : []")
 
 
 def gpu_variables(params: GpuTolerationParams) -> list[dict[str, str]]:
@@ -260,7 +298,9 @@ def gpu_variables(params: GpuTolerationParams) -> list[dict[str, str]]:
     resources = " || ".join(f"n.matches({_literal(_anchored(p))})"
                             for p in params.resources) or "false"
     keys = {pattern: _literal(key) for pattern, key in params.taint_keys.items()}
-    lists = " + ".join(f"variables.podSpec.?{group}.orValue([])" for group, _ in CONTAINER_GROUPS)
+    lists = ("object.kind == 'NodeTemplate' ? [object.spec] : "
+             + " + ".join(f"variables.podSpec.?{group}.orValue([])"
+                          for group, _ in CONTAINER_GROUPS))
     used = " + ".join(
         f"c.?resources.?{which}.orValue({{}}).filter(n, ({resources}) && "
         f"quantity(string(c.resources.{which}[n])).isGreaterThan(quantity('0')))"

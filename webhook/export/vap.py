@@ -3,8 +3,13 @@ when the webhook is down: a ValidatingAdmissionPolicy and its binding per CEL va
 
 What quickq-guard has and ValidatingAdmissionPolicy lacks is written out in the policy:
 
-- `params` become a variable `params` holding them as a CEL literal: the policy's own
-  params would need a custom resource kind (paramKind) and an object of it in the cluster.
+- `params` become a variable `params` holding them as a CEL literal (in `dyn()`, so that
+  they are typed as the engine types them): every value YAML can give (maps, lists,
+  strings, numbers, booleans, null, .inf) has one, and the exported policy is then
+  complete by itself. A params object (paramKind and paramRef) would add an object to
+  create beside each policy, and a kind for it (a ConfigMap holds strings only, so it would
+  change the types), for nothing the literal cannot say: params are fixed when the policy
+  is exported, as the rest of it is.
 - `podSpec` becomes a variable that finds the pod spec wherever the kind keeps it.
 - `scope: container` becomes, per validation, `.all(container, ...)` over the containers,
   initContainers and ephemeralContainers (and a NodeTemplate's spec), with `containerGroup`
@@ -17,8 +22,9 @@ What quickq-guard has and ValidatingAdmissionPolicy lacks is written out in the 
   groups and mirror pods become matchConditions.
 
 A built-in rule (Python), a mutate policy or a policy that is off cannot be exported; the
-reason says why. The API server compiles the expressions when the policy is created and
-refuses one its version lacks a function for, naming it.
+reason says why. Nor can a policy whose CEL Kubernetes' CEL does not compile (quickq-guard's
+own functions, such as cel.bind or math; webhook/export/kubernetes_cel.py): the reason names
+the expression, what Kubernetes' CEL says of it and the versions.
 """
 
 from __future__ import annotations
@@ -34,6 +40,8 @@ from webhook.engine.evaluate import MIRROR_POD_ANNOTATION
 from webhook.engine.globs import glob_regex
 from webhook.engine.policy import Config, Policy, PolicySet
 from webhook.engine.workload import BUILT_IN, IN_TEMPLATE, api_group
+from webhook.export import kubernetes_cel
+from webhook.export.forms import PYTHON_ONLY
 
 API_VERSION = "admissionregistration.k8s.io/v1"  # GA since Kubernetes 1.30
 NAME_PREFIX = "quickq-guard-"
@@ -113,12 +121,17 @@ def translate(policy: Policy, config: Config) -> list[dict[str, Any]]:
     program = policy.cel
     if program is None:
         name = policy.rule.name if policy.rule is not None else policy.id
-        raise NotExportable(f"built-in rule {name} is written in Python, not CEL")
+        why = PYTHON_ONLY.get(name)
+        raise NotExportable(f"built-in rule {name} is written in Python, not CEL"
+                            + (f": {why}" if why else ""))
     if policy.type != "validate":
         raise NotExportable("a mutate policy: ValidatingAdmissionPolicy only validates")
     if policy.action == "off":
         raise NotExportable("its action is off")
     refuse_exceptions(config)
+    uncompilable = kubernetes_cel.refusal(program, mutating=False)
+    if uncompilable:
+        raise NotExportable(uncompilable)
     defined = {variable.name for variable in program.variables}
     reserved_names = ("params", "podSpec", "containers") if program.scope == "container" \
         else ("params", "podSpec")
@@ -132,7 +145,7 @@ def translate(policy: Policy, config: Config) -> list[dict[str, Any]]:
                             "finds pod specs in Pods, the built-in pod controllers and "
                             "NodeTemplates")
     node_templates = any(rule["resources"] == ["nodetemplates"] for rule in rules)
-    params = _literal(dict(program.params))
+    params = params_literal(program.params)
     as_variables = {"params": "variables.params", "podSpec": "variables.podSpec"}
 
     # A variable that reads the container (directly or through another) is written into the
@@ -403,6 +416,14 @@ def _matches(subject: str, patterns: Iterable[str]) -> str:
                        for p in patterns)
 
 
+def params_literal(params: Mapping[str, Any]) -> str:
+    """A policy's params as the expression of the variable `params`: a literal inside
+    `dyn()`, so that Kubernetes types `params.x` as the engine does (dyn), and refuses or
+    accepts an expression over params as the engine does (`params.names[0] + 1` compiles
+    in both and fails when it runs; with the literal's own types Kubernetes would refuse it)."""
+    return f"dyn({_literal(dict(params))})"
+
+
 def _literal(value: Any) -> str:
     """Plain data (params) as a CEL literal Kubernetes accepts: its CEL wants the items of a
     list literal, and the keys and the values of a map literal, of one type each, so where
@@ -419,8 +440,9 @@ def _typed(value: Any) -> tuple[str, str]:
     if isinstance(value, int):
         return str(value), "int"
     if isinstance(value, float):
-        if not math.isfinite(value):
-            raise NotExportable(f"params hold {value}, which CEL cannot write")
+        if not math.isfinite(value):  # YAML's .inf and .nan
+            written = "NaN" if math.isnan(value) else "Infinity" if value > 0 else "-Infinity"
+            return f"double('{written}')", "double"
         return repr(value), "double"
     if isinstance(value, str):
         return json.dumps(value, ensure_ascii=False), "string"

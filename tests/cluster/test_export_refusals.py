@@ -1,0 +1,97 @@
+"""What `export` refuses as not Kubernetes' CEL, the real API server refuses: a
+ValidatingAdmissionPolicy with each refused expression (tests/export_cel_cases.py) is not
+created ("compilation failed"), while the policy export writes for each accepted expression
+is. The same on every tested Kubernetes version, which is what lets export name them all."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+from typing import Any
+
+import yaml
+from cluster_helpers import ControlPlane
+from export_cel_cases import ACCEPTED, REFUSED
+
+from webhook import load_policies
+from webhook.export.vap import export
+
+_INVALID = re.compile(r'validatingadmissionpolic(?:y|ies)[^"]*"qq-refusal-(\d{3})" is invalid: '
+                      r"(.*?)(?=\nThe |\nError from server|\Z)", re.S | re.I)
+
+
+def _policy(index: int, expression: str) -> dict[str, Any]:
+    return {"apiVersion": "admissionregistration.k8s.io/v1",
+            "kind": "ValidatingAdmissionPolicy", "metadata": {"name": f"qq-refusal-{index:03d}"},
+            "spec": {"failurePolicy": "Fail", "matchConstraints": {"resourceRules": [{
+                "apiGroups": [""], "apiVersions": ["v1"], "operations": ["CREATE"],
+                "resources": ["pods"]}]},
+                "validations": [{"expression": expression}]}}
+
+
+def _refused(plane: ControlPlane, policies: list[dict[str, Any]]) -> dict[int, str]:
+    """Each policy created with server-side dry-run: index -> why the server refused it."""
+    done = plane.kubectl("create", "--dry-run=server", "-f", "-", input=json.dumps(
+        {"apiVersion": "v1", "kind": "List", "items": policies}), check=False)
+    return {int(index): why for index, why in _INVALID.findall(done.stderr)}
+
+
+def _exported(tmp_path: Path, expressions: list[str], params: dict[str, Any] | None = None
+              ) -> tuple[list[dict[str, Any]], dict[str, str]]:
+    """quickq-guard's export of one policy per expression: (the policies written, policy id
+    -> why it was refused)."""
+    folder = tmp_path / "policies"
+    folder.mkdir()
+    for index, expression in enumerate(expressions):
+        (folder / f"e{index:03d}.yaml").write_text(yaml.safe_dump({
+            "id": f"e{index:03d}", "description": "d", "type": "validate",
+            "action": "enforce", "match": {"kinds": ["Pod"]}, "params": params or {},
+            "validations": [{"expression": expression}]}))
+    done = export(load_policies(folder))
+    return ([obj for obj in done.objects if obj["kind"] == "ValidatingAdmissionPolicy"],
+            {refusal.policy: refusal.reason for refusal in done.refusals})
+
+
+def test_the_api_server_refuses_what_export_refuses(plane: ControlPlane,
+                                                     tmp_path: Path) -> None:
+    expressions = sorted(REFUSED)
+    _, refusals = _exported(tmp_path, expressions)
+    assert sorted(refusals) == [f"e{i:03d}" for i in range(len(expressions))], \
+        "export wrote a policy it should refuse"
+    refused = _refused(plane, [_policy(i, e) for i, e in enumerate(expressions)])
+    accepted = [e for i, e in enumerate(expressions)
+                if "compilation failed" not in refused.get(i, "")]
+    assert not accepted, f"{plane.version()} compiles what export refuses: {accepted}"
+
+
+def test_the_api_server_accepts_what_export_writes(plane: ControlPlane, tmp_path: Path) -> None:
+    written, refusals = _exported(tmp_path, ACCEPTED)
+    assert not refusals, refusals
+    for index, vap in enumerate(written):
+        vap["metadata"] = {"name": f"qq-refusal-{index:03d}"}
+    refused = _refused(plane, written)
+    assert not refused, f"{plane.version()} refuses what export writes: " + "; ".join(
+        f"{written[i]['spec']['validations']}: {why[:300]}" for i, why in refused.items())
+
+
+# Params of every shape YAML gives, and expressions over them that compile in the engine
+# (params are dyn there): the exported literal is typed so that the API server compiles them too.
+PARAMS = {"registries": ["a/", "b/"], "max": 200, "ratio": 0.5, "on": True, "none": None,
+          "limit": float("inf"), "nested": {"mixed": [1, "x", [2]], "empty": [], "map": {}},
+          "ints": {"1": 2}}
+OVER_PARAMS = ["params.max == 200", "params.registries.exists(r, 'a/x'.startsWith(r))",
+               "params.nested.mixed[1] == 'x'", "params.limit > 1e308",
+               "params.registries[0] + 1 > 0", "[params.max, params.ratio].size() == 2",
+               "params.none == null && params.on", "size(params.nested.empty) == 0"]
+
+
+def test_params_of_any_shape_are_written_as_the_api_server_accepts(
+        plane: ControlPlane, tmp_path: Path) -> None:
+    written, refusals = _exported(tmp_path, OVER_PARAMS, PARAMS)
+    assert not refusals, refusals
+    for index, vap in enumerate(written):
+        vap["metadata"] = {"name": f"qq-refusal-{index:03d}"}
+    refused = _refused(plane, written)
+    assert not refused, f"{plane.version()} refuses the exported params: " + "; ".join(
+        f"{OVER_PARAMS[i]}: {why[:300]}" for i, why in refused.items())

@@ -1,0 +1,318 @@
+"""What the runtime's type-checked expression shows that its compiler lets through: read
+from the CheckedExpr protobuf its program serializes to, with the few field numbers of
+cel/expr/checked.proto and syntax.proto it needs.
+
+- A list or map literal whose items (or keys, or values) differ in type: Kubernetes' CEL
+  does not compile `[1, 2.0]`, `[1, dyn(2)]`, `{'a': 1, 'b': 'x'}` ("expected type 'int'
+  but found 'double'"), while the runtime makes each a list or map of dyn; so that a policy
+  means the same here and in the API server, it is refused when the policy loads. The rule,
+  as the API server applies it (tests/cluster/test_cel_vs_vap.py probes it): every item's
+  type is the first's, where `dyn` is only `dyn` and a type left open (that of `[]` or
+  `optional.none()`) fits any; an optional item (`[?x]`, `{?k: v}`) counts by the type it
+  holds; a literal inside a `format()` call (`'%d %s'.format([1, 'a'])`) may mix types.
+- An optional handed to a function served by Python (`[optional.of(1)].sum()`): the runtime
+  cannot convert it and leaves the interpreter in a state that crashed it, so it is refused
+  when the policy loads (Kubernetes' functions take no optional there either).
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from webhook.engine.quantity import parse_quantity
+
+Fields = dict[int, list[Any]]
+
+# Field numbers of cel.expr: Any, CheckedExpr, Expr and its kinds, Type, SourceInfo.
+_ANY_VALUE = 2
+_CHECKED_TYPE_MAP, _CHECKED_EXPR, _CHECKED_SOURCE = 3, 4, 5
+_EXPR_ID, _SELECT, _CALL, _LIST, _STRUCT, _COMPREHENSION = 2, 5, 6, 7, 8, 9
+_PRIMITIVES = {1: "bool", 2: "int", 3: "uint", 4: "double", 5: "string", 6: "bytes"}
+_WELL_KNOWN = {1: "any", 2: "timestamp", 3: "duration"}
+_TYPE_PARAM, _ABSTRACT = 10, 14
+
+
+def _varint(data: bytes, index: int) -> tuple[int, int]:
+    shift = result = 0
+    while True:
+        byte = data[index]
+        index += 1
+        result |= (byte & 0x7F) << shift
+        shift += 7
+        if not byte & 0x80:
+            return result, index
+
+
+def _fields(data: bytes) -> Fields:
+    """A protobuf message's fields by number, each with its values in order (varints as
+    ints, everything length-delimited as bytes)."""
+    out: Fields = {}
+    index = 0
+    while index < len(data):
+        key, index = _varint(data, index)
+        number, wire = key >> 3, key & 7
+        value: Any
+        if wire == 0:
+            value, index = _varint(data, index)
+        elif wire == 2:
+            size, index = _varint(data, index)
+            value, index = data[index:index + size], index + size
+        elif wire in (1, 5):
+            size = 8 if wire == 1 else 4
+            value, index = data[index:index + size], index + size
+        else:
+            raise ValueError(f"protobuf wire type {wire}")
+        out.setdefault(number, []).append(value)
+    return out
+
+
+def _one(fields: Fields, number: int) -> Fields:
+    return _fields(fields[number][0]) if number in fields else {}
+
+
+def _packed(fields: Fields, number: int) -> set[int]:
+    """A repeated int32 field, packed or not."""
+    out: set[int] = set()
+    for value in fields.get(number, []):
+        if isinstance(value, int):
+            out.add(value)
+            continue
+        index = 0
+        while index < len(value):
+            item, index = _varint(value, index)
+            out.add(item)
+    return out
+
+
+def _kind(type_: bytes) -> tuple[int, Any]:
+    fields = _fields(type_)
+    number = min(fields) if fields else 1  # one field: the Type's kind
+    return number, fields[number][0] if fields else b""
+
+
+def _same(a: bytes, b: bytes) -> bool:
+    """Whether two checked types are one for Kubernetes' literal rule."""
+    if a == b:
+        return True
+    (kind_a, value_a), (kind_b, value_b) = _kind(a), _kind(b)
+    if _TYPE_PARAM in (kind_a, kind_b):
+        return True
+    if kind_a != kind_b or kind_a not in (6, 7, 11, _ABSTRACT):
+        return False
+    if kind_a == 11:  # type(T)
+        return _same(value_a, value_b)
+    fields_a, fields_b = _fields(value_a), _fields(value_b)
+    if kind_a == _ABSTRACT and fields_a.get(1) != fields_b.get(1):
+        return False
+    number = 2 if kind_a == _ABSTRACT else 1
+    parts_a = fields_a.get(number, []) + (fields_a.get(2, []) if kind_a == 7 else [])
+    parts_b = fields_b.get(number, []) + (fields_b.get(2, []) if kind_a == 7 else [])
+    return len(parts_a) == len(parts_b) and all(
+        _same(x, y) for x, y in zip(parts_a, parts_b, strict=True))
+
+
+def _name(type_: bytes) -> str:
+    """A checked type as Kubernetes writes it: int, list(string), map(string, int)."""
+    kind, value = _kind(type_)
+    if kind == 3:
+        return _PRIMITIVES.get(value, "?")
+    if kind == 4:
+        return f"wrapper({_PRIMITIVES.get(value, '?')})"
+    if kind == 5:
+        return _WELL_KNOWN.get(value, "?")
+    if kind == 2:
+        return "null"
+    if kind in (9, _TYPE_PARAM):
+        return bytes(value).decode()
+    if kind == 11:
+        return f"type({_name(value)})"
+    fields = _fields(value) if isinstance(value, bytes) else {}
+    if kind == 6:
+        return f"list({_name(fields[1][0])})"
+    if kind == 7:
+        return f"map({_name(fields[1][0])}, {_name(fields[2][0])})"
+    if kind == _ABSTRACT:
+        parameters = ", ".join(_name(p) for p in fields.get(2, []))
+        name = bytes(fields[1][0]).decode()
+        return f"{name}({parameters})" if parameters else name
+    return "dyn"
+
+
+def _unwrapped(type_: bytes) -> bytes:
+    """The type an optional holds (optional_type(T): T)."""
+    kind, value = _kind(type_)
+    if kind == _ABSTRACT:
+        fields = _fields(value)
+        if fields.get(1) == [b"optional_type"] and fields.get(2):
+            held: bytes = fields[2][0]
+            return held
+    return type_
+
+
+def checked_problem(program: Any, text: str, python: frozenset[str] = frozenset()
+                    ) -> str | None:
+    """What the compiled expression has that must not run, with where (`line 1, column 5:
+    expected type 'int' but found 'double'` and a hint), else None. `text` is what was
+    compiled, for the position; `python`: the functions served by Python (besides the
+    guards, `qq__...`)."""
+    if program is None:
+        return None
+    checked = _fields(_fields(program.serialize())[_ANY_VALUE][0])
+    types: dict[int, bytes] = {}
+    for entry in checked.get(_CHECKED_TYPE_MAP, []):
+        pair = _fields(entry)
+        types[pair.get(1, [0])[0]] = pair[2][0]
+    found = _first_problem(_one(checked, _CHECKED_EXPR), types, python)
+    if found is None:
+        return None
+    node, problem = found
+    source = _one(checked, _CHECKED_SOURCE)
+    offset = 0
+    for entry in source.get(4, []):  # positions: id -> offset in code points
+        pair = _fields(entry)
+        if pair.get(1, [0])[0] == node:
+            offset = pair.get(2, [0])[0]
+    line = text.count("\n", 0, offset) + 1
+    column = offset - (text.rfind("\n", 0, offset) + 1) + 1
+    return f"line {line}, column {column}: {problem}"
+
+
+MIXED_HINT = ("(Kubernetes' CEL wants the items of a list literal, and the keys and the values "
+              "of a map literal, of one type each; to mix types, write every one of them as "
+              "dyn(...))")
+
+
+def _first_problem(expr: Fields, types: dict[int, bytes], python: frozenset[str]
+                   ) -> tuple[int, str] | None:
+    """(the offending node, what is wrong there), depth first."""
+    exempt = False
+    if _CALL in expr:
+        call = _fields(expr[_CALL][0])
+        name = bytes(call.get(2, [b""])[0]).decode()
+        children = call.get(1, []) + call.get(3, [])
+        if name.startswith("qq__") or name in python:
+            for child in children:
+                node = _fields(child).get(_EXPR_ID, [0])[0]
+                if node in types and _has_optional(types[node]):
+                    shown = name.removeprefix("qq__")
+                    return node, (f"{shown}() is given an optional ({_name(types[node])}); "
+                                  "take its value first (.value(), .orValue(...))")
+        exempt = name in ("format", "qq__format")  # its argument list may mix types
+        if name in ("isInteger", "asInteger") and call.get(1):
+            written = _written_scale(_fields(call[1][0]), types)
+            if written:
+                node = expr.get(_EXPR_ID, [0])[0]
+                return node, (f"{name}() of {written}: Kubernetes' answer depends on how the "
+                              "quantity was written (1000m, 1.0 and 0.5Gi are no integers "
+                              "there, nor is a sum with such a term), which quickq-guard "
+                              "does not keep; compare the quantity instead (compareTo, "
+                              "isLessThan), or write it whole (1, 512Mi)")
+    elif _LIST in expr:
+        listed = _fields(expr[_LIST][0])
+        elements = [_fields(item) for item in listed.get(1, [])]
+        optional = _packed(listed, 2)
+        found = _mixed([(item, index in optional) for index, item in enumerate(elements)],
+                       types)
+        if found:
+            return found
+        children = listed.get(1, [])
+    elif _STRUCT in expr:
+        created = _fields(expr[_STRUCT][0])
+        entries = [_fields(entry) for entry in created.get(2, [])]
+        keys = [(_one(entry, 3), False) for entry in entries if 3 in entry]
+        values = [(_one(entry, 4), bool(entry.get(5, [0])[0])) for entry in entries]
+        if not created.get(1):  # a map literal, not a message
+            found = _mixed(keys, types) or _mixed(values, types)
+            if found:
+                return found
+        children = [entry[n][0] for entry in entries for n in (3, 4) if n in entry]
+    elif _SELECT in expr:
+        children = _fields(expr[_SELECT][0]).get(1, [])
+    elif _COMPREHENSION in expr:
+        comprehension = _fields(expr[_COMPREHENSION][0])
+        children = [comprehension[n][0] for n in (2, 4, 5, 6, 7) if n in comprehension]
+    else:
+        return None
+    for child in children:
+        found = _first_problem(_fields(child), types, python)
+        if found and not (exempt and found[1].startswith("expected type")):
+            return found
+    return None
+
+
+def _written_scale(expr: Fields, types: dict[int, bytes]) -> str | None:
+    """Why Kubernetes may find no integer where quickq-guard finds one: a literal written
+    with a fraction, a milli/micro/nano suffix or a negative exponent (`quantity('1000m')`,
+    whose scale is milli there), or a sum or difference with a term that may have such a
+    scale (a literal like that, or a quantity read from the object, where `500m` is
+    canonical). A quantity read from the object alone is in the canonical form (the API
+    server's, and offline webhook.engine.normalize's), where integers are integers."""
+    call = _fields(expr[_CALL][0]) if _CALL in expr else {}
+    name = bytes(call.get(2, [b""])[0]).decode()
+    if name in ("add", "sub") and _may_be_scaled(expr, types):
+        return f"a quantity's {name}() with a term of another scale"
+    literal = _literal_quantity(call) if name == "quantity" else None
+    if literal is not None and _SCALED.search(literal) and _integral(literal):
+        return f"quantity('{literal}')"
+    return None
+
+
+def _may_be_scaled(expr: Fields, types: dict[int, bytes]) -> bool:
+    call = _fields(expr[_CALL][0]) if _CALL in expr else {}
+    name = bytes(call.get(2, [b""])[0]).decode()
+    if name in ("add", "sub"):
+        terms = [_fields(child) for child in call.get(1, []) + call.get(3, [])]
+        return any(_may_be_scaled(term, types) for term in terms
+                   if types.get(term.get(_EXPR_ID, [0])[0]) != _INT_TYPE)
+    if name == "quantity":
+        literal = _literal_quantity(call)
+        return literal is None or bool(_SCALED.search(literal))
+    return False  # a variable: its expression is not seen here
+
+
+def _literal_quantity(call: Fields) -> str | None:
+    arguments = [_fields(child) for child in call.get(3, [])]
+    if arguments and 3 in arguments[0]:
+        constant = _fields(arguments[0][3][0])
+        if 6 in constant:  # string_value
+            return bytes(constant[6][0]).decode()
+    return None
+
+
+def _integral(literal: str) -> bool:
+    amount = parse_quantity(literal.lstrip("+-"))
+    return amount is not None and amount == amount.to_integral_value()
+
+
+_SCALED = re.compile(r"\.|[mun]$|[eE]-")
+_INT_TYPE = bytes([0x18, 0x02])  # Type{primitive: INT64}
+
+
+def _has_optional(type_: bytes) -> bool:
+    kind, value = _kind(type_)
+    if kind == _ABSTRACT:
+        fields = _fields(value)
+        return fields.get(1) == [b"optional_type"] or any(
+            _has_optional(p) for p in fields.get(2, []))
+    if kind in (6, 7):
+        return any(_has_optional(part) for parts in _fields(value).values() for part in parts)
+    return False
+
+
+def _mixed(items: list[tuple[Fields, bool]], types: dict[int, bytes]
+           ) -> tuple[int, str] | None:
+    first: bytes | None = None
+    for item, optional in items:
+        node = item.get(_EXPR_ID, [0])[0]
+        type_ = types.get(node)
+        if type_ is None:
+            continue
+        if optional:
+            type_ = _unwrapped(type_)
+        if first is None:
+            first = type_
+        elif not _same(first, type_):
+            return node, (f"expected type '{_name(first)}' but found '{_name(type_)}' "
+                          f"{MIXED_HINT}")
+    return None
