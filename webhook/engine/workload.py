@@ -592,7 +592,9 @@ def _container(data: Mapping[str, Any], group: str, path: Path, name: str,
         _list_of_mappings(get("tolerations"), path, "tolerations")
     else:
         for field_name in _CONTAINER_FIELDS:
-            _mapping(get(field_name), path, field_name)
+            value = get(field_name)
+            if value is not None and value.__class__ is not dict:  # most are either
+                _mapping(value, path, field_name)
     return Container(name, group, path, data, requests, limits)
 
 
