@@ -63,8 +63,10 @@ def gpu_classes(container: Container, device_classes: tuple[str, ...]) -> list[s
 
 
 def uses_gpu_claim(workload: Workload | PodSpec, device_classes: tuple[str, ...]) -> bool:
-    return any(gpu_classes(container, device_classes) for container in workload.containers
-               if container.claims)
+    for container in workload.containers:  # almost always: none consumes a claim
+        if container.claims and gpu_classes(container, device_classes):
+            return True
+    return False
 
 
 @lru_cache(maxsize=64)
@@ -77,9 +79,13 @@ def names_a_core_resource(patterns: tuple[str, ...]) -> bool:
 def gpu_resources_used(workload: Workload | PodSpec, patterns: tuple[str, ...]) -> set[str]:
     """GPU resource names that some container (of the workload, or of one of its pod specs)
     asks a count above zero of."""
-    return {name for container in workload.containers
-            for _, name, value in gpus(container, patterns)
-            if (amount := parse_quantity(value)) is not None and amount > 0}
+    used = set()
+    for container in workload.containers:
+        for _, name, value in gpus(container, patterns):  # almost always: none
+            amount = parse_quantity(value)
+            if amount is not None and amount > 0:
+                used.add(name)
+    return used
 
 
 def require_gpu_limits(workload: Workload, params: GpuParams) -> list[Finding]:
@@ -214,7 +220,7 @@ def _gpu_toleration(pod_spec: PodSpec, taint_keys: list[str],
         ops = tuple(add((*tolerations_path, "-"), toleration) for toleration in new)
     shown = ", ".join(f"{key}:{params.effect}" for key in missing)
     return [Finding(message=f"add a toleration for the GPU taint {shown} so the pod can "
-                    "schedule on GPU nodes", path=dotted(tolerations_path), patch=ops)]
+                    "schedule on GPU nodes", at=tolerations_path, patch=ops)]
 
 
 class ResourceClaimParams(GpuParams):
