@@ -150,7 +150,7 @@ def test_a_messageexpression_sees_no_env_value_of_any_container(tmp_path: Path) 
 def test_the_guarded_functions_hold_for_each_container_with_variables(
         tmp_path: Path, containers: int) -> None:
     """`'qq-'.substring(0, 3)` is refused by the runtime as it is (an end equal to the size);
-    the guard of webhook.engine.cel_go gives Kubernetes' answer, with variables bound in and
+    the guard of webhook.engine.cel.go gives Kubernetes' answer, with variables bound in and
     several containers alike."""
     policy = _policy({"expression": "variables.nm.substring(0, size(variables.nm)) == "
                                     "variables.nm && container.name.substring(0, 1) == 'c'",

@@ -12,7 +12,7 @@ from webhook.engine.cel import (
     compile_expression,
     evaluate,
 )
-from webhook.engine.cel_format import go_float
+from webhook.engine.cel.formatting import go_float
 
 AS_KUBERNETES_WRITES_THEM = {
     "string(duration('1h1m1.5s'))": "3661.5s",

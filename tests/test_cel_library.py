@@ -127,7 +127,7 @@ def test_a_value_cel_cannot_hold_is_an_error_that_does_not_echo_it(tmp_path):
 
 # Where the C++ runtime and Kubernetes' CEL (cel-go) disagree, as a real API server's
 # ValidatingAdmissionPolicy showed (tests/cluster/test_cel_vs_vap.py): the guarded calls of
-# webhook.engine.cel_go give what Kubernetes gives.
+# webhook.engine.cel.go give what Kubernetes gives.
 AS_KUBERNETES = [
     "'qq-'.substring(0, 3) == 'qq-' && 'qq-'.substring(1, 3) == 'q-'",
     "'héllo'.substring(1, 3) == 'él' && 'qq-'.substring(3) == ''",

@@ -92,7 +92,7 @@ CASES = [
     "'%s'.format([{'a': 1}])", "'%d'.format(['x'])", "'%s %s'.format(['x'])",
     "'hello'.startsWith('he')", "'hello'.endsWith('')", "'hello'.contains('ll')",
     "'é'.size()", "size(b'\\xff')", "object.data.word.size()",
-    # --- format and string() as Kubernetes writes them (webhook.engine.cel_format) ---
+    # --- format and string() as Kubernetes writes them (webhook.engine.cel.formatting) ---
     "string(double('Infinity'))", "string(-double('Infinity'))", "string(double('NaN'))",
     "'%s'.format([double('Infinity')])", "'%e'.format([double('Infinity')])",
     "'%s'.format([[double('Infinity')]])", "'%f'.format([-double('Infinity')])",

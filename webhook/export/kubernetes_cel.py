@@ -10,8 +10,8 @@ environment: the strings extension at its version 2 (no reverse), optionals, Kub
 quantity, URL, IP, CIDR, regex and list libraries with their own types and methods,
 JSONPatch and `jsonpatch.escapeKey` in a MutatingAdmissionPolicy only, no cel.bind, math or
 base64; and its list and map literals are held to one type each
-(webhook.engine.cel_checked). The calls the engine guards are guarded here too
-(webhook.engine.cel_go), since they are Kubernetes' functions with Kubernetes' semantics.
+(webhook.engine.cel.checked). The calls the engine guards are guarded here too
+(webhook.engine.cel.go), since they are Kubernetes' functions with Kubernetes' semantics.
 
 KUBERNETES_VERSIONS are the versions this holds for: tests/cluster/test_export_refusals.py
 creates each refused construct and a sample of the accepted ones as a
@@ -31,8 +31,8 @@ from cel_expr_python import cel as _cel
 from cel_expr_python.ext import ext_optional, ext_strings
 
 from webhook.engine.cel import lex
-from webhook.engine.cel_checked import MIXED_HINT, checked_problem
-from webhook.engine.cel_go import GUARDS, guarded
+from webhook.engine.cel.checked import MIXED_HINT, checked_problem
+from webhook.engine.cel.go import GUARDS, guarded
 from webhook.engine.rules.cel import CelPolicy
 
 KUBERNETES_VERSIONS = "Kubernetes 1.35 and 1.36"

@@ -67,7 +67,7 @@ def as_integer(text: str) -> int:
 
 
 def _is_integer(text: str) -> bool:
-    """Kubernetes': an integer of 64 bits (webhook.engine.cel_checked refuses, at load, a
+    """Kubernetes': an integer of 64 bits (webhook.engine.cel.checked refuses, at load, a
     quantity whose scale would make it none there)."""
     amount = _amount(text)
     return amount == amount.to_integral_value() and -2**63 <= amount < 2**63

@@ -20,7 +20,7 @@ here and in a real API server's ValidatingAdmissionPolicy:
   six or nine decimals (1.500s); the guard drops the zeros of the runtime's own text, so a
   duration of nanoseconds keeps them. `string(double('Infinity'))`: +Inf there, inf here.
 - `'%e'.format([1234.5])`, `'%s'.format([[1, 'a']])`, `'%f'.format([1234.5])`: Kubernetes'
-  format differs in many ways (webhook.engine.cel_format), which serves `format`.
+  format differs in many ways (webhook.engine.cel.formatting), which serves `format`.
 
 The guard is a function of ours around the argument (`int(qq__int(x))`: it checks a string
 and passes every other value through) or in place of the method (`qq__substring`). Only the
@@ -36,7 +36,7 @@ from typing import Any
 
 from cel_expr_python import cel as _cel
 
-from webhook.engine.cel_format import format_string, go_float
+from webhook.engine.cel.formatting import format_string, go_float
 
 T = _cel.Type
 

@@ -1,5 +1,11 @@
 """CEL expressions: compiled when policies load, evaluated once per object or per container.
 
+The one place CEL lives, for the engine and the exporter: this module compiles and runs;
+`library` holds the Kubernetes CEL libraries (quantity, url, ip, regex...), `go` guards the
+calls whose cel-go semantics the runtime does not have, `formatting` writes format() and
+string() as Kubernetes does, and `checked` reads the type-checked program for what
+Kubernetes' CEL refuses. webhook.engine.rules.cel turns a policy's expressions into findings.
+
 The runtime is cel-expr-python, Google's C++ CEL runtime (chosen by measurement: see
 benchmarks/cel_runtimes.py). It type-checks at compile time, names the line and column of
 every problem, matches regular expressions with RE2 (linear time, no catastrophic
@@ -25,9 +31,9 @@ from cel_expr_python.ext import (
     ext_strings,
 )
 
-from webhook.engine.cel_checked import checked_problem
-from webhook.engine.cel_go import GUARDS, guarded
-from webhook.engine.cel_library import KUBERNETES_FUNCTIONS, PYTHON_FUNCTIONS
+from webhook.engine.cel.checked import checked_problem
+from webhook.engine.cel.go import GUARDS, guarded
+from webhook.engine.cel.library import KUBERNETES_FUNCTIONS, PYTHON_FUNCTIONS
 
 # The variables of ValidatingAdmissionPolicy, and what quickq-guard adds for its scopes.
 OBJECT_VARIABLES = ("object", "oldObject", "request", "params", "namespaceObject",
@@ -98,7 +104,7 @@ def compile_expression(text: str, scope: Scope, kind: Kind = "any",
     if len(text) > MAX_EXPRESSION_LENGTH:
         raise CelError(f"the expression is {len(text)} characters long; "
                        f"at most {MAX_EXPRESSION_LENGTH} are allowed")
-    # Compiled with the calls the runtime gets wrong guarded (webhook.engine.cel_go); what
+    # Compiled with the calls the runtime gets wrong guarded (webhook.engine.cel.go); what
     # does not compile is compiled as written again, so that errors name what it wrote.
     compiled = guarded(lex(text))
     try:
