@@ -47,9 +47,6 @@ PYTHON_ONLY = {
     "require-kueue-queue": (
         "no CEL form written: it leaves objects a controller owns to their owner and reads "
         "DRA claims for GPUs"),
-    "require-labels": (
-        "no CEL form written: it looks for the labels where each kind's pods get them, the "
-        "ML workload kinds' pod templates included"),
     "valid-resource-quantities": (
         "no CEL form needed: the API server itself refuses an invalid quantity (decoding) "
         "and a request above its limit (validation) before any admission policy runs"),
