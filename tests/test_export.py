@@ -197,8 +197,8 @@ def test_the_command_writes_yaml_names_refusals_and_sets_its_exit_code(tmp_path)
         "quickq-guard: note: exported 4 policies as admissionregistration.k8s.io/v1")
 
     # The shipped policies are built-in rules: disallow-latest-tag, liveness-probe-tolerance,
-    # require-labels and require-requests are written out from their CEL forms (policies/cel-forms/), the
-    # others are named as Python.
+    # require-labels and require-requests are written out from their CEL forms
+    # (policies/cel-forms/), the others are named as Python.
     done = run("--format", "vap")
     assert done.returncode == 0, done.stderr
     assert [(d["kind"], d["metadata"]["name"]) for d in yaml.safe_load_all(done.stdout)] == [
