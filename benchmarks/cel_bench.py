@@ -27,7 +27,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from webhook_load import typical_pod
 
 from webhook.engine.evaluate import evaluate
-from webhook.engine.policy import PolicySet, load_policies
+from webhook.engine.policy import PolicySet
+from webhook.loader import load_policies
 
 TARGET_EVALS = 10_000
 TARGET_LOAD_S = 1.0

@@ -33,7 +33,8 @@ import corpus
 
 from webhook.engine.evaluate import evaluate
 from webhook.engine.exceptions import Exceptions, index, read_exception
-from webhook.engine.policy import Config, PolicySet, load_policies
+from webhook.engine.policy import Config, PolicySet
+from webhook.loader import load_policies
 from webhook.manifests import read_text
 from webhook.testing import typical_pod
 

@@ -145,7 +145,8 @@ def test_a_tpu_pod_gets_the_gpu_checks_and_gkes_tpu_taint_by_default():
 
 
 def test_an_unknown_accelerators_field_fails_the_load(tmp_path):
-    from webhook.engine.policy import PolicyError, load_config
+    from webhook.engine.policy import PolicyError
+    from webhook.loader import load_config
 
     config = tmp_path / "config.yaml"
     config.write_text("accelerators:\n  gpuResource: [x]\n")

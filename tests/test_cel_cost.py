@@ -8,7 +8,6 @@ in about a second, where a quadratic policy took minutes."""
 from __future__ import annotations
 
 import copy
-import time
 from pathlib import Path
 from typing import Any
 
@@ -75,27 +74,23 @@ def test_an_expression_past_the_per_call_limit_on_this_object_is_too_costly(
     loaded = policies(tmp_path, _policy(
         "object.metadata.annotations['a'].replace('a', 'b').size() > 0"))
     assert evaluate(_pod(1, a="a" * 1000), loaded).outcome == "allowed"
-    started = time.perf_counter()
     decision = evaluate(_pod(1, a="a" * (2 * 1024 * 1024 + 512 * 1024)), loaded)
     assert not decision.allowed and decision.outcome == "error"
     assert "[costly] CEL validations[0].expression: too costly to evaluate" in decision.message
     assert f"past the per-expression limit of {cost.PER_CALL_LIMIT:,}" in decision.message
-    assert time.perf_counter() - started < 5
 
 
 def test_a_quadratic_policy_is_stopped_by_the_review_budget(tmp_path: Path) -> None:
     """`exists_one` over the pod's containers, once per container: 8,000 containers took
-    84 s through the webhook; the budget stops it, answering with the failure action."""
+    84 s through the webhook; the budget stops it, answering with the failure action (the
+    time it now takes: benchmarks/hostile_load.py)."""
     loaded = policies(tmp_path, _policy(
         "podSpec.containers.exists_one(c, c.name == container.name)", "container"))
     assert evaluate(_pod(50), loaded).outcome == "allowed"
-    started = time.perf_counter()
     decision = evaluate(_pod(4000), loaded)
-    seconds = time.perf_counter() - started
     assert not decision.allowed and decision.outcome == "error"
     assert "[costly] CEL too costly to evaluate: the review's CEL cost budget of " \
            f"{cost.REVIEW_BUDGET:,}" in decision.message
-    assert seconds < 10, seconds  # before: minutes
 
 
 def test_too_costly_is_an_error_result_like_any_evaluation_error(tmp_path: Path) -> None:

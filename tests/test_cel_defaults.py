@@ -17,9 +17,10 @@ from hypothesis import strategies as st
 from test_cel_examples import container_fields, objects
 
 from webhook import Decision, evaluate, load_policies
-from webhook.engine.policy import PolicySet, default_policies_dir
+from webhook.engine.policy import PolicySet
 from webhook.export.forms import FORMS_DIR
 from webhook.export.vap import EXPORTED_KINDS
+from webhook.loader import default_policies_dir
 
 CEL_FORMS = sorted(path.stem for path in FORMS_DIR.glob("*.yaml"))
 IMAGES = st.sampled_from([

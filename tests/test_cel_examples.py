@@ -14,7 +14,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from webhook import Decision, evaluate, load_policies
-from webhook.engine.policy import PolicySet, default_policies_dir
+from webhook.engine.policy import PolicySet
+from webhook.loader import default_policies_dir
 
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLES = ROOT / "examples" / "policies"

@@ -15,7 +15,7 @@ from builders import policies_in as policies
 
 from webhook import evaluate, load_policies
 from webhook.engine.cel import selects_only
-from webhook.engine.policy import load_config
+from webhook.loader import load_config
 
 LISTS = frozenset({"containers", "initContainers", "ephemeralContainers"})
 

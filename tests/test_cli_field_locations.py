@@ -190,3 +190,30 @@ def test_an_object_the_api_server_refuses_is_reported_at_the_refused_field(capsy
     _, out, _ = run(capsys, "check", "-o", "json", str(manifest))
     [error] = [r for r in json.loads(out)["results"] if r["result"] == "error"]
     assert [(f["line"], f["column"]) for f in error["findings"]] == [(line, column)]
+
+
+def test_a_key_holding_dots_and_brackets_is_found_where_it_is(tmp_path):
+    """A finding's path is keys and indices, never a string parsed back: an annotation key
+    holding `.`, `/` and `]` leads to its own line, and renders as written."""
+    from builders import policies_in
+
+    from webhook import evaluate
+    from webhook.manifests import read_text
+
+    key = "example.com/team]x"
+    loaded = policies_in(tmp_path, {
+        "id": "team-annotation", "description": "d", "type": "validate", "action": "enforce",
+        "scope": "object",
+        "validations": [{"expression": f"object.metadata.annotations['{key}'] == 'ml'",
+                         "message": "set the team annotation to ml",
+                         "fieldPath": f"object.metadata.annotations['{key}']"}]})
+    text = ("apiVersion: v1\nkind: Pod\nmetadata:\n  name: web\n  annotations:\n"
+            f"    other: x\n    {key}: search\nspec:\n  containers:\n"
+            "    - {name: web, image: registry.example.com/web:1.0}\n")
+    [document] = read_text(text, "pod.yaml")
+    decision = evaluate(document.obj, loaded)
+    [found] = next(r for r in decision.results if r.policy == "team-annotation").findings
+    assert found.at == ("metadata", "annotations", key)
+    assert found.path == f"metadata.annotations[{key}]"
+    assert found.pointer == "/metadata/annotations/example.com~1team]x"
+    assert document.field(found.at) == (7, 5)

@@ -61,3 +61,56 @@ def test_a_preexisting_violation_is_no_would_deny_in_dry_run():
     new = pod(container(image="app:latest"), labels={"app": "a", "team": "x"})
     decision = evaluate(new, with_config(mode="dry-run"), operation="UPDATE", old_object=old)
     assert decision.outcome == "allowed"
+
+
+# --- every finding carries its verdict, decided once ----------------------------------------
+
+def _verdicts(decision, policy):
+    return {decision.verdict(r, found) for r in decision.results if r.policy == policy
+            for found in r.findings}
+
+
+@pytest.mark.parametrize(("config", "verdict"), [
+    ({}, "deny"),
+    ({"mode": "dry-run"}, "would-deny"),
+    ({"policies": {"disallow-latest-tag": {"action": "warn"}}}, "warn"),
+    ({"policies": {"disallow-latest-tag": {"action": "audit"}}}, "audit"),
+])
+def test_each_finding_says_what_it_means(config, verdict):
+    decision = judge(pod(container(image="app:latest")), with_config(**config))
+    assert _verdicts(decision, "disallow-latest-tag") == {verdict}
+
+
+def test_a_patch_finding_says_patch_or_would_patch():
+    assert _verdicts(judge(pod(gpu_container())), "inject-gpu-toleration") == {"patch"}
+    decision = judge(pod(gpu_container()), with_config(mode="dry-run"))
+    assert _verdicts(decision, "inject-gpu-toleration") == {"would-patch"}
+
+
+def test_a_violation_an_update_keeps_is_a_warning():
+    old = pod(container(image="app:latest"))
+    new = pod(container(image="app:latest"), labels={"app": "a", "team": "x"})
+    decision = evaluate(new, with_config(), operation="UPDATE", old_object=old)
+    assert _verdicts(decision, "disallow-latest-tag") == {"warn"}
+
+
+def test_in_dry_run_another_policys_error_leaves_a_finding_would_deny(tmp_path):
+    """The outcome is "error" (a policy could not judge), yet each finding keeps its own
+    verdict: no output may read the outcome and call the finding a denial."""
+    import shutil
+    from pathlib import Path
+
+    from webhook.engine.policy import Config
+    from webhook.loader import default_policies_dir
+
+    policies = tmp_path / "policies"
+    shutil.copytree(default_policies_dir(), policies, ignore=shutil.ignore_patterns("tests"))
+    (policies / "broken.yaml").write_text(
+        "id: broken-annotation-check\ndescription: errors on every pod\ntype: validate\n"
+        "action: enforce\nvalidations:\n"
+        "  - expression: \"object.metadata.annotations['team'] == 'ml'\"\n"
+        "    message: set the team annotation\n")
+    loaded = load_policies(Path(policies), Config(mode="dry-run"))
+    decision = judge(pod(container(image="app:latest")), loaded)
+    assert decision.outcome == "error" and decision.allowed
+    assert _verdicts(decision, "disallow-latest-tag") == {"would-deny"}

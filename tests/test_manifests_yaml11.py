@@ -37,7 +37,7 @@ def _comparable(line, column, obj, error, positions):
     where = {}
     if positions is not None:
         seen: set[int] = set()
-        pending = [(obj, "")]
+        pending: list[tuple[object, tuple[object, ...]]] = [(obj, ())]
         while pending:
             value, path = pending.pop()
             if id(value) in seen:  # an alias: its fields were listed where the anchor is
@@ -46,7 +46,7 @@ def _comparable(line, column, obj, error, positions):
             pairs = value.items() if isinstance(value, dict) else enumerate(value) \
                 if isinstance(value, list) else ()
             for key, child in pairs:
-                field = f"{path}[{key}]"
+                field = (*path, key)
                 where[field] = positions.find(obj, field)
                 pending.append((child, field))
     return line, column, obj, error, where

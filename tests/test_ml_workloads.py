@@ -17,7 +17,8 @@ from builders import container, gpu_container, judge, result, with_config
 
 from webhook import evaluate, load_policies
 from webhook.cli import main
-from webhook.engine.policy import PolicyError, load_config
+from webhook.engine.policy import PolicyError
+from webhook.loader import load_config
 from webhook.manifests import read_file
 
 ML = Path(__file__).resolve().parent / "ml_workloads"

@@ -15,7 +15,7 @@ from builders import judge, statuses
 from webhook import load_policies
 from webhook.cli.main import main
 from webhook.engine.normalize import MISSING_FIELD, normalize
-from webhook.engine.patch import apply_patch, rebase
+from webhook.engine.patch import apply_patch, dotted, rebase
 from webhook.engine.quantity import canonical_quantity
 from webhook.testing import container, node_template, pod, probe, workload
 
@@ -122,7 +122,7 @@ def test_what_lacks_a_required_field_is_named(change: Any, field: str) -> None:
     obj = pod()
     change(obj)
     _, missing = normalize(obj)
-    assert missing == [(field, MISSING_FIELD)]
+    assert [(dotted(at), problem) for at, problem in missing] == [(field, MISSING_FIELD)]
 
 
 def test_a_deployment_without_a_selector_is_refused_not_judged() -> None:
@@ -229,10 +229,10 @@ def test_a_metadata_that_is_no_mapping_is_a_problem_not_a_crash(kind: str) -> No
     obj["metadata"] = True
     obj["spec"]["template"]["metadata"] = "x"
     _, refused = normalize(obj)
-    assert ("metadata", "expected a mapping, got a boolean") in refused
+    assert (("metadata",), "expected a mapping, got a boolean") in refused
 
 
 def test_a_priority_class_name_of_the_wrong_type_is_a_problem_not_a_crash() -> None:
     _, refused = normalize(pod(container(image="registry.example.com/app:1"),
                                priorityClassName=[None]))
-    assert [path for path, _ in refused] == ["spec.priorityClassName"]
+    assert [path for path, _ in refused] == [("spec", "priorityClassName")]

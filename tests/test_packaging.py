@@ -34,7 +34,7 @@ def test_wheel_ships_policies_and_finds_them_outside_a_checkout(tmp_path: Path) 
 
     target = tmp_path / "site"
     zipfile.ZipFile(wheel).extractall(target)
-    probe = ("import webhook.engine.policy as p, webhook; "
+    probe = ("import webhook.loader as p, webhook; "
              "print(p.default_policies_dir()); "
              "print(len(webhook.load_policies().policies)); "
              "print(len(webhook.load_policies(config=webhook.Config.model_validate("

@@ -11,7 +11,7 @@ import pytest
 from builders import container, judge, pod, result
 
 from webhook import Config, PolicyError, load_config, load_policies
-from webhook.engine.policy import default_policies_dir
+from webhook.loader import default_policies_dir
 
 DEFAULT_IDS = [
     "disallow-latest-tag", "disallow-root-user", "gpu-claim-usage", "gpu-priority-class",

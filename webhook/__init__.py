@@ -9,8 +9,9 @@ The public API is what the webhook and the CLI use themselves:
 """
 
 from webhook.engine.evaluate import evaluate
-from webhook.engine.policy import Config, Policy, PolicyError, PolicySet, load_config, load_policies
+from webhook.engine.policy import Config, Policy, PolicyError, PolicySet
 from webhook.engine.results import Decision, Finding, Resource, Result
+from webhook.loader import load_config, load_policies
 
 __all__ = [
     "Config",

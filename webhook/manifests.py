@@ -20,7 +20,7 @@ from typing import Any
 import pathspec
 import yaml
 
-from webhook.engine.patch import undotted
+from webhook.engine.patch import Path as FieldPath
 from webhook.engine.yaml_limits import (
     RECURSIVE,
     LimitError,
@@ -49,8 +49,8 @@ class Document:
     column: int = 0
     positions: Positions | None = field(default=None, repr=False, compare=False)
 
-    def field(self, path: str) -> tuple[int, int]:
-        """(line, column) of the field a finding names (`spec.containers[0].image`), or of its
+    def field(self, path: FieldPath) -> tuple[int, int]:
+        """(line, column) of the field a finding names (Finding.at), or of its
         nearest parent in the source when the field is not there (a rule asks to add it); the
         object's own when the reader kept no positions (an object built in code)."""
         if self.positions is not None:
@@ -272,12 +272,12 @@ class Positions:
         self.marks = marks  # id(dict) -> {key: mark}, id(list) -> [mark per item]
         self.offset = offset  # lines before the part of the file that was read
 
-    def find(self, obj: Any, path: str) -> tuple[int, int] | None:
-        """(line, column) of the deepest field along a dotted path that is in the source."""
+    def find(self, obj: Any, path: FieldPath) -> tuple[int, int] | None:
+        """(line, column) of the deepest field along a path that is in the source."""
         found = None
         node = obj
         table = self.marks
-        for segment in undotted(path):
+        for segment in path:
             marks = table.get(id(node))
             if marks is None:
                 break
@@ -286,9 +286,9 @@ class Positions:
                 if mark is None:
                     break
                 node = node.get(segment if type(segment) is str else str(segment))
-            elif type(segment) is int and segment < len(marks):
-                mark = marks[segment]
-                node = node[segment]
+            elif 0 <= (index := _index(segment)) < len(marks):
+                mark = marks[index]
+                node = node[index]
             else:
                 break
             found = mark
@@ -305,6 +305,15 @@ class Positions:
 
 
 # (line, column, object, error, where its fields are (None after an error))
+def _index(segment: str | int) -> int:
+    """A path's segment as an index into a sequence, or -1: a JSON pointer's token
+    (a CEL mutation's path) names an item by its digits."""
+    if type(segment) is int:
+        return segment
+    return int(segment) if isinstance(segment, str) and segment.isascii() \
+        and segment.isdigit() else -1
+
+
 _Read = tuple[int, int, Any, str, Positions | None]
 
 

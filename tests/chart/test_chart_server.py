@@ -24,6 +24,8 @@ from typing import Any
 import pytest
 from chart_helpers import FULLNAME, NAMESPACE, VENV_BIN, find, helm_template
 
+from webhook.testing import wait_until
+
 CLI = VENV_BIN / "quickq-guard"
 ETC = "/etc/quickq-guard"
 
@@ -122,20 +124,19 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
     proc = subprocess.Popen([str(CLI), "serve", *chart_args(docs, root, port)],
                             stdout=log, stderr=subprocess.STDOUT, text=True)
     srv = Server(root, port, root / "tls" / "ca.crt", proc)
+    def ready() -> bool:
+        if proc.poll() is not None:
+            pytest.fail(f"server exited {proc.returncode}:\n{(root / 'server.log').read_text()}")
+        try:
+            return srv.request("GET", "/readyz")[0] == 200
+        except OSError:
+            return False
+
     try:
-        deadline = time.monotonic() + 30
-        while True:
-            if proc.poll() is not None:
-                pytest.fail(f"server exited {proc.returncode}:\n"
-                            f"{(root / 'server.log').read_text()}")
-            try:
-                if srv.request("GET", "/readyz")[0] == 200:
-                    break
-            except OSError:
-                pass
-            if time.monotonic() > deadline:
-                pytest.fail(f"server never ready:\n{(root / 'server.log').read_text()}")
-            time.sleep(0.2)
+        try:
+            wait_until(ready, timeout=30, what="the server to be ready")
+        except AssertionError as error:
+            pytest.fail(f"{error}:\n{(root / 'server.log').read_text()}")
         yield srv
     finally:
         proc.terminate()
@@ -198,9 +199,7 @@ def test_helm_upgrade_of_policies_reloads_without_restart(server: Server) -> Non
     """Render as after `helm upgrade --set policies.require-requests.action=off`."""
     upgraded = helm_template({"policies": {"require-requests": {"action": "off"}}})
     project(server.root / "config", rendered_files(upgraded)["config"])
-    deadline = time.monotonic() + 20
-    while server.review("validate", pod("no-requests", requests=False),
-                        "team-a")["allowed"] is not True:
-        assert time.monotonic() < deadline, "policy override never reloaded"
-        time.sleep(0.5)
+    wait_until(lambda: server.review("validate", pod("no-requests", requests=False),
+                                     "team-a")["allowed"] is True,
+               what="the policy override to reload", interval=0.5)
     assert server.proc.poll() is None, "the server restarted instead of reloading"

@@ -13,7 +13,6 @@ import base64
 import json
 import socket
 import threading
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -139,12 +138,13 @@ def test_a_rotation_under_load_fails_no_request_and_does_not_stick(
                   "--reuse-values", "--set", "certs.helm.rotation=2026-12-01")
         new_ca, kept = ca_bundle(kube)
         assert [kept] == old_ca and new_ca != kept
-        time.sleep(3)  # the API server trusts both; the webhook still serves the old leaf
+        # The API server trusts both; the webhook still serves the old leaf.
+        wait_until(lambda: len(load.answers) - start > 10, what="creates with both CAs trusted")
         assert webhook.served_serial() == old_serial
         middle = len(load.answers)
         secret_files(kube, certs)  # the kubelet's refresh, a while later
         wait_until(lambda: webhook.served_serial() != old_serial, what="the new leaf to be served")
-        time.sleep(3)
+        wait_until(lambda: len(load.answers) - middle > 10, what="creates with the new leaf")
         end = len(load.answers)
         assert middle - start > 10 and end - middle > 10, (start, middle, end)
         assert load.failed_since(start) == 0, load.problems[:3]

@@ -10,7 +10,6 @@ from __future__ import annotations
 import json
 import socket
 import threading
-import time
 from collections.abc import Iterator
 
 import pytest
@@ -125,10 +124,8 @@ def test_a_webhook_that_never_answers_fails_the_call_after_timeout_seconds(
 
     with guard.pointed_at(f"https://127.0.0.1:{silent_port}", times_out,
                           **{"webhook.timeoutSeconds": "2"}):
-        started = time.monotonic()
         error = create(kube, VICTIM, "hung")
-        elapsed = time.monotonic() - started
     # The validating webhook's failure refuses; the mutating one's (Ignore) admits silently.
     assert 'failed calling webhook "validate.quickq-guard.quickq.io"' in error
     assert "?timeout=2s" in error  # the chart's value, not the default of 10 s
-    assert 1.5 < elapsed < 9  # kubectl's own start-up is in there too, on a busy machine
+    assert "context deadline exceeded" in error  # the API server gave up after it

@@ -5,7 +5,6 @@ changes, and none of them fails."""
 from __future__ import annotations
 
 import threading
-import time
 from collections.abc import Callable
 
 from cluster_helpers import (
@@ -72,7 +71,9 @@ def test_creates_keep_succeeding_through_rotations_and_a_policy_reload(
             webhook_certs(guard.certs)  # a new serving certificate from the same CA
             wait_until(lambda before=before: guard.webhook.served_serial() != before,
                        what="the webhook to serve the new certificate")
-            time.sleep(1)
+            created = load.created
+            wait_until(lambda created=created: load.created >= created + 3,
+                       what="creates through the new certificate")
         assert judge_latest()[0] == 403
         try:
             guard.config.write_text(original.replace(
@@ -81,6 +82,7 @@ def test_creates_keep_succeeding_through_rotations_and_a_policy_reload(
         finally:
             guard.config.write_text(original)
         wait_until(lambda: judge_latest()[0] == 403, what="the policy reload back")
-        time.sleep(1)
+        created = load.created
+        wait_until(lambda: load.created >= created + 3, what="creates after the reload")
     assert load.failures == []
     assert load.created >= 20

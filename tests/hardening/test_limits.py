@@ -63,9 +63,7 @@ def test_deep_nesting_is_judged_or_refused_never_500(client: httpx.Client, where
     if len(body) > MAX_BODY:
         body = body[:MAX_BODY]  # still deep, still too deep to parse
     for path in ("/validate", "/mutate"):
-        started = time.monotonic()
         answer = client.post(path, content=body, headers={"content-type": "application/json"})
-        assert time.monotonic() - started < 5
         assert answer.status_code in (200, 400), answer.text[:300]
         data = answer.json()
         if depth > 1100 - 77:  # the review itself adds a few levels above the value
@@ -85,10 +83,11 @@ def test_recursion_error_of_the_stdlib_parser_is_a_400(monkeypatch: pytest.Monke
 
 
 @pytest.mark.parametrize("path", ["/validate", "/mutate"])
-def test_huge_array_of_containers_within_the_body_limit_is_answered_in_time(
+def test_huge_array_of_containers_within_the_body_limit_is_answered(
         client: httpx.Client, path: str) -> None:
     """~15 000 containers (just under 3 MiB), each failing policies and needing a patch: the
-    answer comes within 5 s and stays a valid AdmissionReview under the API server's limits."""
+    answer is a valid AdmissionReview under the API server's limits (how long it takes:
+    benchmarks/hostile_load.py, "a review near the 3 MiB body limit")."""
     body = review(pod())
     base = body["request"]["object"]["spec"]["containers"][0]
     one = dict(base, image="nginx", livenessProbe={"httpGet": {"port": 80}})
@@ -97,14 +96,11 @@ def test_huge_array_of_containers_within_the_body_limit_is_answered_in_time(
         dict(one, name=f"c{i:05d}") for i in range(count)]
     data = json.dumps(body).encode()
     assert MAX_BODY - 16384 < len(data) <= MAX_BODY
-    started = time.monotonic()
     answer = client.post(path, content=data, headers={"content-type": "application/json"},
                          timeout=30)
-    elapsed = time.monotonic() - started
     assert answer.status_code == 200
     response = answer.json()["response"]
     assert response["uid"] == body["request"]["uid"]
-    assert elapsed < 5, f"{count} containers took {elapsed:.2f} s"
     if path == "/validate":
         assert response["allowed"] is False
     else:

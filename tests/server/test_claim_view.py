@@ -15,7 +15,7 @@ from server_helpers import Item, Listing
 from webhook.engine.claims import claims_from
 from webhook.engine.evaluate import evaluate
 from webhook.engine.normalize import normalize
-from webhook.engine.policy import load_policies
+from webhook.loader import load_policies
 from webhook.server import app, claim_view, cluster_view
 from webhook.server.admission import parse_review
 from webhook.server.claim_view import ClaimView

@@ -4,13 +4,13 @@ down; no view at all before the first list, and then no exception applies."""
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 import pytest
 from server_helpers import Item, Listing
 
-from webhook.engine.policy import load_policies
+from webhook.loader import load_policies
 from webhook.server import cluster_view, granted
 from webhook.server.cluster_view import ClusterView
 
@@ -33,8 +33,10 @@ class FakeApi:
         self.objects: list[dict[str, Any]] = []
         self.events: asyncio.Queue[Any] = asyncio.Queue()
         self.down = False
+        self.lists = 0  # list() calls, answered or failed
 
     def list(self, resource: Any, namespace: str) -> Listing:
+        self.lists += 1
         if self.down:
             raise ConnectionError("the API server is gone")
         return Listing([o for o in self.objects if o["metadata"]["namespace"] == namespace])
@@ -56,6 +58,15 @@ class FakeApi:
 async def settle() -> None:
     for _ in range(20):
         await asyncio.sleep(0)
+
+
+async def until(check: Callable[[], bool], what: str) -> None:
+    """Let the view's task run (it retries every RETRY_SECONDS) until `check` holds."""
+    for _ in range(1000):
+        if check():
+            return
+        await asyncio.sleep(0.01)
+    raise AssertionError(f"timed out waiting for {what}")
 
 
 @pytest.fixture(autouse=True)
@@ -92,8 +103,8 @@ def test_listed_watched_kept_and_aged() -> None:
         # Back: listed again, current again.
         api.down = False
         api.objects = [exception("third")]
-        await asyncio.sleep(0.05)
-        assert set(view.snapshot().objects) == {("grants", "third")}  # type: ignore[union-attr]
+        await until(lambda: set(view.snapshot().objects) == {("grants", "third")},  # type: ignore[union-attr]
+                    "the view to list again")
         assert view.age() == 0.0
         task.cancel()
 
@@ -106,7 +117,7 @@ def test_no_view_before_every_namespace_was_listed() -> None:
         api.down = True
         view = ClusterView(granted.KIND, ["grants", "more"], lambda: api)  # type: ignore[arg-type,return-value]
         task = asyncio.create_task(view.run())
-        await asyncio.sleep(0.05)
+        await until(lambda: api.lists >= 3, "the view to try listing again")
         assert view.snapshot() is None and view.age() is None
         assert not granted.Granted(view).current(load_policies())
         task.cancel()

@@ -96,7 +96,7 @@ def test_certificate_rotation_while_requests_run(tmp_path: Path) -> None:
         thread.start()
     try:
         first = server.served_serial()
-        time.sleep(0.3)
+        wait_until(lambda: done >= 3, what="requests under way")
         ensure_certs(certs, SERVICE, NAMESPACE, days=2)  # same CA, new serving certificate
         renewed = file_serial(certs / "tls.crt")
         assert renewed != first
@@ -109,7 +109,8 @@ def test_certificate_rotation_while_requests_run(tmp_path: Path) -> None:
                 client, 'quickq_guard_reload_failures_total{what="certificate"}') >= 1)
         assert server.served_serial() == renewed
         (certs / "tls.crt").write_bytes(good_cert)
-        time.sleep(0.3)
+        served = done
+        wait_until(lambda: done >= served + 3, what="requests after the certificate is back")
     finally:
         stop.set()
         for thread in threads:
@@ -217,7 +218,15 @@ def test_sigterm_finishes_requests_in_flight_and_exits_0(tmp_path: Path,
     sockets = [_start_request(server, data) for data in encoded]
     time.sleep(0.2)
     server.signal(signal.SIGTERM)
-    time.sleep(0.5)
+
+    def refused() -> bool:
+        try:
+            socket.create_connection(("127.0.0.1", server.port), timeout=1).close()
+        except OSError:
+            return True
+        return False
+
+    wait_until(refused, timeout=10, what="the server to stop accepting", interval=0.05)
     assert server.process.poll() is None  # waiting for the requests in flight
     with pytest.raises(httpx.ConnectError), server.client() as client:
         client.get("/healthz")  # no longer accepting

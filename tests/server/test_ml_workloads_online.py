@@ -15,7 +15,7 @@ from server_helpers import Server, post, review
 from test_workloads_online import online_verdict
 
 from webhook import evaluate, load_policies
-from webhook.engine.policy import load_config
+from webhook.loader import load_config
 from webhook.manifests import read_file
 
 ML = Path(__file__).resolve().parent.parent / "ml_workloads"

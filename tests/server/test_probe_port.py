@@ -8,7 +8,6 @@ import socket
 import ssl
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import httpx
@@ -66,9 +65,7 @@ def test_a_probe_port_in_use_or_equal_to_the_port_stops_serve(tmp_path: Path) ->
                                *files], capture_output=True, text=True, timeout=60,
                               check=False)
     assert done.returncode == 3 and "pass --probe-port" in done.stderr, done.stderr
-    started = time.monotonic()
     done = subprocess.run([sys.executable, "-m", "webhook.cli", "serve", "--host", "127.0.0.1",
                            "--port", str(port), "--probe-port", str(port), *files],
                           capture_output=True, text=True, timeout=60, check=False)
     assert done.returncode == 2 and "--probe-port must differ from --port" in done.stderr
-    assert time.monotonic() - started < 30

@@ -14,7 +14,8 @@ from webhook.cli import exceptions, judge
 from webhook.cli.exits import EXIT_ERROR, CliError, error, note
 from webhook.cli.formats import NAMES, Options, formats
 from webhook.cli.summary import FAIL_ON, exit_code
-from webhook.engine.policy import PolicySet, load_config, load_policies
+from webhook.engine.policy import PolicySet
+from webhook.loader import load_config, load_policies
 
 
 def add_parser(commands: Any) -> None:

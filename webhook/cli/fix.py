@@ -25,7 +25,6 @@ from ruamel.yaml.error import YAMLError
 from ruamel.yaml.util import load_yaml_guess_indent
 
 from webhook.cli.exits import EXIT_ERROR, EXIT_FAILED, EXIT_OK, CliError, error, hint, note
-from webhook.cli.formats import label
 from webhook.cli.judge import input_claims, is_object, judge, kustomize_skip, manifest_patch
 from webhook.engine.claims import ClaimLookup
 from webhook.engine.patch import PatchError, apply_in_place
@@ -137,7 +136,7 @@ def fix_source(source: Source, policies: PolicySet,
             continue
         for result in decision.results:
             for finding in result.findings:
-                if result.status == "fail" and label(decision, result, finding) == "deny":
+                if decision.verdict(result, finding) == "deny":
                     done.unfixed.append(f"{where}: [{result.policy}] {finding.message} "
                                         f"(field: {finding.path})")
         if not decision.patch:

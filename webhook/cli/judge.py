@@ -28,7 +28,7 @@ from webhook.engine.evaluate import error_decision, evaluate, skipped_decision
 from webhook.engine.exceptions import NONE, Exceptions
 from webhook.engine.patch import PatchError, apply_patch, rebase
 from webhook.engine.policy import PolicySet
-from webhook.engine.results import Decision, Resource
+from webhook.engine.results import Decision, Resource, Result
 from webhook.manifests import Document, Source, manifest_sources, read_source, split
 
 TASK_BYTES = 512 * 1024  # input bytes per task: the unit of work and of output in flight
@@ -102,14 +102,12 @@ def manifest_patch(obj: Any, decision: Decision, policies: PolicySet,
     default) gets its operations rebased on the manifest (webhook.engine.patch.rebase)."""
     if not decision.patch:
         return []
-    patching = [result for result in decision.results
-                if result.status == "patch" and result.action == "enforce"]
+    patching = [result for result in decision.results if _patches(decision, result)]
     written = evaluate(obj, policies, claims=claims, as_applied=False, operation=operation,
                        old_object=old_object, source=decision.resource.source)
     by_policy = {result.policy: result for result in written.results}
     if all(by_policy.get(result.policy, result).status == "patch" for result in patching) \
-            and len(patching) == sum(r.status == "patch" and r.action == "enforce"
-                                     for r in written.results):
+            and len(patching) == sum(_patches(written, r) for r in written.results):
         return list(written.patch)
     operations: list[dict[str, Any]] = []
     current = obj
@@ -123,6 +121,10 @@ def manifest_patch(obj: Any, decision: Decision, policies: PolicySet,
             continue
         operations += ops
     return operations
+
+
+def _patches(decision: Decision, result: Result) -> bool:
+    return any(decision.verdict(result, found) == "patch" for found in result.findings)
 
 
 def input_claims(work: Sequence[Sequence[Source]], stdin: bytes | None) -> Claims:
@@ -171,7 +173,8 @@ def count(decision: Decision, counts: Counter[str]) -> None:
         counts["level:audit"] += 1
     for result in decision.results:
         status = result.status
-        if status == "fail" and all(f.exception for f in result.findings):
+        if status == "fail" and all(decision.verdict(result, f) == "excepted"
+                                    for f in result.findings):
             counts["excepted"] += 1  # a PolicyException covers every finding: not a failure
         else:
             counts["warn" if status == "fail" and result.action != "enforce" else status] += 1

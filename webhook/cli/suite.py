@@ -26,14 +26,9 @@ from webhook.cli.judge import is_object, manifest_patch
 from webhook.engine.claims import claims_from
 from webhook.engine.evaluate import evaluate
 from webhook.engine.patch import apply_patch
-from webhook.engine.policy import (
-    Config,
-    PolicyError,
-    PolicySet,
-    load_config,
-    load_policies,
-)
+from webhook.engine.policy import Config, PolicyError, PolicySet
 from webhook.engine.results import Decision
+from webhook.loader import load_config, load_policies
 from webhook.manifests import Source, read_source, read_text, walk
 
 KIND = "PolicyTest"

@@ -7,8 +7,9 @@ from __future__ import annotations
 from decimal import Decimal
 from typing import Any
 
+from webhook.engine.patch import Path
 from webhook.engine.quantity import is_whole, parse_quantity
-from webhook.engine.workload import Workload, dotted
+from webhook.engine.workload import Workload
 
 REFUSED = "the API server itself refuses this field before any webhook is called"
 # A kind of another project (a LeaderWorkerSet, a PyTorchJob) is stored as it is: only the
@@ -30,13 +31,13 @@ _NATIVE_PREFIXES = ("cpu", "memory", "ephemeral-storage", "hugepages-", "kuberne
                     "requests.", "limits.")
 
 
-def refused_fields(workload: Workload) -> dict[str, bool]:
-    """The dotted paths of the requests and limits the API server refuses in a Pod or pod
+def refused_fields(workload: Workload) -> dict[Path, bool]:
+    """The paths of the requests and limits the API server refuses in a Pod or pod
     template: a quantity it cannot decode (True), a request above its limit, and an extended
     resource that is not a whole count, lacks a limit or differs from it (False)."""
     if workload.is_node_template:  # a custom resource: its quantities are plain strings
         return {}
-    refused: dict[str, bool] = {}
+    refused: dict[Path, bool] = {}
     for container in workload.containers:
         amounts: dict[str, dict[str, Decimal]] = {"requests": {}, "limits": {}}
         for which, values in (("requests", container.requests), ("limits", container.limits)):
@@ -62,5 +63,6 @@ def _extended(name: Any) -> bool:
     return isinstance(name, str) and not name.startswith(_NATIVE_PREFIXES)
 
 
-def _path(container: Any, which: str, name: Any) -> str:
-    return dotted(container.field_path("resources", which, name))
+def _path(container: Any, which: str, name: Any) -> Path:
+    path: Path = container.field_path("resources", which, name)
+    return path

@@ -18,7 +18,7 @@ from collections.abc import Mapping
 from functools import cache
 from typing import Any
 
-from webhook.engine.patch import Path, dotted
+from webhook.engine.patch import Path
 
 Schema = Mapping[str, Any]
 GROUP = "quickq.io"
@@ -43,14 +43,14 @@ def schema_of(obj: Any) -> Schema | None:
     return _schemas().get(str(obj.get("kind")))
 
 
-def as_served(obj: Any) -> tuple[Any, list[tuple[str, str]]]:
+def as_served(obj: Any) -> tuple[Any, list[tuple[Path, str]]]:
     """(the object as the API server hands it over, what the API server refuses in it):
     `obj` itself when it is none of ours, else a copy decoded by its schema."""
     schema = schema_of(obj)
     if schema is None:
         return obj, []
     served = copy.deepcopy(dict(obj))
-    refused: list[tuple[str, str]] = []
+    refused: list[tuple[Path, str]] = []
     _drop_nulls(served, schema, (), refused)
     _default(served, schema)
     return served, refused
@@ -66,7 +66,7 @@ def _property(schema: Schema, key: str) -> Schema | None:
 
 
 def _drop_nulls(value: Any, schema: Schema, path: Path,
-                refused: list[tuple[str, str]]) -> None:
+                refused: list[tuple[Path, str]]) -> None:
     """PruneNonNullableNullsWithoutDefaults: a null the schema allows no null for, and has
     no default for, is dropped (a null list item stays); a null an enum leaves out is
     refused."""
@@ -80,7 +80,7 @@ def _drop_nulls(value: Any, schema: Schema, path: Path,
                     del value[key]
                 elif "enum" in inner and None not in inner["enum"]:
                     allowed = ", ".join(f'"{v}"' for v in inner["enum"])
-                    refused.append((dotted((*path, key)), "Unsupported value: null: "
+                    refused.append(((*path, key), "Unsupported value: null: "
                                     f"supported values: {allowed}"))
             else:
                 _drop_nulls(value[key], inner, (*path, key), refused)

@@ -19,9 +19,9 @@ from webhook.engine.cost import Budget, TooCostly
 from webhook.engine.globs import matches_any
 from webhook.engine.hidden import hidden_values, hide
 from webhook.engine.normalize import checks, normalize
-from webhook.engine.patch import PatchError, Path, apply_patch, undotted
+from webhook.engine.patch import PatchError, Path, apply_patch, dotted, value_at
 from webhook.engine.policy import Policy, PolicySet
-from webhook.engine.results import Decision, Finding, Outcome, Resource, Result
+from webhook.engine.results import Decision, Finding, Outcome, Resource, Result, verdict_of
 from webhook.engine.rules.cel import Request
 from webhook.engine.workload import (
     InvalidObject,
@@ -75,7 +75,7 @@ def evaluate(
     cluster online); without it, none resolves.
     """
     resource = describe(obj, namespace, source)
-    refused: list[tuple[str, str]] = []
+    refused: list[tuple[Path, str]] = []
     checked = False
     if as_applied and not from_api_server:
         checked = checks(obj)  # a built-in kind, checked as it is normalized
@@ -93,7 +93,8 @@ def evaluate(
                                  custom_kinds=config.workload_kinds,
                                  decoded=from_api_server, checked=checked)
     except RefusedObject as error:
-        findings = tuple(Finding(problem if path == "apiVersion" else f"{path}: {problem}", path)
+        findings = tuple(Finding(problem if path == ("apiVersion",) else
+                                 f"{dotted(path)}: {problem}", path)
                          for path, problem in error.problems)
         return error_decision(resource, str(error), f"{resource}: the Kubernetes API server "
                               f"would refuse it: {error}", in_dry_run_mode, findings)
@@ -269,7 +270,7 @@ def _note_api_server_refusals(results: list[Result], workload: Workload) -> list
     group = api_group(str(workload.obj.get("apiVersion")))
     noted = []
     for result in results:
-        hits = [refused[f.path] for f in result.findings if f.path in refused] \
+        hits = [refused[f.at] for f in result.findings if f.at in refused] \
             if result.status == "fail" else []
         noted.append(replace(result, reason=refusal(workload.kind, group, any(hits)))
                      if hits else result)
@@ -307,20 +308,9 @@ def _same_pod_template(workload: Workload, obj: Any, old_object: Any) -> bool:
     if workload.is_pod or workload.is_node_template or not workload.pod_specs \
             or not isinstance(old_object, Mapping):
         return False
-    return all(_at(obj, pod.template_path) is not None
-               and _at(obj, pod.template_path) == _at(old_object, pod.template_path)
+    return all(value_at(obj, pod.template_path) is not None
+               and value_at(obj, pod.template_path) == value_at(old_object, pod.template_path)
                for pod in workload.pod_specs)
-
-
-def _at(obj: Any, path: tuple[str | int, ...]) -> Any:
-    for key in path:
-        if isinstance(obj, Mapping):
-            obj = obj.get(key)
-        elif isinstance(obj, list) and isinstance(key, int) and key < len(obj):
-            obj = obj[key]
-        else:
-            return None
-    return obj
 
 
 def _mark_unpatched(result: Result) -> Result:
@@ -351,7 +341,7 @@ def _finding_key(policy: str | None, found: Finding, obj: Any) -> FindingKey:
     `env[2].value` of DB_PASSWORD stays the same finding when a variable is added before it."""
     field: list[str | int] = []
     node = obj
-    for segment in undotted(found.path):
+    for segment in found.at:
         if isinstance(node, list) and isinstance(segment, int) and segment < len(node):
             node = node[segment]
             name = node.get("name") if isinstance(node, Mapping) else None
@@ -428,7 +418,8 @@ _QUIET = frozenset({"pass", "skip"})  # results that add nothing to the verdict
 
 def _decide(resource: Resource, results: tuple[Result, ...], dry_run: bool,
             patch: tuple[dict[str, Any], ...], patched: Any) -> Decision:
-    """Turn results into the verdict: denials, warnings, audit annotations and the patch."""
+    """Render each finding's verdict (results.verdict_of) into the answer: denials, warnings,
+    audit annotations and the patch."""
     notable = [result for result in results if result.status not in _QUIET]
     if not notable:  # every policy passed or skipped: nothing to say
         return Decision(resource, results, allowed=True, outcome="allowed", dry_run=dry_run)
@@ -436,42 +427,42 @@ def _decide(resource: Resource, results: tuple[Result, ...], dry_run: bool,
     denial_reason = ""
     warnings: list[str] = []
     audit: dict[str, list[str]] = {}
+    verdicts: set[str] = set()
     for result in notable:
-        status = result.status
-        if status == "error":
+        if result.status == "error":
+            verdicts.add("error")
             line = f"[{result.policy}] {result.reason}"
             (warnings if dry_run else denials).append(line)
             continue
-        if status not in ("fail", "patch"):
+        if result.status not in ("fail", "patch"):
             continue
         # A mutate policy that is not enforced (or not in force: dry-run) only says what it
         # would have patched.
         would_patch = "would patch: " if result.status == "patch" else ""
         for found in result.findings:
-            if found.exception:  # never denies, never silent
+            said = verdict_of(result, found, dry_run)
+            verdicts.add(said)
+            if said == "excepted":  # never denies, never silent
                 warnings.append(f"[{result.policy}] {found.message} (excepted by "
                                 f"{found.exception})")
                 audit.setdefault(f"excepted.{result.policy}", []).append(
                     f"{found.exception}: {found.message}")
-            elif result.action == "audit":
+            elif said == "audit":
                 audit.setdefault(str(result.policy), []).append(would_patch + found.message)
-            elif result.action == "warn":
+            elif said == "warn" and result.action == "warn":
                 warnings.append(f"[{result.policy}] {would_patch}{found.message}")
-            elif result.status == "patch":
-                if found.preexisting:
-                    warnings.append(f"[{result.policy}] {found.message} (not patched: this "
-                                    "update leaves the pod template unchanged)")
-                elif dry_run:
-                    warnings.append(f"[{result.policy}] would patch: {found.message}")
-                    audit.setdefault(str(result.policy), []).append(f"would patch: {found.message}")
-            elif found.preexisting:
+            elif said == "warn":
                 warnings.append(f"[{result.policy}] {found.message} "
                                 "(already violated before this update)")
-            elif dry_run:
-                warnings.append(f"[{result.policy}] would deny: {found.message}")
-                audit.setdefault(str(result.policy), []).append(f"would deny: {found.message}")
-            else:
-                field = f" (field: {found.path})" if found.path else ""
+            elif found.preexisting and result.status == "patch":
+                warnings.append(f"[{result.policy}] {found.message} (not patched: this "
+                                "update leaves the pod template unchanged)")
+            elif said in ("would-patch", "would-deny"):
+                would = said.replace("-", " ")
+                warnings.append(f"[{result.policy}] {would}: {found.message}")
+                audit.setdefault(str(result.policy), []).append(f"{would}: {found.message}")
+            elif said == "deny":
+                field = f" (field: {found.path})" if found.at else ""
                 denials.append(f"[{result.policy}] {found.message}{field}")
                 denial_reason = denial_reason or found.denial_reason or "Forbidden"
     message = ""
@@ -481,7 +472,7 @@ def _decide(resource: Resource, results: tuple[Result, ...], dry_run: bool,
         resource=resource,
         results=results,
         allowed=not denials,
-        outcome=_outcome(results, dry_run, bool(denials), bool(patch)),
+        outcome=_outcome(verdicts, bool(patch)),
         message=message,
         warnings=tuple(warnings),
         audit_annotations={key: "; ".join(values) for key, values in audit.items()},
@@ -492,20 +483,15 @@ def _decide(resource: Resource, results: tuple[Result, ...], dry_run: bool,
     )
 
 
-def _outcome(results: tuple[Result, ...], dry_run: bool, denied: bool, patched: bool) -> Outcome:
-    """What the decision means: the one place where a verdict is named."""
-    if any(result.status == "error" for result in results):
-        return "error"
-    if denied:
-        return "denied"
-    if patched:
-        return "patched"
-    if dry_run:
-        enforced = [result for result in results if result.action == "enforce"]
-        if any(result.status == "fail"
-               and not all(f.preexisting or f.exception for f in result.findings)
-               for result in enforced):
-            return "would-deny"
-        if any(result.status == "patch" for result in enforced):
-            return "would-patch"
-    return "allowed"
+def _outcome(verdicts: set[str], patched: bool) -> Outcome:
+    """What the decision means, from its findings' verdicts."""
+    for said, outcome in _OUTCOMES:
+        if said in verdicts:
+            return outcome
+    return "patched" if patched else "allowed"
+
+
+# The first verdict present names the outcome; then a patch made, else allowed.
+_OUTCOMES: tuple[tuple[str, Outcome], ...] = (
+    ("error", "error"), ("deny", "denied"), ("would-deny", "would-deny"),
+    ("would-patch", "would-patch"))

@@ -19,6 +19,7 @@ from typing import Any
 from pydantic import AwareDatetime, Field, ValidationError
 
 from webhook.engine.globs import matches_any
+from webhook.engine.patch import Path, dotted
 from webhook.engine.policy import Config, LabelSelector, Model, PolicySet, _explain
 from webhook.engine.results import Decision, Finding, Resource, Result
 
@@ -127,40 +128,52 @@ def problems(exception: PolicyException, policies: PolicySet,
              now: datetime | None) -> list[str]:
     """What the webhook refuses in a PolicyException, each with what to change. Without
     `now` the time checks are left out (the engine reads no clock)."""
+    return [problem for _, problem in located_problems(exception, policies, now)]
+
+
+def located_problems(exception: PolicyException, policies: PolicySet,
+                     now: datetime | None) -> list[tuple[Path, str]]:
+    """`problems`, each with the field it is about."""
     config = policies.config
-    found: list[str] = []
+    found: list[tuple[Path, str]] = []
     known = {policy.id: policy for policy in policies.policies}
     for index, entry in enumerate(exception.spec.policies):
-        where = f"spec.policies[{index}].id"
+        at: Path = ("spec", "policies", index, "id")
+        where = dotted(at)
         if "*" in entry.id:
             if not config.exceptionWildcards:
-                found.append(f"{where}: {entry.id!r} is a wildcard; name each policy (the "
-                             "config's exceptionWildcards is false)")
+                found.append((at, f"{where}: {entry.id!r} is a wildcard; name each policy (the "
+                                  "config's exceptionWildcards is false)"))
             elif not matches_any_policy(entry.id, known):
-                found.append(f"{where}: {entry.id!r} matches no loaded policy")
+                found.append((at, f"{where}: {entry.id!r} matches no loaded policy"))
             continue
         policy = known.get(entry.id)
         if policy is None:
-            found.append(f"{where}: no policy {entry.id!r}; write one of: "
-                         f"{', '.join(sorted(known))}")
+            found.append((at, f"{where}: no policy {entry.id!r}; write one of: "
+                              f"{', '.join(sorted(known))}"))
         elif policy.type != "validate":
-            found.append(f"{where}: {entry.id!r} is a mutate policy, which never denies; "
-                         "remove it")
+            found.append((at, f"{where}: {entry.id!r} is a mutate policy, which never denies; "
+                              "remove it"))
         elif entry.containers and policy.cel is not None and policy.cel.scope == "object":
-            found.append(f"spec.policies[{index}].containers: {entry.id!r} judges the whole "
-                         "object, not containers; remove containers")
+            found.append(((*at[:-1], "containers"),
+                          f"spec.policies[{index}].containers: {entry.id!r} judges the whole "
+                          "object, not containers; remove containers"))
     expires = exception.spec.expires
     longest = timedelta(days=config.exceptionMaxDays)
     if now is None:
         return found
     if expires <= now:
-        found.append(f"spec.expires: {_rfc3339(expires)} is in the past; set a time after "
-                     f"{_rfc3339(now)}")
+        found.append((_EXPIRES, f"spec.expires: {_rfc3339(expires)} is in the past; set a "
+                                f"time after {_rfc3339(now)}"))
     elif expires - now > longest:
-        found.append(f"spec.expires: {_rfc3339(expires)} is more than "
-                     f"{config.exceptionMaxDays} days away (the config's exceptionMaxDays); "
-                     f"set it to {_rfc3339(now + longest)} or earlier")
+        found.append((_EXPIRES, f"spec.expires: {_rfc3339(expires)} is more than "
+                                f"{config.exceptionMaxDays} days away (the config's "
+                                f"exceptionMaxDays); set it to {_rfc3339(now + longest)} or "
+                                "earlier"))
     return found
+
+
+_EXPIRES: Path = ("spec", "expires")
 
 
 def unheard(exception: PolicyException, config: Config) -> str:
@@ -182,16 +195,18 @@ def judge(obj: Any, policies: PolicySet, resource: Resource, now: datetime | Non
     fix, or admitted (with a warning when it is in a namespace no exception is honoured
     from). In dry-run mode the problems are warnings."""
     warnings: tuple[str, ...] = ()
+    located: list[tuple[Path, str]]
     try:
         exception = read_exception(obj, resource.namespace or None)
     except ExceptionError as error:
-        found = [f"{KIND} cannot be read: {error}"]
+        located = [((), f"{KIND} cannot be read: {error}")]
     else:
-        found = problems(exception, policies, now)
+        located = located_problems(exception, policies, now)
         ignored = unheard(exception, policies.config)
         warnings = (f"[{RESULT_ID}] {ignored}",) if ignored else ()
+    found = [problem for _, problem in located]
     result = Result(RESULT_ID, "validate", "enforce", "fail" if found else "pass",
-                    tuple(Finding(problem, problem.partition(":")[0]) for problem in found))
+                    tuple(Finding(problem, at) for at, problem in located))
     if not found:
         return Decision(resource, (result,), allowed=True, outcome="allowed",
                         warnings=warnings)

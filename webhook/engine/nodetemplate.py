@@ -210,11 +210,3 @@ def lint(obj: Any) -> list[str]:
             problems.append(f"{field or '(document)'}: {reason}")
         return sorted(set(problems), key=problems.index)
     return []
-
-
-if __name__ == "__main__":  # regenerate the shipped schema: python -m webhook.engine.nodetemplate
-    from pathlib import Path
-
-    target = Path(__file__).resolve().parent.parent / "schemas" / "nodetemplate.schema.json"
-    target.write_text(schema_text())
-    print(f"wrote {target}")

@@ -26,11 +26,11 @@ from webhook.engine import schema
 from webhook.engine.custom_resources import as_served
 from webhook.engine.kubernetes_defaults import DEFAULTS, KEPT_EMPTY, QUANTITIES, REQUIRED
 from webhook.engine.kubernetes_fields import KINDS, TYPES
-from webhook.engine.patch import Path, dotted
+from webhook.engine.patch import Path
 from webhook.engine.quantity import canonical_quantity
 from webhook.engine.schema import MAX_PROBLEMS
 
-Problem = schema.Problem  # the field's path (dotted) and what is wrong with it
+Problem = schema.Problem  # the field's path and what is wrong with it
 MISSING_FIELD = "required value: the API server refuses the object without it"
 
 # (object type, field) whose default depends on other fields: set by the hooks below, never
@@ -143,7 +143,7 @@ class _Walk:
             hook(out, self.kind)
         for key in required:
             if key not in out:
-                self.missing.append((dotted((*path, key)), MISSING_FIELD))
+                self.missing.append(((*path, key), MISSING_FIELD))
         return out
 
     def value(self, item: Any, kind: str, path: Path) -> Any:
@@ -206,8 +206,7 @@ class _Walk:
 
     def _wrong_shape(self, item: Any, expected: str, path: Path) -> Any:
         if len(self.problems) <= MAX_PROBLEMS:
-            self.problems.append((dotted(path),
-                                  f"expected {expected}, got {schema.type_name(item)}"))
+            self.problems.append((path, f"expected {expected}, got {schema.type_name(item)}"))
         return item
 
 

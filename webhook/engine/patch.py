@@ -9,8 +9,8 @@ applies the same operations to its round-trip YAML nodes with `apply_in_place`.
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from copy import deepcopy
-from functools import lru_cache
 from typing import Any
 
 Path = tuple[str | int, ...]
@@ -43,6 +43,19 @@ def split_pointer(text: str) -> tuple[str, ...]:
     if not text.startswith("/"):
         raise PatchError(f"JSON pointer {text!r} does not start with '/'")
     return tuple(unescape(token) for token in text[1:].split("/"))
+
+
+def value_at(obj: Any, path: Path) -> Any:
+    """The value at `path` (an int steps into a list), or None where a level is missing or
+    is not a mapping or list."""
+    for key in path:
+        if isinstance(obj, Mapping):
+            obj = obj.get(key)
+        elif isinstance(obj, list) and isinstance(key, int) and 0 <= key < len(obj):
+            obj = obj[key]
+        else:
+            return None
+    return obj
 
 
 def add(path: Path, value: Any) -> Operation:
@@ -179,31 +192,6 @@ def dotted(path: Path) -> str:
     return text
 
 
-@lru_cache(maxsize=4096)
-def undotted(path: str) -> Path:
-    """The inverse of `dotted`: `spec.containers[0].resources.limits[nvidia.com/gpu]` ->
-    ("spec", "containers", 0, "resources", "limits", "nvidia.com/gpu"). Cached: findings
-    name the same few fields in every object."""
-    segments: list[str | int] = []
-    position = 0
-    while position < len(path):
-        if path[position] == "[":
-            end = path.find("]", position)
-            end = len(path) if end < 0 else end
-            inside = path[position + 1:end]
-            segments.append(int(inside) if inside.isascii() and inside.isdigit() else inside)
-            position = end + 1
-        elif path[position] == ".":
-            position += 1
-        else:
-            end = len(path)
-            for stop in ".[":
-                found = path.find(stop, position)
-                if found >= 0:
-                    end = min(end, found)
-            segments.append(path[position:end])
-            position = end
-    return tuple(segments)
 
 
 

@@ -1,4 +1,5 @@
-"""The Pod Security Standards profiles: which of the shipped control files run, and how.
+"""The Pod Security Standards profiles: which of the shipped control files run, and how
+(webhook.loader reads them).
 
 `policies/pod-security/` holds one CEL policy per control of the Kubernetes Pod Security
 Standards, as of Kubernetes v1.28: `baseline/` and `restricted/`. The restricted profile is
@@ -12,8 +13,7 @@ in the words of PSA's namespace labels (`enforce: baseline`, `warn: restricted`,
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from pathlib import Path
+from collections.abc import Iterable, Mapping
 from typing import Literal
 
 Mode = Literal["enforce", "warn", "audit"]
@@ -23,23 +23,32 @@ LEVELS = ("baseline", "restricted")  # privileged is the absence of controls
 MODES: tuple[Mode, ...] = ("enforce", "warn", "audit")  # strongest first
 
 
-def profile_files(directory: Path, level: str) -> list[Path]:
-    """The control files of a profile (`baseline` or `restricted`), in a stable order."""
-    files: dict[str, Path] = {}
+# A control: its level's folder (baseline, restricted) and its file name there.
+Control = tuple[str, str]
+
+
+def profile(level: str, available: Mapping[str, Iterable[str]]) -> list[Control]:
+    """The controls of a profile (`baseline` or `restricted`) among the `available` file
+    names of each level, in a stable order."""
+    files: dict[str, Control] = {}
     for name in LEVELS[: LEVELS.index(level) + 1]:
-        for path in sorted((directory / name).glob("*.yaml")):
-            files[path.name] = path  # a restricted file replaces the baseline one
-    return sorted(files.values(), key=lambda path: (LEVELS.index(path.parent.name), path.name))
+        for file in sorted(available.get(name, ())):
+            files[file] = (name, file)  # a restricted file replaces the baseline one
+    return sorted(files.values(), key=_order)
 
 
-def selected(directory: Path, modes: Mapping[str, str | None]) -> list[tuple[Path, Mode]]:
-    """Each control file the modes switch on, with its action: the strongest mode whose
-    profile includes it (enforce, then warn, then audit), so a control runs once."""
-    chosen: dict[Path, Mode] = {}
+def selected(available: Mapping[str, Iterable[str]],
+             modes: Mapping[str, str | None]) -> list[tuple[Control, Mode]]:
+    """Each control the modes switch on, with its action: the strongest mode whose profile
+    includes it (enforce, then warn, then audit), so a control runs once."""
+    chosen: dict[Control, Mode] = {}
     for mode in MODES:
         level = modes.get(mode)
         if level in LEVELS:
-            for path in profile_files(directory, level):
-                chosen.setdefault(path, mode)
-    return sorted(chosen.items(),
-                  key=lambda item: (LEVELS.index(item[0].parent.name), item[0].name))
+            for control in profile(level, available):
+                chosen.setdefault(control, mode)
+    return sorted(chosen.items(), key=lambda item: _order(item[0]))
+
+
+def _order(control: Control) -> tuple[int, str]:
+    return LEVELS.index(control[0]), control[1]

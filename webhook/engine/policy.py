@@ -1,4 +1,5 @@
-"""Policy files and the global config: pydantic models, and `load_policies`.
+"""Policies and the global config: pydantic models, built from parsed documents (the files
+are read at the edge, by webhook.loader).
 
 A broken policy must never be silently ignored: every problem fails the load with the file,
 the field and the reason.
@@ -10,7 +11,6 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from functools import cached_property
-from pathlib import Path
 from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
@@ -32,7 +32,6 @@ from webhook.engine.rules.cel import (
     parse_field_path,
 )
 from webhook.engine.workload import ANY, WORKLOAD_KINDS, PodSite
-from webhook.manifests import read_text
 
 Action = Literal["enforce", "warn", "audit", "off"]
 Operation = Literal["CREATE", "UPDATE"]
@@ -366,32 +365,9 @@ class PolicySet:
 
 
 
-def default_policies_dir() -> Path:
-    """The shipped policies: `policies/` of a checkout, or the copy inside an installed wheel."""
-    package = Path(__file__).resolve().parent.parent  # webhook/
-    checkout = package.parent / "policies"
-    return checkout if checkout.is_dir() else package / "policies"
-
-
-def load_policies(directory: str | Path | None = None,
-                  config: str | Path | Config | None = None) -> PolicySet:
-    """Every policy in the directory's *.yaml / *.yml files (default: the shipped ones), with
-    the global config (a file, a Config, or the defaults) applied. Raises PolicyError."""
-    directory = Path(directory) if directory is not None else default_policies_dir()
-    if not isinstance(config, Config):
-        config = load_config(config)
-    if not directory.is_dir():
-        raise PolicyError(f"{directory}: not a directory of policy files")
-    policies: list[Policy] = []
-    for path in policy_files(directory):
-        for number, document in enumerate(_read_yaml(path), start=1):
-            if document is None:
-                continue
-            where = f"{path}" if number == 1 else f"{path}: document {number}"
-            policies.append(_build(document, where, config))
-    if not policies:
-        raise PolicyError(f"{directory}: no policies found (expected one YAML file per policy)")
-    policies += _pod_security(config)
+def policy_set(policies: list[Policy], config: Config) -> PolicySet:
+    """The policies read (see webhook.loader) as one set under `config`: each id once, and
+    every `policies.<id>` of the config naming one of them. Raises PolicyError."""
     seen: dict[str, str] = {}
     for policy in policies:
         if policy.id in seen:
@@ -405,67 +381,32 @@ def load_policies(directory: str | Path | None = None,
     return PolicySet(tuple(policies), config)
 
 
-def policy_files(directory: Path) -> list[Path]:
-    """The policy files of a directory, in the order they load: its top level's .yaml and
-    .yml files, hidden ones left out (a ConfigMap mount's ..data links among them)."""
-    return sorted(p for p in directory.iterdir()
-                  if p.suffix in (".yaml", ".yml") and p.is_file() and not p.name.startswith("."))
+def pod_security_policy(document: Any, where: str, config: Config,
+                        mode: podsecurity.Mode) -> Policy:
+    """A Pod Security Standards control, with the action of the strongest mode that includes
+    it (see podsecurity.selected); a `policies.<id>.action` override still wins."""
+    policy = build(document, where, config)
+    override = config.policies.get(policy.id)
+    if override is None or override.action is None:
+        policy = replace(policy, action=mode)
+    return policy
 
 
-def pod_security_dir() -> Path:
-    """The shipped Pod Security Standards controls: baseline/ and restricted/."""
-    return default_policies_dir() / "pod-security"
-
-
-def _pod_security(config: Config) -> list[Policy]:
-    """The Pod Security Standards controls the config switches on, each with the action of
-    the strongest mode that includes it (a `policies.<id>.action` override still wins)."""
-    policies = []
-    for path, mode in podsecurity.selected(pod_security_dir(), config.podSecurity.modes):
-        for number, document in enumerate(_read_yaml(path), start=1):
-            if document is None:
-                continue
-            where = f"{path}" if number == 1 else f"{path}: document {number}"
-            policy = _build(document, where, config)
-            override = config.policies.get(policy.id)
-            if override is None or override.action is None:
-                policy = replace(policy, action=mode)
-            policies.append(policy)
-    return policies
-
-
-def load_config(path: str | Path | None) -> Config:
-    """The global config file, or the defaults when there is none."""
-    if path is None:
-        return Config()
-    path = Path(path)
-    documents = [d for d in _read_yaml(path) if d is not None]
+def config_from(documents: list[Any], where: str) -> Config:
+    """The global config of a file's documents (None: an empty document). Raises
+    PolicyError."""
+    documents = [d for d in documents if d is not None]
     if len(documents) > 1:
-        raise PolicyError(f"{path}: expected one config document, found {len(documents)}")
+        raise PolicyError(f"{where}: expected one config document, found {len(documents)}")
     data = documents[0] if documents else {}
     try:
         return Config.model_validate(data)
     except ValidationError as error:
-        raise PolicyError(f"{path}: {_explain(error)}") from None
+        raise PolicyError(f"{where}: {_explain(error)}") from None
 
 
-def _read_yaml(path: Path) -> list[Any]:
-    """The documents of a policy or config file, read as manifests are (webhook.manifests):
-    a duplicate key is an error, as kubectl makes it, and alias bombs and depth are bounded
-    (see yaml_limits) before a document is built: `params` reach every evaluation."""
-    try:
-        data = path.read_bytes()
-    except OSError as error:
-        raise PolicyError(f"{path}: cannot read: {error.strerror}") from None
-    documents = []
-    for document in read_text(data, str(path)):
-        if document.error:
-            raise PolicyError(f"{path}: {document.error}")  # it names the line
-        documents.append(document.obj)
-    return documents
-
-
-def _build(document: Any, where: str, config: Config) -> Policy:
+def build(document: Any, where: str, config: Config) -> Policy:
+    """The policy of one parsed document (`where` names it in errors). Raises PolicyError."""
     if not isinstance(document, dict):
         raise PolicyError(f"{where}: expected a policy (a mapping), got {type(document).__name__}")
     try:

@@ -12,12 +12,20 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any, Literal
 
+from webhook.engine.patch import Path, dotted, pointer
+
 Status = Literal["pass", "fail", "patch", "skip", "error"]
 # What a decision means, worked out once by the engine; the webhook's answer, its metrics
 # and logs, and the CLI's summaries and exit codes all read it.
 Outcome = Literal["allowed", "denied", "patched", "would-deny", "would-patch", "error"]
 OUTCOMES: tuple[Outcome, ...] = ("allowed", "denied", "patched", "would-deny", "would-patch",
                                  "error")
+# What one finding means for the object, with the config's dry-run mode applied (see
+# verdict_of): deny, would-deny (dry-run), warn (a warn policy, or a violation an UPDATE
+# keeps), audit, patch, would-patch (dry-run), excepted (a PolicyException covers it) or error
+# (the object cannot be judged). evaluate()'s answer and every output render it.
+Verdict = Literal["deny", "would-deny", "warn", "audit", "patch", "would-patch", "excepted",
+                  "error"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -39,13 +47,15 @@ class Resource:
 class Finding:
     """One thing to change: `message` says what to do, naming the container and field.
 
-    `path` is the field in dotted form (spec.containers[0].resources.requests.cpu);
-    `patch` holds the JSON-patch operations of a mutate rule. An excepted finding never
-    denies: it warns, naming its `exception`.
+    `at` is the field as keys and indices (("spec", "containers", 0, "image")), so a key
+    holding `.` or `]` survives; `path` renders it for people (spec.containers[0].image) and
+    `pointer` as a JSON pointer (/spec/containers/0/image). `patch` holds the JSON-patch
+    operations of a mutate rule. An excepted finding never denies: it warns, naming its
+    `exception`. What it means for the object: Decision.verdict.
     """
 
     message: str
-    path: str
+    at: Path
     container: str | None = None
     patch: tuple[dict[str, Any], ...] = field(default=(), hash=False)
     preexisting: bool = False
@@ -54,6 +64,14 @@ class Finding:
     # What a denial for this finding answers with: a CEL validation's `reason`
     # (Unauthorized, Forbidden, Invalid, RequestEntityTooLarge), "" for Forbidden.
     denial_reason: str = ""
+
+    @property
+    def path(self) -> str:
+        return dotted(self.at)
+
+    @property
+    def pointer(self) -> str:
+        return pointer(self.at)
 
 
 @dataclass(frozen=True, slots=True)
@@ -77,6 +95,12 @@ class Result:
     def patch(self) -> list[dict[str, Any]]:
         return [op for f in self.findings for op in f.patch]
 
+    @property
+    def action_or_error(self) -> str:
+        """The policy's action, or `error` when it could not judge: what metrics and logs
+        count a finding by."""
+        return "error" if self.status == "error" else self.action
+
 
 def _frozen_annotations(value: Mapping[str, str] | None = None) -> Mapping[str, str]:
     return MappingProxyType(dict(value)) if value else _NO_ANNOTATIONS
@@ -89,9 +113,10 @@ _NO_ANNOTATIONS: Mapping[str, str] = MappingProxyType({})
 class Decision:
     """The verdict on one object: what the webhook answers and what the CLI prints.
 
-    `outcome` is what the decision means (see Outcome). `patch` is the JSON patch to return
-    (empty in dry-run mode) and `patched` the object after it; `warnings` and
-    `audit_annotations` carry the findings that do not block.
+    `outcome` is what the decision means (see Outcome) and `verdict(result, finding)` what
+    each finding means (see Verdict). `patch` is the JSON patch to return (empty in dry-run
+    mode) and `patched` the object after it; `warnings` and `audit_annotations` carry the
+    findings that do not block.
     """
 
     resource: Resource
@@ -109,11 +134,33 @@ class Decision:
     skipped: str = ""
     # The HTTP status reason of a denial: its first finding's denial_reason, else Forbidden.
     denial_reason: str = "Forbidden"
-    # Judged in the config's dry-run mode: nothing denied or patched. The formats read this,
-    # never the outcome (an error elsewhere makes the outcome "error", not "would-deny").
+    # Judged in the config's dry-run mode: nothing denied or patched (see verdict).
     dry_run: bool = False
 
     def __post_init__(self) -> None:
         if not isinstance(self.audit_annotations, MappingProxyType):
             object.__setattr__(self, "audit_annotations",
                                _frozen_annotations(self.audit_annotations))
+
+    def verdict(self, result: Result, finding: Finding) -> Verdict:
+        """What one finding of one of this decision's results means for the object: what
+        the webhook's answer, its metrics and logs, and every CLI format render."""
+        return verdict_of(result, finding, self.dry_run)
+
+
+def verdict_of(result: Result, finding: Finding, dry_run: bool) -> Verdict:
+    """The one place where a finding's verdict is worked out (see Verdict): evaluate() builds
+    its answer from it, and Decision.verdict gives it to every output."""
+    if result.status == "error":
+        return "error"
+    if finding.exception:
+        return "excepted"
+    if result.action == "audit":
+        return "audit"
+    if result.action == "warn":
+        return "warn"
+    if result.status == "patch":
+        return "would-patch" if dry_run else "patch"
+    if finding.preexisting:
+        return "warn"  # an UPDATE keeps a violation the old object already had
+    return "would-deny" if dry_run else "deny"

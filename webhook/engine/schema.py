@@ -16,7 +16,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from webhook.engine.kubernetes_fields import KINDS, TYPES
-from webhook.engine.patch import Path, dotted
+from webhook.engine.patch import Path
 
 # At most this many problems are named; the rest are counted.
 MAX_PROBLEMS = 10
@@ -137,8 +137,8 @@ def object_type(api_version: str, kind: str) -> _Object | None:
     return _OBJECTS[name] if name else None
 
 
-# A problem: the field's path (dotted) and what is wrong with it.
-Problem = tuple[str, str]
+# A problem: the field's path and what is wrong with it.
+Problem = tuple[Path, str]
 
 
 def check(value: Any, node: _Object, path: Path, problems: list[Problem]) -> None:
@@ -157,7 +157,7 @@ _Where = tuple[Any, ...]
 
 def _object(value: Any, node: _Object, where: _Where, problems: list[Problem]) -> None:
     if value.__class__ is not dict and not isinstance(value, Mapping):
-        problems.append((_dotted(where), f"expected a mapping, got {type_name(value)}"))
+        problems.append((_path(where), f"expected a mapping, got {type_name(value)}"))
         return
     if len(problems) > MAX_PROBLEMS:
         return
@@ -185,12 +185,12 @@ def _collection(value: Any, node: _List | _Map, where: _Where, problems: list[Pr
     item_node = node.item
     if node.__class__ is _List:
         if value.__class__ is not list:
-            problems.append((_dotted(where), f"expected a list, got {type_name(value)}"))
+            problems.append((_path(where), f"expected a list, got {type_name(value)}"))
             return
         items: Any = enumerate(value)
     else:
         if value.__class__ is not dict and not isinstance(value, Mapping):
-            problems.append((_dotted(where), f"expected a mapping, got {type_name(value)}"))
+            problems.append((_path(where), f"expected a mapping, got {type_name(value)}"))
             return
         items = value.items()
     if item_node is _ANY:
@@ -208,12 +208,12 @@ def _collection(value: Any, node: _List | _Map, where: _Where, problems: list[Pr
                 _collection(item, item_node, (where, key), problems)
 
 
-def _dotted(where: _Where) -> str:
+def _path(where: _Where) -> Path:
     path: list[Any] = []
     while where:
         where, key = where
         path.append(key)
-    return dotted(tuple(reversed(path)))
+    return tuple(reversed(path))
 
 
 _EXPECTED = {"string": "a string", "integer": "an integer", "number": "a number",
@@ -238,7 +238,7 @@ def _scalar_ok(kind: str, value: Any) -> bool:
 def _unknown(where: _Where, key: Any, fields: Mapping[str, Any]) -> Problem:
     guess = difflib.get_close_matches(str(key), list(fields), n=1, cutoff=0.75)
     hint = f"; did you mean {guess[0]}?" if guess else ""
-    return _dotted((where, str(key))), f"unknown field '{key}'{hint}"
+    return _path((where, str(key))), f"unknown field '{key}'{hint}"
 
 
 def _wrong(where: _Where, key: Any, kind: str, value: Any) -> Problem:
@@ -250,7 +250,7 @@ def _wrong(where: _Where, key: Any, kind: str, value: Any) -> Problem:
         hint = " (write true or false without quotes)"
     elif expected == "a string" and isinstance(value, bool | int | float):
         hint = " (quote the value)"
-    return _dotted((where, key)), f"expected {expected}, got {type_name(value)}{hint}"
+    return _path((where, key)), f"expected {expected}, got {type_name(value)}{hint}"
 
 
 def type_name(value: Any) -> str:

@@ -229,7 +229,7 @@ class RefusedObject(InvalidObject):
 
     def __init__(self, problems: Sequence[schema.Problem]) -> None:
         self.problems = tuple(problems[:MAX_PROBLEMS])
-        shown = [f"{path}: {problem}" for path, problem in self.problems]
+        shown = [f"{dotted(path)}: {problem}" for path, problem in self.problems]
         if len(problems) > MAX_PROBLEMS:
             shown.append("and more")
         super().__init__("; ".join(shown))
@@ -527,12 +527,12 @@ def _refusals(obj: Mapping[str, Any], kind: str, api_version: str, group: str,
     when the whole object was checked."""
     removed = schema.removed_api_version(api_version, kind)
     if removed:
-        raise RefusedObject([("apiVersion", removed)])
+        raise RefusedObject([(("apiVersion",), removed)])
     node = schema.object_type(api_version, kind)
     if node is None:
         served = SERVED_API_VERSIONS.get((group, kind))
         if served:
-            raise RefusedObject([("apiVersion", f"apiVersion {api_version} does not serve "
+            raise RefusedObject([(("apiVersion",), f"apiVersion {api_version} does not serve "
                                                 f"{kind}; use apiVersion {served}")])
         return False
     if decoded:

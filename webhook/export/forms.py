@@ -16,7 +16,8 @@ import json
 from dataclasses import replace
 from typing import Any
 
-from webhook.engine.policy import PolicySet, default_policies_dir, load_policies
+from webhook.engine.policy import PolicySet
+from webhook.loader import default_policies_dir, load_policies
 
 FORMS_DIR = default_policies_dir() / "cel-forms"
 # Why each other built-in validate rule has no CEL form: what `export` says, and README's

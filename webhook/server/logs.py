@@ -47,7 +47,7 @@ def log_review(endpoint: str, review: Review, decision: Decision | None, mode: s
     for result in decision.results if decision is not None else ():
         if result.status not in ("fail", "patch", "error"):
             continue
-        action = "error" if result.status == "error" else result.action
+        action = result.action_or_error
         if not result.findings:
             findings.append({"policy": result.policy, "action": action,
                              "problem": result.reason})

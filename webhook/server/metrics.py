@@ -89,12 +89,14 @@ def record_review(endpoint: str, kind: str, operation: str, decision: Decision |
     REVIEWS.labels(endpoint, kind_label(kind, custom_kinds),
                    operation if operation in OPERATIONS else "other", outcome).inc()
     LATENCY.labels(endpoint).observe(latency)
-    for result in decision.results if decision is not None else ():
+    if decision is None:
+        return
+    for result in decision.results:
         if result.status in ("fail", "patch", "error"):
-            action = "error" if result.status == "error" else result.action
-            FINDINGS.labels(result.policy or "none", action, mode).inc(
+            FINDINGS.labels(result.policy or "none", result.action_or_error, mode).inc(
                 max(1, len(result.findings)))
-            excepted = sum(1 for finding in result.findings if finding.exception)
+            excepted = sum(decision.verdict(result, finding) == "excepted"
+                           for finding in result.findings)
             if excepted:
                 EXCEPTED.labels(result.policy or "none").inc(excepted)
 

@@ -12,14 +12,8 @@ import ssl
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from webhook.engine.policy import (
-    Config,
-    PolicySet,
-    default_policies_dir,
-    load_config,
-    load_policies,
-    policy_files,
-)
+from webhook.engine.policy import Config, PolicySet
+from webhook.loader import default_policies_dir, load_config, load_policies, policy_files
 from webhook.server import certs
 
 

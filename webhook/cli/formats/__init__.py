@@ -54,32 +54,15 @@ class Format:
         """Write what comes after the results."""
 
 
-def label(decision: Decision, result: Result, finding: Finding | None = None) -> str:
-    """What one finding means for the object: deny, would-deny, warn, audit, patch,
-    would-patch, excepted (a PolicyException covers it) or error, as the webhook's answer
-    treats it (in the config's dry-run mode nothing is denied or patched)."""
-    if result.status == "error":
-        return "error"
-    if finding is not None and finding.exception:
-        return "excepted"
-    dry_run = decision.dry_run
-    if result.action in ("warn", "audit"):
-        return result.action
-    if result.status == "patch":
-        return "would-patch" if dry_run else "patch"
-    if finding is not None and finding.preexisting:
-        return "warn"  # an UPDATE keeps a violation the old object already had
-    return "would-deny" if dry_run else "deny"
-
-
-def fails(label_: str, fail_on: str) -> bool:
-    """Whether a finding with this label is a failure under --fail-on."""
-    if label_ == "deny":
+def fails(verdict: str, fail_on: str) -> bool:
+    """Whether a finding with this verdict (see Decision.verdict) is a failure under
+    --fail-on."""
+    if verdict == "deny":
         return True
     if fail_on == "warn":
-        return label_ in ("warn", "would-deny")
+        return verdict in ("warn", "would-deny")
     if fail_on == "audit":
-        return label_ in ("warn", "would-deny", "audit")
+        return verdict in ("warn", "would-deny", "audit")
     return False
 
 
@@ -89,7 +72,7 @@ def failing(decision: Decision, result: Result, fail_on: str) -> bool:
     if result.status == "error":
         return True
     return result.status == "fail" and any(
-        fails(label(decision, result, finding), fail_on) for finding in result.findings)
+        fails(decision.verdict(result, finding), fail_on) for finding in result.findings)
 
 
 @dataclass(frozen=True, slots=True)
@@ -100,7 +83,7 @@ class Annotation:
 
     item: Judged
     result: Result
-    verdict: str  # see label()
+    verdict: str  # the finding's (see Decision.verdict), or error
     message: str
     finding: Finding | None
 
@@ -117,7 +100,7 @@ def annotated(judged: Sequence[Judged], options: Options) -> Iterator[Annotation
                                  next(iter(result.findings), None))
             elif result.status == "fail":
                 for finding in result.findings:
-                    verdict = label(decision, result, finding)
+                    verdict = decision.verdict(result, finding)
                     if options.quiet and not fails(verdict, options.fail_on):
                         continue
                     yield Annotation(item, result, verdict,
@@ -130,7 +113,7 @@ def location(judged: Judged, finding: Finding | None = None) -> str:
     document = judged.document
     if not document.line:
         return document.file or document.source
-    line, column = document.field(finding.path) if finding else (document.line, document.column)
+    line, column = document.field(finding.at) if finding else (document.line, document.column)
     return f"{document.file}:{line}:{column}"
 
 

@@ -36,7 +36,7 @@ def _command(command: str, item: Judged, title: str, message: str,
              finding: Finding | None = None) -> str:
     """At the field a finding names (see Document.field), or at the object."""
     document = item.document
-    line, column = document.field(finding.path) if finding and document.line else (
+    line, column = document.field(finding.at) if finding and document.line else (
         document.line, document.column)
     return command_line(command, document.file, line, column, title, message)
 

@@ -80,7 +80,7 @@ def _result(result: Result, document: Document) -> dict[str, Any]:
                 "message": result.reason, "path": "", "patch": [], "findings": []}
     described = []
     for f in findings:
-        line, column = document.field(f.path)
+        line, column = document.field(f.at)
         described.append({"container": f.container, "path": f.path, "message": f.message,
                           "preexisting": f.preexisting, "line": line, "column": column,
                           **({"exception": f.exception} if f.exception else {})})

@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from typing import Any
 from xml.sax.saxutils import escape, quoteattr
 
-from webhook.cli.formats import Format, failing, fails, label
+from webhook.cli.formats import Format, failing, fails
 from webhook.cli.judge import Judged
 from webhook.engine.policy import PolicySet
 
@@ -58,7 +58,7 @@ class JUnit(Format):
                 elif status == "pass" or not result.findings:
                     cases.append(f"{head}/>\n")
                 else:
-                    labels = [label(decision, result, f) for f in result.findings]
+                    labels = [decision.verdict(result, f) for f in result.findings]
                     lines = "\n".join(f"{verdict}: {f.message} (field: {f.path})"
                                       for verdict, f in zip(labels, result.findings, strict=True))
                     failed = [v for v in labels if fails(v, fail_on)]

@@ -19,9 +19,10 @@ from typing import IO, Any
 
 import orjson
 
-from webhook.cli.formats import Format, failing, label
+from webhook.cli.formats import Format, failing
 from webhook.cli.judge import Judged
 from webhook.engine.policy import PolicySet
+from webhook.engine.results import Decision, Result
 
 API_VERSION = "wgpolicyk8s.io/v1alpha2"
 # Kinds without a namespace; any other object without one would land in `default`, as
@@ -108,7 +109,7 @@ class PolicyReport(Format):
             body.close()
 
 
-def _result(decision: Any, result: Any) -> tuple[str, str]:
+def _result(decision: Decision, result: Result) -> tuple[str, str]:
     """The PolicyReport result and message of one policy's result."""
     if result.status in ("pass", "skip"):
         return result.status, result.reason or f"{result.policy}: {result.status}"
@@ -116,7 +117,7 @@ def _result(decision: Any, result: Any) -> tuple[str, str]:
         return "error", "; ".join(f.message for f in result.findings) or result.reason
     if result.status == "patch":
         return "pass", "would patch: " + "; ".join(f.message for f in result.findings)
-    labels = [label(decision, result, f) for f in result.findings]
+    labels = [decision.verdict(result, f) for f in result.findings]
     if all(verdict == "excepted" for verdict in labels):
         excepted = "; ".join(dict.fromkeys(f.exception for f in result.findings))
         return "skip", f"excepted by {excepted}: " + "; ".join(f.message for f in result.findings)

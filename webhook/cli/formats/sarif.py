@@ -74,7 +74,7 @@ class Sarif(Format):
         document = item.document
         location: dict[str, Any] = {"artifactLocation": {"uri": _uri(document.file)}}
         if document.line:
-            line, column = document.field(finding.path) if finding else (
+            line, column = document.field(finding.at) if finding else (
                 document.line, document.column)
             location["region"] = {"startLine": line, "startColumn": max(column, 1)}
         result: dict[str, Any] = {"ruleId": rule, "ruleIndex": self.rule_index.get(rule, -1),

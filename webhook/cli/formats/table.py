@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Sequence
 
-from webhook.cli.formats import Format, fails, label, location
+from webhook.cli.formats import Format, fails, location
 from webhook.cli.judge import Judged
 from webhook.cli.summary import summary_line
 from webhook.engine.results import Finding
@@ -32,7 +32,7 @@ class Table(Format):
                 if result.status not in ("fail", "patch"):
                     continue  # errors are reported on stderr, pass and skip are quiet
                 for finding in result.findings:
-                    verdict = label(decision, result, finding)
+                    verdict = decision.verdict(result, finding)
                     if quiet and not fails(verdict, self.options.fail_on):
                         continue
                     message = finding.message + (" (existing)" if finding.preexisting else "")

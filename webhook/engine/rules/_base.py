@@ -29,8 +29,8 @@ def finding(container: Container | None, message: str, path: Path,
     """A finding whose message starts with the container it is about; `patch` is a mutate
     rule's fix."""
     if container is None:
-        return Finding(message, dotted(path), None, patch)
-    return Finding(f"{container.label}: {message}", dotted(path), container.key, patch)
+        return Finding(message, path, None, patch)
+    return Finding(f"{container.label}: {message}", path, container.key, patch)
 
 
 def resource_field(container: Container, which: str, resource: str) -> str:

@@ -207,6 +207,7 @@ class CelPolicy:
         base = container.path if container is not None else ()
         document: Any = workload.obj
         kept: list[dict[str, Any]] = []
+        first: Path = ()
         described: list[str] = []
         for index, mutation in enumerate(self.mutations):
             where = f"mutations[{index}].jsonPatch.expression"
@@ -221,16 +222,17 @@ class CelPolicy:
                 if changed == document:
                     continue
                 document = changed
+                first = first if kept else (*base, *relative)
                 kept.append(operation)
                 described.append(f"{operation['op']} {dotted(relative) or 'the object'}")
         if not kept:
             return []
-        first = split_pointer(kept[0]["path"])
         found = finding(container, "; ".join(described), first, tuple(kept))
         # The paths are the expression's: one built from an env value must not show it.
         values = secrets()
         return [replace(found, message=hide(found.message, values),
-                        path=hide(found.path, values))]
+                        at=tuple(hide(key, values) if isinstance(key, str) else key
+                                 for key in found.at))]
 
     # The top-level names the expressions use, worked out once.
     reads: frozenset[str] = field(init=False, default=frozenset())

@@ -220,7 +220,7 @@ def _gpu_toleration(pod_spec: PodSpec, taint_keys: list[str],
         ops = tuple(add((*tolerations_path, "-"), toleration) for toleration in new)
     shown = ", ".join(f"{key}:{params.effect}" for key in missing)
     return [Finding(message=f"add a toleration for the GPU taint {shown} so the pod can "
-                    "schedule on GPU nodes", path=dotted(tolerations_path), patch=ops)]
+                    "schedule on GPU nodes", at=tolerations_path, patch=ops)]
 
 
 class ResourceClaimParams(GpuParams):

@@ -13,7 +13,7 @@ from typing import Any
 
 from pydantic import field_validator
 
-from webhook.engine.patch import Path
+from webhook.engine.patch import Path, value_at
 from webhook.engine.results import Finding
 from webhook.engine.rules._base import Params, finding
 from webhook.engine.workload import Workload, dotted
@@ -106,13 +106,5 @@ def _pod_labels(workload: Workload, path: Path) -> Mapping[str, Any]:
 def _dig(obj: Mapping[str, Any], path: Path) -> Mapping[str, Any]:
     """The mapping at `path`, or an empty one where a level is missing or not a mapping (an
     object the API server refuses for that before any policy runs)."""
-    current: Any = obj
-    for name in path:
-        if isinstance(name, int):  # an item of a list: spec.tasks[0].template
-            current = current[name] if isinstance(current, list) and name < len(current) \
-                else None
-        else:
-            current = current.get(name) if isinstance(current, Mapping) else None
-        if current is None:
-            return _EMPTY
-    return current if isinstance(current, Mapping) else _EMPTY
+    found = value_at(obj, path)
+    return found if isinstance(found, Mapping) else _EMPTY

@@ -1,0 +1,99 @@
+"""Reading policies and the global config from files: the edge where the engine's input is
+read (the engine itself reads nothing).
+
+Policy and config files are read as manifests are (webhook.manifests): a duplicate key is
+an error naming its line, as kubectl makes it, and alias bombs and depth are bounded before
+a document is built. `load_policies` is what the CLI, the server and users' scripts call.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from webhook.engine import podsecurity
+from webhook.engine.policy import (
+    Config,
+    Policy,
+    PolicyError,
+    PolicySet,
+    build,
+    config_from,
+    pod_security_policy,
+    policy_set,
+)
+from webhook.manifests import read_text
+
+
+def default_policies_dir() -> Path:
+    """The shipped policies: `policies/` of a checkout, or the copy inside an installed wheel."""
+    package = Path(__file__).resolve().parent  # webhook/
+    checkout = package.parent / "policies"
+    return checkout if checkout.is_dir() else package / "policies"
+
+
+def pod_security_dir() -> Path:
+    """The shipped Pod Security Standards controls: baseline/ and restricted/."""
+    return default_policies_dir() / "pod-security"
+
+
+def load_policies(directory: str | Path | None = None,
+                  config: str | Path | Config | None = None) -> PolicySet:
+    """Every policy in the directory's *.yaml / *.yml files (default: the shipped ones), with
+    the global config (a file, a Config, or the defaults) applied. Raises PolicyError."""
+    directory = Path(directory) if directory is not None else default_policies_dir()
+    if not isinstance(config, Config):
+        config = load_config(config)
+    if not directory.is_dir():
+        raise PolicyError(f"{directory}: not a directory of policy files")
+    policies = [build(document, where, config)
+                for path in policy_files(directory) for where, document in _documents(path)]
+    if not policies:
+        raise PolicyError(f"{directory}: no policies found (expected one YAML file per policy)")
+    return policy_set(policies + _pod_security(config), config)
+
+
+def policy_files(directory: Path) -> list[Path]:
+    """The policy files of a directory, in the order they load: its top level's .yaml and
+    .yml files, hidden ones left out (a ConfigMap mount's ..data links among them)."""
+    return sorted(p for p in directory.iterdir()
+                  if p.suffix in (".yaml", ".yml") and p.is_file() and not p.name.startswith("."))
+
+
+def load_config(path: str | Path | None) -> Config:
+    """The global config file, or the defaults when there is none."""
+    if path is None:
+        return Config()
+    path = Path(path)
+    return config_from(read_yaml(path), str(path))
+
+
+def read_yaml(path: Path) -> list[Any]:
+    """The documents of a policy or config file; raises PolicyError naming the file (and the
+    line, for a document that cannot be read)."""
+    try:
+        data = path.read_bytes()
+    except OSError as error:
+        raise PolicyError(f"{path}: cannot read: {error.strerror}") from None
+    documents = []
+    for document in read_text(data, str(path)):
+        if document.error:
+            raise PolicyError(f"{path}: {document.error}")  # it names the line
+        documents.append(document.obj)
+    return documents
+
+
+def _documents(path: Path) -> list[tuple[str, Any]]:
+    """(where, document) of each document of a policy file that is not empty."""
+    return [(f"{path}" if number == 1 else f"{path}: document {number}", document)
+            for number, document in enumerate(read_yaml(path), start=1) if document is not None]
+
+
+def _pod_security(config: Config) -> list[Policy]:
+    """The Pod Security Standards controls the config switches on (podsecurity.selected)."""
+    folder = pod_security_dir()
+    available = {level: [path.name for path in (folder / level).glob("*.yaml")]
+                 for level in podsecurity.LEVELS}
+    return [pod_security_policy(document, where, config, mode)
+            for (level, name), mode in podsecurity.selected(available, config.podSecurity.modes)
+            for where, document in _documents(folder / level / name)]
