@@ -196,9 +196,9 @@ def test_the_command_writes_yaml_names_refusals_and_sets_its_exit_code(tmp_path)
     assert done.stderr.strip().splitlines()[-1] == (
         "quickq-guard: note: exported 4 policies as admissionregistration.k8s.io/v1")
 
-    # The shipped policies are built-in rules: disallow-latest-tag, liveness-probe-tolerance
-    # and require-requests are written out from their CEL forms (policies/cel-forms/), the
-    # others are named as Python.
+    # The shipped policies are built-in rules: disallow-latest-tag, liveness-probe-tolerance,
+    # require-labels and require-requests are written out from their CEL forms
+    # (policies/cel-forms/), the others are named as Python.
     done = run("--format", "vap")
     assert done.returncode == 0, done.stderr
     assert [(d["kind"], d["metadata"]["name"]) for d in yaml.safe_load_all(done.stdout)] == [
@@ -206,6 +206,8 @@ def test_the_command_writes_yaml_names_refusals_and_sets_its_exit_code(tmp_path)
         ("ValidatingAdmissionPolicyBinding", "quickq-guard-disallow-latest-tag"),
         ("ValidatingAdmissionPolicy", "quickq-guard-liveness-probe-tolerance"),
         ("ValidatingAdmissionPolicyBinding", "quickq-guard-liveness-probe-tolerance"),
+        ("ValidatingAdmissionPolicy", "quickq-guard-require-labels"),
+        ("ValidatingAdmissionPolicyBinding", "quickq-guard-require-labels"),
         ("ValidatingAdmissionPolicy", "quickq-guard-require-requests"),
         ("ValidatingAdmissionPolicyBinding", "quickq-guard-require-requests")]
     assert "quickq-guard: note: disallow-root-user: not exported: built-in rule " \

@@ -18,7 +18,8 @@ policy. The native verdict covers only the exported policies (the others stay in
 are named by `export`): on those, the API server denies exactly the objects the engine
 denies, naming one of the policies that deny and, as each failing container's message, the
 engine's message of that policy (which names the container and the field); it warns with
-the engine's warnings. With MutatingAdmissionPolicy served, the objects stored after the
+the engine's warnings, and logs as Audit failures the engine's audit findings (in the audit
+log, for the objects it logs). With MutatingAdmissionPolicy served, the objects stored after the
 native patches equal those stored after the webhook's, for the kinds the mutations are
 exported for (Pods, the built-in pod controllers, NodeTemplates). The table of agreement by
 policy is printed (`-rP` shows it).
@@ -63,6 +64,9 @@ _VAP_WARNING = re.compile(r"Validation failed for ValidatingAdmissionPolicy '(?P
 _WEBHOOK_DENIED = re.compile(r'admission webhook "[^"]+" denied the request: (.*)$', re.DOTALL)
 _WARNING = re.compile(r'^\d{3} \S+ "((?:[^"\\]|\\.)*)"')
 AUDIT_PREFIX = "validate.quickq-guard.quickq.io/"
+Logged = tuple[str, str, str]  # an audit event's (resource, namespace, name)
+# Where the API server logs the failures of a ValidatingAdmissionPolicy bound with Audit.
+_AUDIT_FAILURE = "validation.policy.admission.k8s.io/validation_failure"
 _TOKEN_VOLUME = re.compile(r"kube-api-access-[a-z0-9]+")
 _SERVER_SET = ("uid", "creationTimestamp", "resourceVersion", "managedFields", "generation")
 
@@ -154,6 +158,8 @@ class Answer:
     warnings: list[str] = field(default_factory=list)
     stored: dict[str, Any] | None = None
     audit: dict[str, str] | None = None  # the validating webhook's audit annotations
+    # The native policies' Audit failures, by policy: their messages (None: not logged).
+    native_audit: dict[str, list[str]] | None = None
 
 
 def _path(obj: dict[str, Any]) -> str:
@@ -308,23 +314,32 @@ def native(guard: Guard, objects: list[dict[str, Any]], offline: list[Decision],
                          for doc in yaml.safe_load_all(out.read_text())
                          if doc["kind"] == "ValidatingAdmissionPolicy")
     probes = _probes(objects, offline, exported)
+    audited = frozenset(doc["spec"]["policyName"].removeprefix(NAME_PREFIX)
+                        for doc in yaml.safe_load_all(out.read_text())
+                        if doc["kind"] == "ValidatingAdmissionPolicyBinding"
+                        and doc["spec"]["validationActions"] == ["Audit"])
     with guard.paused():
         plane.kubectl("apply", "-f", str(out))
         try:
             # Each policy and binding comes into force on its own: wait for every one.
-            wait_until(lambda: all(_flags(plane, obj, policy) for policy, obj in probes),
+            wait_until(lambda: all(_flags(plane, obj, policy, policy in audited)
+                                   for policy, obj in probes),
                        what="every exported validating policy to judge")
             if mutations:
                 wait_until(lambda: _patched(plane),
                            what="the exported mutating policies to patch")
-            yield Native(create_all(plane, objects), exported, mutations, done.stderr)
+            start = plane.audit_log.stat().st_size
+            answers = create_all(plane, objects)
+            _native_audit(plane, start, objects, answers)
+            yield Native(answers, exported, mutations, done.stderr)
         finally:
             plane.kubectl("delete", "validatingadmissionpolicybindings,"
                           "validatingadmissionpolicies" + (
                               ",mutatingadmissionpolicybindings,mutatingadmissionpolicies"
                               if mutations else ""),
                           "-l", "app.kubernetes.io/managed-by=quickq-guard", "--wait=true")
-            wait_until(lambda: not any(_flags(plane, obj, policy) for policy, obj in probes)
+            wait_until(lambda: not any(_flags(plane, obj, policy, policy in audited)
+                                       for policy, obj in probes)
                        and not (mutations and _patched(plane)),
                        what="the exported policies to be gone")
 
@@ -348,11 +363,62 @@ def _action(decision: Decision, policy: str) -> str:
     return next(result.action for result in decision.results if result.policy == policy)
 
 
-def _flags(plane: ControlPlane, obj: dict[str, Any], policy: str) -> bool:
-    """Whether the native policy `policy` denies or warns about the object."""
+def _flags(plane: ControlPlane, obj: dict[str, Any], policy: str, audited: bool) -> bool:
+    """Whether the native policy `policy` denies or warns about the object, or (`audited`,
+    an Audit-only binding) logs an Audit failure for it."""
+    start = plane.audit_log.stat().st_size
     answer = create_all(plane, [obj])[0]
     named = f"ValidatingAdmissionPolicy '{NAME_PREFIX}{policy}'"
-    return named in answer.message or any(named in text for text in answer.warnings)
+    if named in answer.message or any(named in text for text in answer.warnings):
+        return True
+    return audited and any(policy in failures for failures in _audit_failures(
+        plane, start, obj["metadata"]["namespace"]).values())
+
+
+def _audit_failures(plane: ControlPlane, start: int,
+                    namespace: str | None = None) -> dict[Logged, dict[str, list[str]]]:
+    """The native policies' Audit failures of the creates logged after byte `start` of the
+    audit log, by (resource, namespace, name): each policy's messages, in order."""
+    with plane.audit_log.open("rb") as log:
+        log.seek(start)
+        lines = log.read().decode().splitlines()
+    found: dict[Logged, dict[str, list[str]]] = {}
+    for line in lines:
+        if not line.startswith("{"):
+            continue
+        event = json.loads(line)
+        ref = event.get("objectRef", {})
+        if event.get("verb") != "create" or event.get("stage") != "ResponseComplete" \
+                or ref.get("namespace") not in (NAMESPACES if namespace is None
+                                                else (namespace,)):
+            continue
+        failures: dict[str, list[str]] = {}
+        value = event.get("annotations", {}).get(_AUDIT_FAILURE)
+        for item in json.loads(value) if value else []:
+            failures.setdefault(item["policy"].removeprefix(NAME_PREFIX), []).append(
+                item["message"])
+        found[(ref.get("resource", ""), ref["namespace"], ref.get("name", ""))] = failures
+    return found
+
+
+def _native_audit(plane: ControlPlane, start: int, objects: list[dict[str, Any]],
+                  answers: list[Answer]) -> None:
+    """Each answer's native Audit failures, from the audit log (as the webhook's, None for
+    what the log leaves out)."""
+    last = objects[-1]["metadata"]
+    events: dict[Logged, dict[str, list[str]]] = {}
+
+    def logged() -> bool:
+        events.clear()
+        events.update(_audit_failures(plane, start))
+        return any(key[1:] == (last["namespace"], last["name"]) for key in events)
+
+    wait_until(logged, what="the audit events of the corpus through the native policies")
+    for obj, answer in zip(objects, answers, strict=True):
+        resource = "nodetemplates" if obj["kind"] == "NodeTemplate" \
+            else RESOURCES[obj["kind"]][1]
+        answer.native_audit = events.get((resource, obj["metadata"]["namespace"],
+                                          obj["metadata"]["name"]))
 
 
 def _patched(plane: ControlPlane) -> bool:
@@ -420,6 +486,7 @@ def test_the_three_verdicts_agree_on_every_object(
     refusals: Counter[tuple[str, str]] = Counter()
     judged = 0
     logged = 0
+    native_logged = Counter[str]()
     for obj, decision, online, alone in zip(objects, offline, webhook, native.answers,
                                             strict=True):
         where = f"{obj['kind']} {obj['metadata']['namespace']}/{obj['metadata']['name']}"
@@ -479,6 +546,14 @@ def test_the_three_verdicts_agree_on_every_object(
             shown = native_warnings.get(policy, [])
             same = same and all(_joined(text, warn.get(policy, [])) for text in shown) \
                 and len("; ".join(shown)) == len("; ".join(warn.get(policy, [])))
+            if alone.native_audit is not None:  # Audit failures: in the audit log
+                native_logged["objects"] += policy == min(exported)
+                native_logged[policy] += bool(alone.native_audit.get(policy))
+                audit_expected = findings.get(policy, []) if actions.get(policy) == "audit" \
+                    else []
+                logged_native = alone.native_audit.get(policy, [])
+                same = same and all(_joined(text, audit_expected) for text in logged_native) \
+                    and len("; ".join(logged_native)) == len("; ".join(audit_expected))
             agree[policy]["native"] += same
             if not same:
                 differences.append((where, f"native {policy}", findings.get(policy),
@@ -498,6 +573,8 @@ def test_the_three_verdicts_agree_on_every_object(
         print(f"\nnative proof: {len(objects)} objects ({dict(sorted(counts.items()))}), "
               f"{judged} judged, {refused} refused by the API server before admission")
         print(f"  audit findings compared in the audit log for {logged} of them")
+        print(f"  native Audit failures compared in the audit log for "
+              f"{native_logged.pop('objects', 0)} of them; logged: {dict(native_logged)}")
         print(f"  refused, by kind: {dict(Counter(kind for kind, _ in refusals.elements()))}; "
               f"most often: {refusals.most_common(1)}")
         print(f"  exported as ValidatingAdmissionPolicy: {', '.join(sorted(exported))}; "

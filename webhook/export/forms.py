@@ -42,15 +42,14 @@ PYTHON_ONLY = {
         "are split into words and values sorted into references, paths and URLs by rules no "
         "CEL form is written for"),
     "require-gpu-limits": (
-        "no CEL form written: the GPU globs come from the config's accelerators, and the API "
-        "server itself refuses a fractional GPU count, a GPU request without a limit and one "
-        "unequal to its limit (a count of 0 is what it lets through)"),
+        "a finding is at the field of the GPU resource it is about "
+        "(resources.limits[nvidia.com/mig-1g.5gb]), and the shipped accelerator globs "
+        "(nvidia.com/mig-*, amd.com/*px_nps*) match names no fixed CEL fieldPath can name; "
+        "the API server itself refuses a fractional GPU count, a GPU request without a "
+        "limit and one unequal to its limit (a count of 0 is what it lets through)"),
     "require-kueue-queue": (
-        "no CEL form written: it leaves objects a controller owns to their owner and reads "
-        "DRA claims for GPUs"),
-    "require-labels": (
-        "no CEL form written: it looks for the labels where each kind's pods get them, the "
-        "ML workload kinds' pod templates included"),
+        "a GPU workload that gets its GPUs through DRA claims is found by reading the claims, "
+        "which an admission policy cannot look up; off by default"),
     "valid-resource-quantities": (
         "no CEL form needed: the API server itself refuses an invalid quantity (decoding) "
         "and a request above its limit (validation) before any admission policy runs"),
