@@ -29,6 +29,7 @@ from webhook.engine.apiserver import refused_fields
 from webhook.engine.exceptions import VERSION
 from webhook.engine.kubernetes_fields import KINDS
 from webhook.engine.normalize import normalize
+from webhook.engine.patch import dotted
 from webhook.engine.workload import read_workload
 from webhook.export.crd import definition, exception_schema, openapi_v3_schema
 from webhook.manifests import read_text
@@ -385,7 +386,7 @@ def test_what_lacks_a_required_field_is_refused_offline_and_by_the_api_server(
     for index, (obj, field) in enumerate(cases):
         assert f'"m{index}"' in stderr
         _, missing = normalize(obj)
-        assert field in [path for path, _ in missing], (obj["kind"], missing)
+        assert field in [dotted(path) for path, _ in missing], (obj["kind"], missing)
 
 
 # --- quickq-guard's own custom resources --------------------------------------------------------
@@ -463,7 +464,7 @@ def test_a_null_our_crds_refuse_is_refused_offline_too(with_our_crds: ControlPla
     answers, stderr = server_answers(with_our_crds, [yaml.safe_dump(obj)])
     assert answers == []
     _, refused = normalize(obj)
-    assert refused == [("spec.ports[0].protocol", 'Unsupported value: null: supported values: '
-                        '"TCP", "UDP", "SCTP"')]
+    assert refused == [(("spec", "ports", 0, "protocol"),
+                        'Unsupported value: null: supported values: "TCP", "UDP", "SCTP"')]
     assert "spec.ports[0].protocol: Unsupported value: null: supported values: " \
         '"TCP", "UDP", "SCTP"' in stderr
