@@ -276,12 +276,18 @@ def webhook(guard: Guard, objects: list[dict[str, Any]]) -> list[Answer]:
         return any(key[1:] == (last["namespace"], last["name"]) for key in events)
 
     wait_until(logged, what="the audit events of the corpus")
-    for obj, answer in zip(objects, answers, strict=True):
-        resource = "nodetemplates" if obj["kind"] == "NodeTemplate" \
-            else RESOURCES[obj["kind"]][1]
-        answer.audit = events.get((resource, obj["metadata"]["namespace"],
-                                   obj["metadata"]["name"]))
+    for answer, audit in zip(answers, _logged_for(objects, events), strict=True):
+        answer.audit = audit
     return answers
+
+
+def _logged_for(objects: list[dict[str, Any]], events: dict[Any, Any]) -> list[Any]:
+    """Each object's entry of the audit log's `events` (keyed by resource, namespace and
+    name), None for what the log leaves out."""
+    return [events.get(("nodetemplates" if obj["kind"] == "NodeTemplate"
+                        else RESOURCES[obj["kind"]][1],
+                        obj["metadata"]["namespace"], obj["metadata"]["name"]))
+            for obj in objects]
 
 
 def _serves_map(plane: ControlPlane) -> bool:
@@ -414,11 +420,8 @@ def _native_audit(plane: ControlPlane, start: int, objects: list[dict[str, Any]]
         return any(key[1:] == (last["namespace"], last["name"]) for key in events)
 
     wait_until(logged, what="the audit events of the corpus through the native policies")
-    for obj, answer in zip(objects, answers, strict=True):
-        resource = "nodetemplates" if obj["kind"] == "NodeTemplate" \
-            else RESOURCES[obj["kind"]][1]
-        answer.native_audit = events.get((resource, obj["metadata"]["namespace"],
-                                          obj["metadata"]["name"]))
+    for answer, audit in zip(answers, _logged_for(objects, events), strict=True):
+        answer.native_audit = audit
 
 
 def _patched(plane: ControlPlane) -> bool:
