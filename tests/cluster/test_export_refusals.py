@@ -53,6 +53,17 @@ def _exported(tmp_path: Path, expressions: list[str], params: dict[str, Any] | N
             {refusal.policy: refusal.reason for refusal in done.refusals})
 
 
+def _created(plane: ControlPlane, tmp_path: Path, expressions: list[str],
+             params: dict[str, Any] | None = None) -> tuple[list[dict[str, Any]], dict[int, str]]:
+    """Export one policy per expression, none refused, and create what it wrote: (the
+    policies, index -> why the API server refused one)."""
+    written, refusals = _exported(tmp_path, expressions, params)
+    assert not refusals, refusals
+    for index, vap in enumerate(written):
+        vap["metadata"] = {"name": f"qq-refusal-{index:03d}"}
+    return written, _refused(plane, written)
+
+
 def test_the_api_server_refuses_what_export_refuses(plane: ControlPlane,
                                                      tmp_path: Path) -> None:
     expressions = sorted(REFUSED)
@@ -66,11 +77,7 @@ def test_the_api_server_refuses_what_export_refuses(plane: ControlPlane,
 
 
 def test_the_api_server_accepts_what_export_writes(plane: ControlPlane, tmp_path: Path) -> None:
-    written, refusals = _exported(tmp_path, ACCEPTED)
-    assert not refusals, refusals
-    for index, vap in enumerate(written):
-        vap["metadata"] = {"name": f"qq-refusal-{index:03d}"}
-    refused = _refused(plane, written)
+    written, refused = _created(plane, tmp_path, ACCEPTED)
     assert not refused, f"{plane.version()} refuses what export writes: " + "; ".join(
         f"{written[i]['spec']['validations']}: {why[:300]}" for i, why in refused.items())
 
@@ -88,10 +95,6 @@ OVER_PARAMS = ["params.max == 200", "params.registries.exists(r, 'a/x'.startsWit
 
 def test_params_of_any_shape_are_written_as_the_api_server_accepts(
         plane: ControlPlane, tmp_path: Path) -> None:
-    written, refusals = _exported(tmp_path, OVER_PARAMS, PARAMS)
-    assert not refusals, refusals
-    for index, vap in enumerate(written):
-        vap["metadata"] = {"name": f"qq-refusal-{index:03d}"}
-    refused = _refused(plane, written)
+    _, refused = _created(plane, tmp_path, OVER_PARAMS, PARAMS)
     assert not refused, f"{plane.version()} refuses the exported params: " + "; ".join(
         f"{OVER_PARAMS[i]}: {why[:300]}" for i, why in refused.items())

@@ -245,11 +245,6 @@ async def _http_error(request: Request, error: Exception) -> Response:
 async def answer_review(request: Request, guard: Guard, endpoint: str) -> Response:
     """Read, judge and answer one AdmissionReview; record it in the metrics and the log."""
     started = time.perf_counter()
-    sets = guard.policies
-    policies = sets.mutate if endpoint == "mutate" else sets.validate
-    # Exceptions except validate findings: /mutate has none to apply.
-    exceptions = guard.exceptions.current(policies) if endpoint == "validate" else NONE
-    claims = guard.claims.current()
     try:
         admission.check_content_type(request.headers.get("content-type"))
         body = await read_body(request, guard.settings.max_body)
@@ -257,6 +252,11 @@ async def answer_review(request: Request, guard: Guard, endpoint: str) -> Respon
         return Response(status_code=400)
     except AdmissionError as error:
         return _refused(endpoint, error)
+    sets = guard.policies
+    policies = sets.mutate if endpoint == "mutate" else sets.validate
+    # Exceptions except validate findings: /mutate has none to apply.
+    exceptions = guard.exceptions.current(policies) if endpoint == "validate" else NONE
+    claims = guard.claims.current()
     judged = (body, endpoint, policies, exceptions, claims, guard.settings.instance, started)
     if len(body) <= INLINE_MAX:
         return answer(*judged)

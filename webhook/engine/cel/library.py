@@ -42,16 +42,21 @@ def _canonical(amount: Decimal) -> str:
     return "0" if text in ("-0", "0") else text
 
 
+def _parses(parse: Callable[[str], object], text: str) -> bool:
+    """Whether `parse` takes the text: what isQuantity, isIP and isCIDR ask."""
+    try:
+        parse(text)
+    except ValueError:
+        return False
+    return True
+
+
 def quantity(text: str) -> str:
     return _canonical(_amount(text))
 
 
 def is_quantity(text: str) -> bool:
-    try:
-        _amount(text)
-    except ValueError:
-        return False
-    return True
+    return _parses(_amount, text)
 
 
 def compare_to(left: str, right: str) -> int:
@@ -204,11 +209,7 @@ def ip(text: str) -> str:
 
 
 def is_ip(text: str) -> bool:
-    try:
-        _address(text)
-    except ValueError:
-        return False
-    return True
+    return _parses(_address, text)
 
 
 def cidr(text: str) -> str:
@@ -217,11 +218,7 @@ def cidr(text: str) -> str:
 
 
 def is_cidr(text: str) -> bool:
-    try:
-        _network(text)
-    except ValueError:
-        return False
-    return True
+    return _parses(_network, text)
 
 
 def _contains_ip(network: str, address: str) -> bool:
