@@ -443,8 +443,10 @@ def build(document: Any, where: str, config: Config) -> Policy:
 
 
 def _build_cel(spec: PolicyFile, where: str, config: Config) -> Policy:
-    """A policy of CEL expressions, each compiled now so that a mistake fails the load with
-    the file, the expression and the line and column in it."""
+    """A policy of CEL expressions, compiled now so that a mistake fails the load with the
+    file, the expression and the line and column in it: its matchConditions each alone, its
+    variables and other expressions in one program (webhook.engine.cel.compile_policy),
+    each once."""
     if spec.rule is not None:
         raise PolicyError(f"{where}: rule: a CEL policy (one with `validations` or "
                           "`mutations`) names no rule")
@@ -460,91 +462,70 @@ def _build_cel(spec: PolicyFile, where: str, config: Config) -> Policy:
     override = config.policies.get(spec.id, PolicyOverride())
     params = {**spec.params, **override.params}
 
-    def compiled(field: str, text: str, kind: cel.Kind = "any",
-                 in_scope: cel.Scope = scope, literals: bool = True) -> cel.Expression:
+    conditions = []
+    for index, condition in enumerate(spec.matchConditions):
         try:
-            return cel.compile_expression(text, in_scope, kind, literals)
+            expression = cel.compile_expression(condition.expression, "object", "bool")
         except cel.CelError as error:
-            raise PolicyError(f"{where}: {field}: {error}") from None
-
+            raise PolicyError(f"{where}: matchConditions[{index}] ({condition.name})"
+                              f".expression: {error}") from None
+        conditions.append(MatchCondition(condition.name, expression))
     seen: set[str] = set()
-    variables = []
+    variables: list[tuple[str, cel.Source]] = []
     for index, variable in enumerate(spec.variables):
         if variable.name in seen:
             raise PolicyError(f"{where}: variables[{index}].name: {variable.name!r} is "
                               "defined twice")
         field = f"variables[{index}] ({variable.name}).expression"
-        expression = compiled(field, variable.expression)
-        _known_variables(expression, seen, where, field)
+        _known_variables(variable.expression, seen, where, field)
         seen.add(variable.name)
-        variables.append(Variable(variable.name, expression))
-    conditions = tuple(
-        MatchCondition(condition.name, compiled(
-            f"matchConditions[{index}] ({condition.name}).expression", condition.expression,
-            "bool", "object"))
-        for index, condition in enumerate(spec.matchConditions))
-    validations = []
+        variables.append((variable.name, cel.Source(field, variable.expression)))
+    sources: list[cel.Source] = []
     for index, item in enumerate(spec.validations):
-        prefix = f"validations[{index}]"
-        try:
-            path = parse_field_path(item.fieldPath) if item.fieldPath else ()
-        except ValueError as error:
-            raise PolicyError(f"{where}: {prefix}.fieldPath: {error}") from None
-        validations.append(Validation(
-            expression=compiled(f"{prefix}.expression", item.expression, "bool"),
-            message=item.message,
-            message_expression=(compiled(f"{prefix}.messageExpression",
-                                         item.messageExpression, "string")
-                                if item.messageExpression else None),
-            reason=item.reason,
-            field_path=path))
-    mutations = []
+        sources.append(cel.Source(f"validations[{index}].expression", item.expression, "bool"))
+        if item.messageExpression:
+            sources.append(cel.Source(f"validations[{index}].messageExpression",
+                                      item.messageExpression, "string"))
     for index, mutation in enumerate(spec.mutations):
-        field = f"mutations[{index}].jsonPatch.expression"
-        expression = compiled(field, cel.jsonpatch_literals(mutation.jsonPatch.expression),
-                              literals=False)
-        _known_variables(expression, seen, where, field)
-        mutations.append(Mutation(expression, mutation.jsonPatch.expression))
-    for index, validation in enumerate(validations):
-        _known_variables(validation.expression, seen, where, f"validations[{index}].expression")
-        if validation.message_expression is not None:
-            _known_variables(validation.message_expression, seen, where,
-                             f"validations[{index}].messageExpression")
-    named = [(variable.name, variable.expression) for variable in variables]
-
-    def bound(field: str, expression: cel.Expression, kind: cel.Kind = "any",
-              literals: bool = True) -> cel.Expression:
+        sources.append(cel.Source(f"mutations[{index}].jsonPatch.expression",
+                                  cel.jsonpatch_literals(mutation.jsonPatch.expression),
+                                  literals=False))
+    for source in sources:
+        _known_variables(source.text, seen, where, source.field)
+    paths = []
+    for index, item in enumerate(spec.validations):
         try:
-            expression = cel.with_variables(expression, named, scope, kind, literals)
-            return cel.for_each_container(expression) if scope == "container" else expression
-        except cel.CelError as error:
-            raise PolicyError(f"{where}: {field}: {error}") from None
-
-    validations = [replace(
-        validation,
-        expression=bound(f"validations[{index}].expression", validation.expression, "bool"),
-        message_expression=None if validation.message_expression is None else bound(
-            f"validations[{index}].messageExpression", validation.message_expression, "string"))
-        for index, validation in enumerate(validations)]
-    mutations = [replace(item, expression=bound(f"mutations[{index}].jsonPatch.expression",
-                                                item.expression, literals=False))
-                 for index, item in enumerate(mutations)]
+            paths.append(parse_field_path(item.fieldPath) if item.fieldPath else ())
+        except ValueError as error:
+            raise PolicyError(f"{where}: validations[{index}].fieldPath: {error}") from None
+    try:
+        compiled = dict(zip((source.field for source in sources),
+                            cel.compile_policy(scope, variables, sources), strict=True))
+    except cel.CelError as error:
+        raise PolicyError(f"{where}: {error}") from None
+    validations = [Validation(
+        expression=compiled[f"validations[{index}].expression"],
+        message=item.message,
+        message_expression=compiled.get(f"validations[{index}].messageExpression"),
+        reason=item.reason,
+        field_path=paths[index])
+        for index, item in enumerate(spec.validations)]
+    mutations = [Mutation(compiled[f"mutations[{index}].jsonPatch.expression"],
+                          mutation.jsonPatch.expression)
+                 for index, mutation in enumerate(spec.mutations)]
     # As the API server refuses a policy whose estimated cost is past the limit: checked on
     # what is evaluated, the variables bound in (webhook.engine.cost).
     checked = [*((f"matchConditions[{index}] ({c.name}).expression", c.expression)
                  for index, c in enumerate(conditions)),
-               *((f"validations[{index}].expression", v.expression)
-                 for index, v in enumerate(validations)),
-               *((f"validations[{index}].messageExpression", v.message_expression)
-                 for index, v in enumerate(validations) if v.message_expression is not None),
-               *((f"mutations[{index}].jsonPatch.expression", m.expression)
-                 for index, m in enumerate(mutations))]
+               *((source.field, compiled[source.field]) for source in sources)]
     for field, expression in checked:
-        problem = cost.static_problem(expression.compiled or expression.text)
+        problem = cost.static_problem(expression.bound or expression.text)
         if problem:
             raise PolicyError(f"{where}: {field}: {problem}")
-    program = CelPolicy(scope=scope, params=params, variables=tuple(variables),
-                        match_conditions=conditions, validations=tuple(validations),
+    program = CelPolicy(scope=scope, params=params, variables=tuple(
+                            Variable(name, cel.variable(source.text))
+                            for name, source in variables),
+                        match_conditions=tuple(conditions), validations=tuple(validations),
                         mutations=tuple(mutations))
     repeated = idempotence_problem(program)
     if repeated:
@@ -558,10 +539,9 @@ def _build_cel(spec: PolicyFile, where: str, config: Config) -> Policy:
                   claims=bool(CLAIM_KINDS.intersection(spec.match.kinds)))
 
 
-def _known_variables(expression: cel.Expression, defined: set[str], where: str,
-                     field: str) -> None:
+def _known_variables(text: str, defined: set[str], where: str, field: str) -> None:
     """An expression reads only the variables defined before it."""
-    unknown = sorted(expression.references - defined)
+    unknown = sorted(cel.variable_references(text) - defined)
     if unknown:
         raise PolicyError(f"{where}: {field}: reads variables.{unknown[0]}, which is not "
                           f"defined before it (defined: {', '.join(sorted(defined)) or 'none'})")

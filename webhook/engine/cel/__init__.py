@@ -19,7 +19,7 @@ import itertools
 import re
 from collections.abc import Iterator, Mapping, Sequence
 from contextvars import ContextVar
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Any, Literal
 
 from cel_expr_python import cel as _cel
@@ -31,7 +31,7 @@ from cel_expr_python.ext import (
     ext_strings,
 )
 
-from webhook.engine.cel.checked import checked_problem
+from webhook.engine.cel.checked import branch_types, checked_problem
 from webhook.engine.cel.go import GUARDS, guarded
 from webhook.engine.cel.library import KUBERNETES_FUNCTIONS, PYTHON_FUNCTIONS
 
@@ -53,14 +53,21 @@ class EvaluationError(ValueError):
     iteration budget); the message says why, never the values it read."""
 
 
-# A container-scope expression runs once per container, but all the containers of a pod spec
-# share one activation (see for_each_container): `qq__containers` holds them, and
-# `qq__container()` is the index of the one being judged, set around each evaluation.
+# A policy's expressions share one program (compile_policy): its variables are bound in it by
+# `cel.bind`, which the runtime evaluates lazily (only when an expression reads the variable)
+# and at most once per evaluation, and `qq__expression()` is the index of the expression to
+# evaluate, set around each evaluation. In container scope the program reads `container` and
+# `containerGroup` from the activation's list of containers, `qq__containers`, at
+# `qq__container()`: all the containers of a pod spec share one activation, converted once.
 CONTAINERS = "qq__containers"
 _CONTAINER_INDEX: ContextVar[int] = ContextVar("qq__container")
+_EXPRESSION_INDEX: ContextVar[int] = ContextVar("qq__expression")
 _CONTAINER_FUNCTION = _cel.FunctionDecl("qq__container", [
     _cel.Overload("qq__container_int", _cel.Type.INT, [],
                   impl=lambda: _CONTAINER_INDEX.get())])
+_EXPRESSION_FUNCTION = _cel.FunctionDecl("qq__expression", [
+    _cel.Overload("qq__expression_int", _cel.Type.INT, [],
+                  impl=lambda: _EXPRESSION_INDEX.get())])
 
 
 def _environment(variables: tuple[str, ...], *functions: Any) -> Any:
@@ -73,24 +80,41 @@ def _environment(variables: tuple[str, ...], *functions: Any) -> Any:
 
 
 # Built once: an environment only declares names and functions and is never changed.
-_ENVIRONMENTS = {"object": _environment(OBJECT_VARIABLES),
+# "container" compiles an expression as written, alone, to say what is wrong with it; a
+# container-scope policy's program runs where the containers are a list (_EACH_CONTAINER).
+_ENVIRONMENTS = {"object": _environment(OBJECT_VARIABLES, _EXPRESSION_FUNCTION),
                  "container": _environment(CONTAINER_VARIABLES)}
-# Where the programs of for_each_container run; no policy is compiled in it as written.
-_EACH_CONTAINER = _environment((*OBJECT_VARIABLES, CONTAINERS), _CONTAINER_FUNCTION)
+_EACH_CONTAINER = _environment((*OBJECT_VARIABLES, CONTAINERS), _CONTAINER_FUNCTION,
+                               _EXPRESSION_FUNCTION)
+_POLICY_ENVIRONMENTS = {"object": _ENVIRONMENTS["object"], "container": _EACH_CONTAINER}
 _WANTED = {"bool": ("bool",), "string": ("string",), "any": ()}
 
 
 @dataclass(frozen=True, slots=True)
 class Expression:
     """A compiled expression, the `variables.<name>` it reads and the top-level names it
-    uses (so that an evaluation converts only the variables it reads)."""
+    uses (so that an evaluation converts only the variables it reads). In a policy
+    (compile_policy), `program` is the policy's and `index` picks this expression in it."""
 
     text: str
     program: Any
     references: frozenset[str]
     names: frozenset[str]
-    compiled: str = ""  # what was compiled, when not `text`: with its variables bound in it
-    per_container: Any = None  # the program of for_each_container, in container scope
+    # The text with the variables it reads bound in it by cel.bind, as the program runs it:
+    # what the cost estimate (webhook.engine.cost) and the cleaning of messages read.
+    bound: str = ""
+    index: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Source:
+    """One expression of a policy as written, for compile_policy: `field` names it in a
+    problem; `kind` and `literals` as compile_expression takes them."""
+
+    field: str
+    text: str
+    kind: Kind = "any"
+    literals: bool = True
 
 
 def compile_expression(text: str, scope: Scope, kind: Kind = "any",
@@ -99,24 +123,8 @@ def compile_expression(text: str, scope: Scope, kind: Kind = "any",
     types are known (fields of the object are dynamic). `literals`: refuse a list or map
     literal of mixed types, as Kubernetes' CEL does (a mutation's patches may be plain maps,
     which only quickq-guard reads). Raises CelError."""
-    if not isinstance(text, str) or not text.strip():
-        raise CelError("the expression is empty")
-    if len(text) > MAX_EXPRESSION_LENGTH:
-        raise CelError(f"the expression is {len(text)} characters long; "
-                       f"at most {MAX_EXPRESSION_LENGTH} are allowed")
-    # Compiled with the calls the runtime gets wrong guarded (webhook.engine.cel.go); what
-    # does not compile is compiled as written again, so that errors name what it wrote.
-    compiled = guarded(lex(text))
-    try:
-        program = _ENVIRONMENTS[scope].compile(compiled)
-    except RuntimeError as error:
-        if compiled == text:
-            raise CelError(_compile_problem(str(error), scope)) from None
-        try:
-            program = _ENVIRONMENTS[scope].compile(text)
-        except RuntimeError as as_written:
-            raise CelError(_compile_problem(str(as_written), scope)) from None
-        compiled = text  # a guard that does not fit: the runtime's own function
+    _check_length(text)
+    program, compiled = _compiled(text, _ENVIRONMENTS[scope], scope)
     problem = checked_problem(program, compiled, PYTHON_FUNCTIONS)
     if problem and (literals or "expected type" not in problem):
         # said where the text as written has it, when it compiles as written
@@ -128,8 +136,32 @@ def compile_expression(text: str, scope: Scope, kind: Kind = "any",
     wanted = _WANTED[kind]
     if wanted and result not in (*wanted, "dyn"):
         raise CelError(f"the expression must yield a {kind}, but it yields {result}")
-    return Expression(text, program, frozenset(_variable_references(text)),
-                      frozenset(_top_level_names(text)), compiled if compiled != text else "")
+    return Expression(text, program, frozenset(variable_references(text)),
+                      frozenset(_top_level_names(text)))
+
+
+def _check_length(text: str) -> None:
+    if not isinstance(text, str) or not text.strip():
+        raise CelError("the expression is empty")
+    if len(text) > MAX_EXPRESSION_LENGTH:
+        raise CelError(f"the expression is {len(text)} characters long; "
+                       f"at most {MAX_EXPRESSION_LENGTH} are allowed")
+
+
+def _compiled(text: str, environment: Any, scope: Scope) -> tuple[Any, str]:
+    """The program and the text compiled: with the calls the runtime gets wrong guarded
+    (webhook.engine.cel.go), or as written when a guard does not fit (the runtime's own
+    function then). What does not compile is said as written. Raises CelError."""
+    compiled = guarded(lex(text))
+    try:
+        return environment.compile(compiled), compiled
+    except RuntimeError as error:
+        if compiled == text:
+            raise CelError(_compile_problem(str(error), scope)) from None
+        try:
+            return environment.compile(text), text
+        except RuntimeError as as_written:
+            raise CelError(_compile_problem(str(as_written), scope)) from None
 
 
 def _compiled_as_written(text: str, scope: Scope) -> Any:
@@ -139,55 +171,135 @@ def _compiled_as_written(text: str, scope: Scope) -> Any:
         return None
 
 
-def with_variables(expression: Expression, variables: Sequence[tuple[str, Expression]],
-                   scope: Scope, kind: Kind = "any", literals: bool = True) -> Expression:
+def compile_policy(scope: Scope, variables: Sequence[tuple[str, Source]],
+                   sources: Sequence[Source]) -> list[Expression]:
+    """The expressions of one policy, compiled together, once: one program binds the
+    variables (each compiled once, however many expressions read it) and holds every
+    expression, each an Expression with its `index`. As in Kubernetes, a variable is
+    evaluated only when an expression reads it, at most once per evaluation, and its error
+    fails only the expressions that read it. A variable reads only the ones before it.
+    Raises CelError, starting with the field of the expression at fault."""
+    for source in [*(source for _, source in variables), *sources]:
+        try:
+            _check_length(source.text)
+        except CelError as error:
+            raise CelError(f"{source.field}: {error}") from None
+    if not sources:
+        return []
+    environment = _POLICY_ENVIRONMENTS[scope]
+    unguarded: set[str] = set()  # the fields whose guards do not fit (see _compiled)
+    written = _policy_text(scope, variables, sources, unguarded)
+    try:
+        program = environment.compile(written)
+    except RuntimeError:
+        unguarded = _diagnosed(scope, variables, sources)
+        written = _policy_text(scope, variables, sources, unguarded)
+        try:
+            program = environment.compile(written)
+        except RuntimeError as error:
+            raise CelError(f"{sources[0].field}: {_compile_problem(str(error), scope)}"
+                           ) from None
+    exempt = [_spans(written, source.text) for source in sources if not source.literals]
+    problem = checked_problem(program, written, PYTHON_FUNCTIONS, lambda offset, said: (
+        said.startswith("expected type") and any(start <= offset < end
+                                                 for spans in exempt
+                                                 for start, end in spans)))
+    kinds = branch_types(program, "qq__e", len(sources))
+    if problem or any(_WANTED[source.kind] and found not in (*_WANTED[source.kind], "dyn")
+                      for source, found in zip(sources, kinds, strict=True)):
+        _diagnosed(scope, variables, sources)  # raises what is wrong, as written
+        raise CelError(f"{sources[0].field}: {problem or 'does not compile'}")
+    texts = [(name, source.text) for name, source in variables]
+    return [Expression(source.text, program, frozenset(variable_references(source.text)),
+                       frozenset(_top_level_names(bound_text(source.text, texts))),
+                       bound_text(source.text, texts), index if len(sources) > 1 else None)
+            for index, source in enumerate(sources)]
+
+
+def variable(text: str) -> Expression:
+    """A policy's variable, as the policy keeps it: it is compiled in the program of the
+    policy's expressions (compile_policy), not alone, so it has no program of its own."""
+    return Expression(text, None, frozenset(variable_references(text)),
+                      frozenset(_top_level_names(text)))
+
+
+def _policy_text(scope: Scope, variables: Sequence[tuple[str, Source]],
+                 sources: Sequence[Source], unguarded: set[str]) -> str:
+    """The text of a policy's program: its variables bound in order around a choice of its
+    expressions by qq__expression() (halves, so that the nesting stays shallow)."""
+    def piece(source: Source) -> str:
+        text = _bound_names(source.text)
+        return text if source.field in unguarded else guarded(lex(text))
+
+    def choice(pieces: list[str], start: int) -> str:
+        if len(pieces) == 1:  # dyn: the expressions' types differ (bool, string...)
+            return f"(\n{pieces[0]}\n)" if len(sources) == 1 else f"dyn(\n{pieces[0]}\n)"
+        half = len(pieces) // 2
+        return (f"(qq__e < {start + half} ? {choice(pieces[:half], start)} "
+                f": {choice(pieces[half:], start + half)})")
+
+    text = choice([piece(source) for source in sources], 0)
+    if len(sources) > 1:
+        text = f"cel.bind(qq__e, qq__expression(), {text})"
+    for name, source in reversed(variables):
+        text = f"cel.bind({_BOUND}{name}, (\n{piece(source)}\n), {text})"
+    if scope == "container":
+        for name, key in (("containerGroup", "group"), ("container", "container")):
+            text = f"cel.bind({name}, {CONTAINERS}[qq__container()].{key}, {text})"
+    return text
+
+
+def _spans(written: str, text: str) -> list[tuple[int, int]]:
+    """Where `text` (as bound in a policy's program) may sit in it, in code points."""
+    piece = guarded(lex(_bound_names(text)))
+    spans = []
+    for candidate in dict.fromkeys((piece, _bound_names(text))):
+        start = written.find(candidate)
+        while start >= 0:
+            spans.append((start, start + len(candidate)))
+            start = written.find(candidate, start + 1)
+    return spans
+
+
+def _diagnosed(scope: Scope, variables: Sequence[tuple[str, Source]],
+               sources: Sequence[Source]) -> set[str]:
+    """What is wrong, said as each expression alone says it (raised as CelError, the
+    first); when nothing is, the fields whose guards do not fit. Only when a policy's
+    program does not compile or is refused: each expression is compiled once more alone
+    and, if it reads variables, with them bound in it."""
+    texts = [(name, source.text) for name, source in variables]
+    unguarded = set()
+    for source in [*(source for _, source in variables), *sources]:
+        bound = bound_text(source.text, texts)
+        try:
+            compile_expression(source.text, scope, source.kind, source.literals)
+            if bound != source.text:
+                try:
+                    compile_expression(bound, scope, source.kind, source.literals)
+                except CelError as error:
+                    raise CelError(f"with the variables it reads bound in it: {error}"
+                                   ) from None
+        except CelError as error:
+            raise CelError(f"{source.field}: {error}") from None
+        if _compiled(bound, _ENVIRONMENTS[scope], scope)[1] != guarded(lex(bound)):
+            unguarded.add(source.field)
+    return unguarded
+
+
+def bound_text(text: str, variables: Sequence[tuple[str, str]]) -> str:
     """The expression with the variables it reads, and the ones they read, bound in it by
-    `cel.bind`: one activation then serves every expression of a container, where
-    evaluating each variable apart needs a new one (and a new conversion of the object) for
-    each variable that reads another. `text` stays the expression as written.
-    Raises CelError."""
-    needed = set(expression.references)
+    `cel.bind`, as a policy's program evaluates it: the text the cost estimate reads."""
+    needed = set(variable_references(text))
     for name, variable in reversed(variables):  # a variable reads only earlier ones
         if name in needed:
-            needed |= variable.references
+            needed |= variable_references(variable)
     if not needed:
-        return expression
-    text = f"(\n{_bound_names(expression.text)}\n)"
+        return text
+    bound = f"(\n{_bound_names(text)}\n)"
     for name, variable in reversed(variables):
         if name in needed:
-            text = f"cel.bind({_BOUND}{name}, (\n{_bound_names(variable.text)}\n), {text})"
-    try:
-        inlined = compile_expression(text, scope, kind, literals)
-    except CelError as error:
-        raise CelError(f"with the variables it reads bound in it: {error}") from None
-    return Expression(expression.text, inlined.program, expression.references, inlined.names,
-                      text)
-
-
-def for_each_container(expression: Expression) -> Expression:
-    """The expression with a second program, that reads `container` and `containerGroup`
-    from the activation's list of containers at the index evaluate() is given. Converting a
-    variable is most of an evaluation's cost, and an activation converts each variable it
-    reads once: an activation per container converted `podSpec` (and `object`) once per
-    container, which grows with the square of the containers; one per pod spec converts them
-    once. Each container is still its own evaluation (its own iteration limit, its own
-    errors). Raises CelError."""
-    # As written (with_variables keeps its bound text unguarded in `compiled`), then
-    # guarded as compile_expression guards it, falling back to as written as it does.
-    text = f"(\n{expression.compiled if expression.references else expression.text}\n)"
-    for name, key in (("containerGroup", "group"), ("container", "container")):
-        if name in expression.names:
-            text = f"cel.bind({name}, {CONTAINERS}[qq__container()].{key}, {text})"
-    program = None
-    for attempt in dict.fromkeys((guarded(lex(text)), text)):
-        try:
-            program = _EACH_CONTAINER.compile(attempt)
-            break
-        except RuntimeError as error:
-            problem = _compile_problem(str(error), "container")
-    if program is None:
-        raise CelError(f"for each container: {problem}")
-    return replace(expression, per_container=program)
+            bound = f"cel.bind({_BOUND}{name}, (\n{_bound_names(variable)}\n), {bound})"
+    return bound
 
 
 _BOUND = "variables__"  # variables.name is read as variables__name
@@ -226,14 +338,15 @@ def _compile_problem(message: str, scope: Scope) -> str:
 
 
 def activation(scope: Scope, data: Mapping[str, Any]) -> Any:
-    """The variables of one evaluation, converted once and shared by its expressions."""
+    """The variables of one evaluation, converted once and shared by its expressions. A
+    container-scope policy's program takes a containers_activation."""
     return _activation(_ENVIRONMENTS[scope], data)
 
 
 def containers_activation(data: Mapping[str, Any]) -> Any:
-    """The variables of the evaluations of a pod spec's containers (for_each_container):
-    `data` holds CONTAINERS, a list of {container, group}, in place of `container` and
-    `containerGroup`."""
+    """The variables of the evaluations of a pod spec's containers by a container-scope
+    policy (compile_policy): `data` holds CONTAINERS, a list of {container, group}, in
+    place of `container` and `containerGroup`."""
     return _activation(_EACH_CONTAINER, data)
 
 
@@ -246,21 +359,21 @@ def _activation(environment: Any, data: Mapping[str, Any]) -> Any:
 
 
 def evaluate(expression: Expression, bound: Any, container: int | None = None) -> Any:
-    """The expression's value as plain Python data; with `container`, its per_container
-    program for that index of a containers_activation. Raises EvaluationError."""
+    """The expression's value as plain Python data; `container`: the index of the container
+    judged, in a containers_activation. Raises EvaluationError."""
+    at = None if container is None else _CONTAINER_INDEX.set(container)
+    which = None if expression.index is None else _EXPRESSION_INDEX.set(expression.index)
     try:
-        if container is None:
-            value = expression.program.eval(bound)
-        else:
-            token = _CONTAINER_INDEX.set(container)
-            try:
-                value = expression.per_container.eval(bound)
-            finally:
-                _CONTAINER_INDEX.reset(token)
+        value = expression.program.eval(bound)
     except RuntimeError as error:  # the iteration budget, a failed function
-        raise EvaluationError(_clean(error, expression.compiled or expression.text)) from None
+        raise EvaluationError(_clean(error, expression.bound or expression.text)) from None
+    finally:
+        if which is not None:
+            _EXPRESSION_INDEX.reset(which)
+        if at is not None:
+            _CONTAINER_INDEX.reset(at)
     if value.type().name() == "ERROR":
-        raise EvaluationError(_clean(value.value(), expression.compiled or expression.text))
+        raise EvaluationError(_clean(value.value(), expression.bound or expression.text))
     return value.plain_value()
 
 
@@ -382,7 +495,8 @@ def _top_level_names(text: str) -> set[str]:
     return found
 
 
-def _variable_references(text: str) -> set[str]:
+def variable_references(text: str) -> set[str]:
+    """The names of the `variables.<name>` the expression reads."""
     found = set()
     window: list[str] = []
     for kind, value in tokens(text):

@@ -18,6 +18,7 @@ cel/expr/checked.proto and syntax.proto it needs.
 from __future__ import annotations
 
 import re
+from collections.abc import Callable, Iterator
 from typing import Any
 
 from webhook.engine.quantity import parse_quantity
@@ -27,7 +28,7 @@ Fields = dict[int, list[Any]]
 # Field numbers of cel.expr: Any, CheckedExpr, Expr and its kinds, Type, SourceInfo.
 _ANY_VALUE = 2
 _CHECKED_TYPE_MAP, _CHECKED_EXPR, _CHECKED_SOURCE = 3, 4, 5
-_EXPR_ID, _SELECT, _CALL, _LIST, _STRUCT, _COMPREHENSION = 2, 5, 6, 7, 8, 9
+_EXPR_ID, _IDENT, _SELECT, _CALL, _LIST, _STRUCT, _COMPREHENSION = 2, 4, 5, 6, 7, 8, 9
 _PRIMITIVES = {1: "bool", 2: "int", 3: "uint", 4: "double", 5: "string", 6: "bytes"}
 _WELL_KNOWN = {1: "any", 2: "timestamp", 3: "duration"}
 _TYPE_PARAM, _ABSTRACT = 10, 14
@@ -150,32 +151,69 @@ def _unwrapped(type_: bytes) -> bytes:
     return type_
 
 
-def checked_problem(program: Any, text: str, python: frozenset[str] = frozenset()
-                    ) -> str | None:
-    """What the compiled expression has that must not run, with where (`line 1, column 5:
-    expected type 'int' but found 'double'` and a hint), else None. `text` is what was
-    compiled, for the position; `python`: the functions served by Python (besides the
-    guards, `qq__...`)."""
-    if program is None:
-        return None
+def _checked(program: Any) -> tuple[Fields, dict[int, bytes]]:
+    """The CheckedExpr of a program, and the type of each of its nodes by id."""
     checked = _fields(_fields(program.serialize())[_ANY_VALUE][0])
     types: dict[int, bytes] = {}
     for entry in checked.get(_CHECKED_TYPE_MAP, []):
         pair = _fields(entry)
         types[pair.get(1, [0])[0]] = pair[2][0]
-    found = _first_problem(_one(checked, _CHECKED_EXPR), types, python)
-    if found is None:
+    return checked, types
+
+
+def checked_problem(program: Any, text: str, python: frozenset[str] = frozenset(),
+                    allowed: Callable[[int, str], bool] | None = None) -> str | None:
+    """What the compiled expression has that must not run, with where (`line 1, column 5:
+    expected type 'int' but found 'double'` and a hint), else None. `text` is what was
+    compiled, for the position; `python`: the functions served by Python (besides the
+    guards, `qq__...`); `allowed(offset, problem)`: a problem let through at that offset
+    of `text` (in code points)."""
+    if program is None:
         return None
-    node, problem = found
+    checked, types = _checked(program)
     source = _one(checked, _CHECKED_SOURCE)
-    offset = 0
+    offsets: dict[int, int] = {}
     for entry in source.get(4, []):  # positions: id -> offset in code points
         pair = _fields(entry)
-        if pair.get(1, [0])[0] == node:
-            offset = pair.get(2, [0])[0]
-    line = text.count("\n", 0, offset) + 1
-    column = offset - (text.rfind("\n", 0, offset) + 1) + 1
-    return f"line {line}, column {column}: {problem}"
+        offsets[pair.get(1, [0])[0]] = pair.get(2, [0])[0]
+    for node, problem in _problems(_one(checked, _CHECKED_EXPR), types, python):
+        offset = offsets.get(node, 0)
+        if allowed is not None and allowed(offset, problem):
+            continue
+        line = text.count("\n", 0, offset) + 1
+        column = offset - (text.rfind("\n", 0, offset) + 1) + 1
+        return f"line {line}, column {column}: {problem}"
+    return None
+
+
+def branch_types(program: Any, choice: str, count: int) -> list[str]:
+    """The type of each of the `count` expressions a policy's program chooses from by the
+    variable `choice` (webhook.engine.cel.compile_policy: `choice < n ? dyn(a) : dyn(b)`,
+    inside the cel.bind of its variables), as Kubernetes writes types: bool, string..."""
+    checked, types = _checked(program)
+
+    def leaves(expr: Fields) -> list[Fields]:
+        if _COMPREHENSION in expr:  # cel.bind(name, value, result)
+            comprehension = _fields(expr[_COMPREHENSION][0])
+            over = _one(comprehension, 2)  # cel.bind iterates over an empty list
+            if 7 in comprehension and _LIST in over and not _one(over, _LIST).get(1):
+                return leaves(_fields(comprehension[7][0]))
+        if _CALL in expr:
+            call = _fields(expr[_CALL][0])
+            arguments = [_fields(child) for child in call.get(3, [])]
+            if call.get(2) == [b"dyn"] and len(arguments) == 1:
+                return leaves(arguments[0])
+            if call.get(2) == [b"_?_:_"] and _CALL in arguments[0]:
+                condition = _fields(arguments[0][_CALL][0])
+                operands = [_fields(child) for child in condition.get(3, [])]
+                if condition.get(2) == [b"_<_"] and _IDENT in operands[0] and \
+                        _fields(operands[0][_IDENT][0]).get(1) == [choice.encode()]:
+                    return leaves(arguments[1]) + leaves(arguments[2])
+        return [expr]
+
+    found = [_name(types[node]) if (node := leaf.get(_EXPR_ID, [0])[0]) in types else "dyn"
+             for leaf in leaves(_one(checked, _CHECKED_EXPR))]
+    return found if len(found) == count else ["dyn"] * count
 
 
 MIXED_HINT = ("(Kubernetes' CEL wants the items of a list literal, and the keys and the values "
@@ -183,8 +221,8 @@ MIXED_HINT = ("(Kubernetes' CEL wants the items of a list literal, and the keys 
               "dyn(...))")
 
 
-def _first_problem(expr: Fields, types: dict[int, bytes], python: frozenset[str]
-                   ) -> tuple[int, str] | None:
+def _problems(expr: Fields, types: dict[int, bytes], python: frozenset[str]
+              ) -> Iterator[tuple[int, str]]:
     """(the offending node, what is wrong there), depth first."""
     exempt = False
     if _CALL in expr:
@@ -196,18 +234,19 @@ def _first_problem(expr: Fields, types: dict[int, bytes], python: frozenset[str]
                 node = _fields(child).get(_EXPR_ID, [0])[0]
                 if node in types and _has_optional(types[node]):
                     shown = name.removeprefix("qq__")
-                    return node, (f"{shown}() is given an optional ({_name(types[node])}); "
-                                  "take its value first (.value(), .orValue(...))")
+                    yield node, (f"{shown}() is given an optional ({_name(types[node])}); "
+                                 "take its value first (.value(), .orValue(...))")
+                    return
         exempt = name in ("format", "qq__format")  # its argument list may mix types
         if name in ("isInteger", "asInteger") and call.get(1):
             written = _written_scale(_fields(call[1][0]), types)
             if written:
                 node = expr.get(_EXPR_ID, [0])[0]
-                return node, (f"{name}() of {written}: Kubernetes' answer depends on how the "
-                              "quantity was written (1000m, 1.0 and 0.5Gi are no integers "
-                              "there, nor is a sum with such a term), which quickq-guard "
-                              "does not keep; compare the quantity instead (compareTo, "
-                              "isLessThan), or write it whole (1, 512Mi)")
+                yield node, (f"{name}() of {written}: Kubernetes' answer depends on how the "
+                             "quantity was written (1000m, 1.0 and 0.5Gi are no integers "
+                             "there, nor is a sum with such a term), which quickq-guard "
+                             "does not keep; compare the quantity instead (compareTo, "
+                             "isLessThan), or write it whole (1, 512Mi)")
     elif _LIST in expr:
         listed = _fields(expr[_LIST][0])
         elements = [_fields(item) for item in listed.get(1, [])]
@@ -215,7 +254,7 @@ def _first_problem(expr: Fields, types: dict[int, bytes], python: frozenset[str]
         found = _mixed([(item, index in optional) for index, item in enumerate(elements)],
                        types)
         if found:
-            return found
+            yield found
         children = listed.get(1, [])
     elif _STRUCT in expr:
         created = _fields(expr[_STRUCT][0])
@@ -225,7 +264,7 @@ def _first_problem(expr: Fields, types: dict[int, bytes], python: frozenset[str]
         if not created.get(1):  # a map literal, not a message
             found = _mixed(keys, types) or _mixed(values, types)
             if found:
-                return found
+                yield found
         children = [entry[n][0] for entry in entries for n in (3, 4) if n in entry]
     elif _SELECT in expr:
         children = _fields(expr[_SELECT][0]).get(1, [])
@@ -233,12 +272,11 @@ def _first_problem(expr: Fields, types: dict[int, bytes], python: frozenset[str]
         comprehension = _fields(expr[_COMPREHENSION][0])
         children = [comprehension[n][0] for n in (2, 4, 5, 6, 7) if n in comprehension]
     else:
-        return None
+        return
     for child in children:
-        found = _first_problem(_fields(child), types, python)
-        if found and not (exempt and found[1].startswith("expected type")):
-            return found
-    return None
+        for found in _problems(_fields(child), types, python):
+            if not (exempt and found[1].startswith("expected type")):
+                yield found
 
 
 def _written_scale(expr: Fields, types: dict[int, bytes]) -> str | None:

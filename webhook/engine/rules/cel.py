@@ -115,9 +115,11 @@ class Mutation:
 class CelPolicy:
     """A CEL policy compiled at load: what evaluate() runs in place of a built-in rule.
 
-    Each validation, messageExpression and mutation has the variables it reads bound in it
-    (`cel.with_variables`), so a container's expressions share one activation, and a variable
-    that fails fails only the expressions that read it, as Kubernetes' lazy variables do.
+    The variables, validations, messageExpressions and mutations are one program
+    (`cel.compile_policy`), each compiled once, that binds the variables, so that a
+    container's expressions share one activation, and a variable is evaluated only when an
+    expression reads it and fails only the expressions that read it, as Kubernetes' lazy
+    variables do.
     """
 
     scope: Scope
@@ -197,9 +199,8 @@ class CelPolicy:
                         secrets: Callable[[], frozenset[str]],
                         budget: Budget | None) -> list[Finding]:
         """The findings of a pod spec's containers, in order, each container one evaluation
-        of each expression. Several containers share one activation (with the program of
-        cel.for_each_container), so that podSpec and object are converted once; a lone
-        container is the activation's `container` itself. The whole cost is estimated
+        of each expression. The containers share one activation (cel.containers_activation),
+        so that podSpec and object are converted once. The whole cost is estimated
         first: past the budget, the review is refused before any of it runs, not after the
         budget's second of work."""
         containers = pod_spec.containers
@@ -220,9 +221,6 @@ class CelPolicy:
                          for text, where in self.costed)
 
         def variables(shown: Mapping[str, Any], view: Callable[[Any], Any]) -> Any:
-            if len(containers) == 1:
-                return activation("container", {**shown, "container": view(containers[0].data),
-                                                "containerGroup": containers[0].group})
             return containers_activation({**shown, CONTAINERS: [
                 {"container": view(c.data), "group": c.group} for c in containers]})
 
@@ -239,12 +237,11 @@ class CelPolicy:
 
         findings = []
         for index, container in enumerate(containers):
-            at = index if len(containers) > 1 else None
             if self.mutations:
-                findings += self._mutate(bound, at, sizes[index], workload, container,
+                findings += self._mutate(bound, index, sizes[index], workload, container,
                                          secrets, meter)
             else:
-                findings += self._validate(bound, at, sizes[index], pod_spec.path,
+                findings += self._validate(bound, index, sizes[index], pod_spec.path,
                                            container, hidden, meter)
         return findings
 
@@ -301,16 +298,16 @@ class CelPolicy:
                        *(m.expression for m in self.mutations)]
         object.__setattr__(self, "reads", frozenset().union(*(e.names for e in expressions)))
         object.__setattr__(self, "reads_pod_containers", not all(
-            selects_only(e.compiled or e.text, "podSpec", _POD_CONTAINER_LISTS)
+            selects_only(e.bound or e.text, "podSpec", _POD_CONTAINER_LISTS)
             for e in expressions))
         object.__setattr__(self, "costed", tuple(
-            (m.expression.compiled or m.expression.text, f"mutations[{i}].jsonPatch.expression")
+            (m.expression.bound or m.expression.text, f"mutations[{i}].jsonPatch.expression")
             for i, m in enumerate(self.mutations)) or tuple(
-            (v.expression.compiled or v.expression.text, f"validations[{i}].expression")
+            (v.expression.bound or v.expression.text, f"validations[{i}].expression")
             for i, v in enumerate(self.validations)))
         object.__setattr__(self, "objects_without_spec", tuple(
             name for name in ("object", "oldObject") if name in self.reads and all(
-                selects_only(e.compiled or e.text, name, _OBJECT_BULK) for e in expressions)))
+                selects_only(e.bound or e.text, name, _OBJECT_BULK) for e in expressions)))
 
     def _base(self, workload: Workload, request: Request) -> dict[str, Any]:
         """The variables the expressions read: converting an object the policy never reads
@@ -475,7 +472,7 @@ def _hidden_activation(make: Callable[[], Any]) -> Any:
 def _run(expression: Expression, bound: Any, where: str, meter: Meter, at: int | None = None,
          sizes: Sizes | None = None) -> Any:
     try:
-        meter.before(expression.compiled or expression.text, where, sizes)
+        meter.before(expression.bound or expression.text, where, sizes)
         return evaluate(expression, bound, at)
     except EvaluationError as error:
         if expression.references:
