@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Iterator
-from typing import Any
+from typing import Any, NamedTuple
 
 from webhook.engine.quantity import parse_quantity
 
@@ -151,32 +151,44 @@ def _unwrapped(type_: bytes) -> bytes:
     return type_
 
 
-def _checked(program: Any) -> tuple[Fields, dict[int, bytes]]:
-    """The CheckedExpr of a program, and the type of each of its nodes by id."""
+class Checked(NamedTuple):
+    """A program's CheckedExpr, read once: its root expression, the type of each node by id,
+    and its source info (the positions)."""
+
+    root: Fields
+    types: dict[int, bytes]
+    source: Fields
+
+
+def read(program: Any) -> Checked:
     checked = _fields(_fields(program.serialize())[_ANY_VALUE][0])
     types: dict[int, bytes] = {}
     for entry in checked.get(_CHECKED_TYPE_MAP, []):
         pair = _fields(entry)
         types[pair.get(1, [0])[0]] = pair[2][0]
-    return checked, types
+    return Checked(_one(checked, _CHECKED_EXPR), types, _one(checked, _CHECKED_SOURCE))
 
 
-def checked_problem(program: Any, text: str, python: frozenset[str] = frozenset(),
-                    allowed: Callable[[int, str], bool] | None = None) -> str | None:
+def checked_problem(program: Any, text: str, python: frozenset[str] = frozenset()
+                    ) -> str | None:
     """What the compiled expression has that must not run, with where (`line 1, column 5:
     expected type 'int' but found 'double'` and a hint), else None. `text` is what was
     compiled, for the position; `python`: the functions served by Python (besides the
-    guards, `qq__...`); `allowed(offset, problem)`: a problem let through at that offset
-    of `text` (in code points)."""
-    if program is None:
-        return None
-    checked, types = _checked(program)
-    source = _one(checked, _CHECKED_SOURCE)
-    offsets: dict[int, int] = {}
-    for entry in source.get(4, []):  # positions: id -> offset in code points
-        pair = _fields(entry)
-        offsets[pair.get(1, [0])[0]] = pair.get(2, [0])[0]
-    for node, problem in _problems(_one(checked, _CHECKED_EXPR), types, python):
+    guards, `qq__...`)."""
+    return None if program is None else problem_in(read(program), text, python)
+
+
+def problem_in(checked: Checked, text: str, python: frozenset[str] = frozenset(),
+               allowed: Callable[[int, str], bool] | None = None) -> str | None:
+    """checked_problem of a program read; `allowed(offset, problem)`: a problem let through
+    at that offset of `text` (in code points)."""
+    offsets: dict[int, int] | None = None
+    for node, problem in _problems(checked.root, checked.types, python):
+        if offsets is None:
+            offsets = {}
+            for entry in checked.source.get(4, []):  # positions: id -> offset in code points
+                pair = _fields(entry)
+                offsets[pair.get(1, [0])[0]] = pair.get(2, [0])[0]
         offset = offsets.get(node, 0)
         if allowed is not None and allowed(offset, problem):
             continue
@@ -186,11 +198,11 @@ def checked_problem(program: Any, text: str, python: frozenset[str] = frozenset(
     return None
 
 
-def branch_types(program: Any, choice: str, count: int) -> list[str]:
+def branch_types(checked: Checked, choice: str, count: int) -> list[str]:
     """The type of each of the `count` expressions a policy's program chooses from by the
     variable `choice` (webhook.engine.cel.compile_policy: `choice < n ? dyn(a) : dyn(b)`,
     inside the cel.bind of its variables), as Kubernetes writes types: bool, string..."""
-    checked, types = _checked(program)
+    types = checked.types
 
     def leaves(expr: Fields) -> list[Fields]:
         if _COMPREHENSION in expr:  # cel.bind(name, value, result)
@@ -212,7 +224,7 @@ def branch_types(program: Any, choice: str, count: int) -> list[str]:
         return [expr]
 
     found = [_name(types[node]) if (node := leaf.get(_EXPR_ID, [0])[0]) in types else "dyn"
-             for leaf in leaves(_one(checked, _CHECKED_EXPR))]
+             for leaf in leaves(checked.root)]
     return found if len(found) == count else ["dyn"] * count
 
 

@@ -18,6 +18,7 @@ from typing import Any, NamedTuple
 
 from webhook.engine.cel import (
     CONTAINERS,
+    GROUPS,
     EvaluationError,
     Expression,
     Scope,
@@ -199,8 +200,9 @@ class CelPolicy:
                         secrets: Callable[[], frozenset[str]],
                         budget: Budget | None) -> list[Finding]:
         """The findings of a pod spec's containers, in order, each container one evaluation
-        of each expression. The containers share one activation (cel.containers_activation),
-        so that podSpec and object are converted once. The whole cost is estimated
+        of each expression. Several containers share one activation (with the program of
+        cel.PolicyProgram.each), so that podSpec and object are converted once; a lone
+        container is the activation's `container` itself. The whole cost is estimated
         first: past the budget, the review is refused before any of it runs, not after the
         budget's second of work."""
         containers = pod_spec.containers
@@ -221,8 +223,11 @@ class CelPolicy:
                          for text, where in self.costed)
 
         def variables(shown: Mapping[str, Any], view: Callable[[Any], Any]) -> Any:
-            return containers_activation({**shown, CONTAINERS: [
-                {"container": view(c.data), "group": c.group} for c in containers]})
+            if len(containers) == 1:
+                return activation("container", {**shown, "container": view(containers[0].data),
+                                                "containerGroup": containers[0].group})
+            return containers_activation({**shown, CONTAINERS: [view(c.data) for c in containers],
+                                          GROUPS: [c.group for c in containers]})
 
         bound = variables(shared, lambda data: data)
 
@@ -237,11 +242,12 @@ class CelPolicy:
 
         findings = []
         for index, container in enumerate(containers):
+            at = index if len(containers) > 1 else None
             if self.mutations:
-                findings += self._mutate(bound, index, sizes[index], workload, container,
+                findings += self._mutate(bound, at, sizes[index], workload, container,
                                          secrets, meter)
             else:
-                findings += self._validate(bound, index, sizes[index], pod_spec.path,
+                findings += self._validate(bound, at, sizes[index], pod_spec.path,
                                            container, hidden, meter)
         return findings
 
