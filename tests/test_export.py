@@ -21,7 +21,12 @@ import kubernetes_validate
 import pytest
 import yaml
 from builders import POD_SPEC_PATHS
-from export_cel_cases import ACCEPTED, REFUSED
+from export_cel_cases import (
+    ACCEPTED,
+    ACCEPTED_WITH_VARIABLE,
+    REFUSED,
+    REFUSED_WITH_VARIABLE,
+)
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from test_cel_examples import objects
@@ -386,6 +391,27 @@ def test_cel_kubernetes_does_not_compile_is_refused_naming_expression_and_versio
 @pytest.mark.parametrize("expression", ACCEPTED)
 def test_cel_kubernetes_compiles_is_exported(tmp_path, expression):
     folder = write(tmp_path, policy("both", validations=[{"expression": expression}]))
+    exported = export(load(folder))
+    assert not exported.refusals and len(exported.objects) == 2
+
+
+@pytest.mark.parametrize(("variable", "expression"), sorted(REFUSED_WITH_VARIABLE))
+def test_a_variable_is_typed_as_kubernetes_types_it(tmp_path, variable, expression):
+    """Before, each variable was dyn here, and these were written out for the API server
+    to refuse."""
+    folder = write(tmp_path, policy("ours", variables=[{"name": "v", "expression": variable}],
+                                    validations=[{"expression": expression}]))
+    [refusal] = export(load(folder)).refusals
+    assert refusal.reason.startswith(
+        f"validations[0].expression: `{expression}` does not compile in the CEL of "
+        "Kubernetes 1.35 and 1.36: ")
+    assert REFUSED_WITH_VARIABLE[variable, expression] in refusal.reason
+
+
+@pytest.mark.parametrize(("variable", "expression"), ACCEPTED_WITH_VARIABLE)
+def test_a_variable_used_as_its_type_allows_is_exported(tmp_path, variable, expression):
+    folder = write(tmp_path, policy("both", variables=[{"name": "v", "expression": variable}],
+                                    validations=[{"expression": expression}]))
     exported = export(load(folder))
     assert not exported.refusals and len(exported.objects) == 2
 

@@ -10,24 +10,29 @@ import re
 from pathlib import Path
 from typing import Any
 
+import pytest
 import yaml
 from cluster_helpers import ControlPlane
-from export_cel_cases import ACCEPTED, REFUSED
+from export_cel_cases import ACCEPTED, ACCEPTED_WITH_VARIABLE, REFUSED, REFUSED_WITH_VARIABLE
 
-from webhook import load_policies
+from webhook import PolicyError, load_policies
 from webhook.export.vap import export
 
 _INVALID = re.compile(r'validatingadmissionpolic(?:y|ies)[^"]*"qq-refusal-(\d{3})" is invalid: '
                       r"(.*?)(?=\nThe |\nError from server|\Z)", re.S | re.I)
 
 
-def _policy(index: int, expression: str) -> dict[str, Any]:
+def _policy(index: int, expression: str, variable: str | None = None) -> dict[str, Any]:
+    """A ValidatingAdmissionPolicy of one validation, and with `variable` one variable `v`."""
+    spec: dict[str, Any] = {"failurePolicy": "Fail", "matchConstraints": {"resourceRules": [{
+        "apiGroups": [""], "apiVersions": ["v1"], "operations": ["CREATE"],
+        "resources": ["pods"]}]}}
+    if variable is not None:
+        spec["variables"] = [{"name": "v", "expression": variable}]
+    spec["validations"] = [{"expression": expression}]
     return {"apiVersion": "admissionregistration.k8s.io/v1",
             "kind": "ValidatingAdmissionPolicy", "metadata": {"name": f"qq-refusal-{index:03d}"},
-            "spec": {"failurePolicy": "Fail", "matchConstraints": {"resourceRules": [{
-                "apiGroups": [""], "apiVersions": ["v1"], "operations": ["CREATE"],
-                "resources": ["pods"]}]},
-                "validations": [{"expression": expression}]}}
+            "spec": spec}
 
 
 def _refused(plane: ControlPlane, policies: list[dict[str, Any]]) -> dict[int, str]:
@@ -37,27 +42,31 @@ def _refused(plane: ControlPlane, policies: list[dict[str, Any]]) -> dict[int, s
     return {int(index): why for index, why in _INVALID.findall(done.stderr)}
 
 
-def _exported(tmp_path: Path, expressions: list[str], params: dict[str, Any] | None = None
+def _exported(tmp_path: Path, expressions: list[str], params: dict[str, Any] | None = None,
+              variables: list[str] | None = None
               ) -> tuple[list[dict[str, Any]], dict[str, str]]:
-    """quickq-guard's export of one policy per expression: (the policies written, policy id
-    -> why it was refused)."""
+    """quickq-guard's export of one policy per expression (each with its variable `v` from
+    `variables`): (the policies written, policy id -> why it was refused)."""
     folder = tmp_path / "policies"
-    folder.mkdir()
+    folder.mkdir(parents=True)
     for index, expression in enumerate(expressions):
+        variable = {"variables": [{"name": "v", "expression": variables[index]}]} \
+            if variables else {}
         (folder / f"e{index:03d}.yaml").write_text(yaml.safe_dump({
             "id": f"e{index:03d}", "description": "d", "type": "validate",
             "action": "enforce", "match": {"kinds": ["Pod"]}, "params": params or {},
-            "validations": [{"expression": expression}]}))
+            **variable, "validations": [{"expression": expression}]}))
     done = export(load_policies(folder))
     return ([obj for obj in done.objects if obj["kind"] == "ValidatingAdmissionPolicy"],
             {refusal.policy: refusal.reason for refusal in done.refusals})
 
 
 def _created(plane: ControlPlane, tmp_path: Path, expressions: list[str],
-             params: dict[str, Any] | None = None) -> tuple[list[dict[str, Any]], dict[int, str]]:
+             params: dict[str, Any] | None = None, variables: list[str] | None = None
+             ) -> tuple[list[dict[str, Any]], dict[int, str]]:
     """Export one policy per expression, none refused, and create what it wrote: (the
     policies, index -> why the API server refused one)."""
-    written, refusals = _exported(tmp_path, expressions, params)
+    written, refusals = _exported(tmp_path, expressions, params, variables)
     assert not refusals, refusals
     for index, vap in enumerate(written):
         vap["metadata"] = {"name": f"qq-refusal-{index:03d}"}
@@ -98,3 +107,35 @@ def test_params_of_any_shape_are_written_as_the_api_server_accepts(
     _, refused = _created(plane, tmp_path, OVER_PARAMS, PARAMS)
     assert not refused, f"{plane.version()} refuses the exported params: " + "; ".join(
         f"{OVER_PARAMS[i]}: {why[:300]}" for i, why in refused.items())
+
+
+# Misuses of a variable's type that the engine's own types show: refused when the policy
+# loads, as the API server refuses them.
+LOAD_REFUSED_WITH_VARIABLE = [("object.spec.containers.size()", "variables.v == 'two'"),
+                              ("['a']", "variables.v.exists(n, n > 1)"),
+                              ("object.metadata.name + '-x'", "variables.v + 1 == 'a-x1'")]
+
+
+def test_the_api_server_types_a_variable_as_quickq_guard_does(plane: ControlPlane,
+                                                              tmp_path: Path) -> None:
+    """Kubernetes types `variables.v` by v's expression: what that refuses, export refuses
+    (or the engine, when its own types show it, at load), and the API server refuses it;
+    what export writes, the API server creates."""
+    cases = sorted(REFUSED_WITH_VARIABLE)
+    _, refusals = _exported(tmp_path / "export", [e for _, e in cases],
+                            variables=[v for v, _ in cases])
+    assert sorted(refusals) == [f"e{i:03d}" for i in range(len(cases))], \
+        "export wrote a policy it should refuse"
+    for index, (variable, expression) in enumerate(LOAD_REFUSED_WITH_VARIABLE):
+        with pytest.raises(PolicyError, match="found no matching overload"):
+            _exported(tmp_path / f"load{index}", [expression], variables=[variable])
+    cases += LOAD_REFUSED_WITH_VARIABLE
+    refused = _refused(plane, [_policy(i, e, v) for i, (v, e) in enumerate(cases)])
+    accepted = [c for i, c in enumerate(cases)
+                if "compilation failed" not in refused.get(i, "")]
+    assert not accepted, f"{plane.version()} compiles what quickq-guard refuses: {accepted}"
+    written, refused = _created(plane, tmp_path / "accepted",
+                                [e for _, e in ACCEPTED_WITH_VARIABLE],
+                                variables=[v for v, _ in ACCEPTED_WITH_VARIABLE])
+    assert not refused, f"{plane.version()} refuses what export writes: " + "; ".join(
+        f"{written[i]['spec']}: {why[:300]}" for i, why in refused.items())

@@ -13,12 +13,16 @@ base64; and its list and map literals are held to one type each
 (webhook.engine.cel.checked). The calls the engine guards are guarded here too
 (webhook.engine.cel.go), since they are Kubernetes' functions with Kubernetes' semantics.
 
+As in Kubernetes, `variables.<name>` has the type of the variable's expression when that is
+made of CEL's own types (each variable compiled in order, seeing the ones before it): it is
+read here as the identifier `variables__<name>`, declared with that type, so that
+`variables.query.x.exists(v, v > 1)` is refused when query is a URL's getQuery(), a map of
+lists of strings (the engine's own is a map of lists of dyn, so only this check sees it).
+
 KUBERNETES_VERSIONS are the versions this holds for: tests/cluster/test_export_refusals.py
 creates each refused construct and a sample of the accepted ones as a
 ValidatingAdmissionPolicy on 1.36.3 and 1.35.4 and sees the API server refuse or accept it,
 the same on both (so there is no option to pick a version).
-Kubernetes types `variables.<name>` by its expression, here each is dyn: a type mismatch that
-only such a variable shows is left to the API server.
 """
 
 from __future__ import annotations
@@ -30,7 +34,7 @@ from typing import Any
 from cel_expr_python import cel as _cel
 from cel_expr_python.ext import ext_optional, ext_strings
 
-from webhook.engine.cel import lex
+from webhook.engine.cel import BOUND, bound_names, lex
 from webhook.engine.cel.checked import MIXED_HINT, checked_problem
 from webhook.engine.cel.go import GUARDS, guarded
 from webhook.engine.rules.cel import CelPolicy
@@ -87,9 +91,12 @@ def _declared(library: dict[str, list[tuple[Any, list[Any], bool]]]) -> list[Any
         for name, overloads in library.items()]
 
 
-def _environment(mutating: bool) -> Any:
+def _environment(mutating: bool, variables: tuple[tuple[str, Any], ...] = ()) -> Any:
+    """Kubernetes' admission policy environment; `variables`: (name, type) of the policy's
+    variables defined so far, declared as BOUND + name."""
     functions = _declared({**_LIBRARY, **(_MUTATING if mutating else {})})
-    return _cel.NewEnv(variables=dict.fromkeys(_VARIABLES, DYN),
+    return _cel.NewEnv(variables={**dict.fromkeys(_VARIABLES, DYN),
+                                  **{BOUND + name: type_ for name, type_ in variables}},
                        extensions=[ext_strings.ExtStrings(version=2),
                                    ext_optional.ExtOptional()],
                        functions=[*functions, *GUARDS])
@@ -99,22 +106,30 @@ _ENVIRONMENTS = {False: _environment(False), True: _environment(True)}
 _ERROR = re.compile(r"ERROR: <input>:(\d+):(\d+): (.*?)(?: \(in container ''\))?$", re.M)
 
 
-def problem(text: str, mutating: bool = False) -> str | None:
+def problem(text: str, mutating: bool = False, environment: Any = None) -> str | None:
     """Why Kubernetes' CEL does not compile the expression, or None when it does. In a
-    mutation (`mutating`), the expression must yield a list of JSONPatch{...}."""
+    mutation (`mutating`), the expression must yield a list of JSONPatch{...}.
+    `environment`: one of _environment's, with the policy's variables typed."""
+    return _compiled(text, mutating, environment)[1]
+
+
+def _compiled(text: str, mutating: bool, environment: Any) -> tuple[Any, str | None]:
+    """(the program, None), or (None, why Kubernetes' CEL does not compile the text)."""
     own = [value for kind, value in lex(text) if kind == "name" and value.startswith("qq__")]
     if own:
-        return f"undeclared reference to '{own[0]}'"
-    compiled = _renamed_string(guarded(lex(_jsonpatch_calls(text) if mutating else text),
-                                       strings=False))
+        return None, f"undeclared reference to '{own[0]}'"
+    if environment is None:
+        environment = _ENVIRONMENTS[mutating]
+    compiled = _renamed_string(guarded(lex(bound_names(
+        _jsonpatch_calls(text) if mutating else text)), strings=False))
     try:
-        program = _ENVIRONMENTS[mutating].compile(compiled)
+        program = environment.compile(compiled)
     except RuntimeError as error:
-        return _said(str(error))
+        return None, _said(str(error))
     literal = checked_problem(program, compiled)
     if literal:
-        return literal.replace(f" {MIXED_HINT}", "").split(": ", 1)[-1]
-    return None
+        return None, literal.replace(f" {MIXED_HINT}", "").split(": ", 1)[-1]
+    return program, None
 
 
 def _renamed_string(text: str) -> str:
@@ -134,7 +149,8 @@ def _said(message: str) -> str:
     """The checker's problems in the order of the text (`undeclared reference to 'cel'`
     before the `x` it binds), each once, without the runtime's guard names."""
     found = sorted((int(line), int(column),
-                    text.replace("qq__str", "string").replace("qq__", ""))
+                    text.replace("qq__str", "string").replace("qq__", "")
+                    .replace(BOUND, "variables."))
                    for line, column, text in _ERROR.findall(message))
     said = list(dict.fromkeys(text for _, _, text in found))
     return "; ".join(said[:3]) or message.strip().splitlines()[0]
@@ -195,20 +211,46 @@ def expressions(program: CelPolicy) -> Iterator[tuple[str, str, bool]]:
 
 def refusal(program: CelPolicy, mutating: bool) -> str | None:
     """Why the API server would refuse the policy's CEL, or None: the first expression that
-    Kubernetes' CEL does not compile, with what it says."""
+    Kubernetes' CEL does not compile, with what it says. Each variable is typed by its
+    expression, as the API server types it, for the expressions after it (declared dyn
+    until then: a policy reads only the variables defined before, webhook.engine.policy)."""
+    types = {variable.name: DYN for variable in program.variables}
+    environment = _environment(mutating, tuple(types.items())) if types \
+        else _ENVIRONMENTS[mutating]
+    pending = list(types)  # expressions() yields the variables first, in order
     for field, text, patch in expressions(program):
-        why = problem(text, mutating)
+        compiled, why = _compiled(text, mutating, environment)
         if why is None and patch:
-            why = _not_patches(text)
+            why = _not_patches(text, environment)
         if why:
             return (f"{field}: `{' '.join(text.split())}` does not compile in the CEL of "
                     f"{KUBERNETES_VERSIONS}: {why}")
+        if pending:
+            name = pending.pop(0)
+            found = compiled.return_type()
+            if found.name() != "DYN" and _declarable(found.name()):
+                types[name] = found
+                environment = _environment(mutating, tuple(types.items()))
     return None
 
 
-def _not_patches(text: str) -> str | None:
-    program = _ENVIRONMENTS[True].compile(_renamed_string(guarded(
-        lex(_jsonpatch_calls(text)), strings=False)))
+# The types Kubernetes gives a variable: its expression's when that is made of CEL's own
+# types (primitives, lists, maps); dyn when it holds a type of a library (a Quantity, URL, IP
+# or CIDR: tests/cluster/test_export_refusals.py shows the API server compiling
+# `variables.v == '1'` with v a quantity), and here also for an optional or a type value,
+# whose types the runtime does not take back as declarations (dyn refuses nothing more).
+_DECLARABLE = frozenset({"INT", "UINT", "DOUBLE", "STRING", "BOOL", "BYTES", "DURATION",
+                         "TIMESTAMP", "NULL", "DYN", "LIST", "MAP"})
+
+
+def _declarable(name: str) -> bool:
+    return set(re.findall(r"[A-Za-z_.]+", name)) <= _DECLARABLE
+
+
+def _not_patches(text: str, environment: Any) -> str | None:
+    """Why a mutation's expression is not a list of JSONPatch (it compiles)."""
+    program = environment.compile(_renamed_string(guarded(
+        lex(bound_names(_jsonpatch_calls(text))), strings=False)))
     result = program.return_type().name()
     if result in ("DYN", "LIST<DYN>", "LIST<JSONPatch>"):
         return None

@@ -221,7 +221,7 @@ def compile_policy(scope: Scope, variables: Sequence[tuple[str, Source]],
         return []
     environment = _ENVIRONMENTS[scope]
     unguarded: set[str] = set()  # the fields whose guards do not fit (see _compiled)
-    named = {source.field: _bound_names(source.text)
+    named = {source.field: bound_names(source.text)
              for source in [*(source for _, source in variables), *sources]}
     written = _policy_text(variables, sources, named, unguarded)
     try:
@@ -297,7 +297,7 @@ def _policy_text(variables: Sequence[tuple[str, Source]],
     if len(sources) > 1:
         text = f"cel.bind(qq__e, qq__expression(), {text})"
     for name, source in reversed(variables):
-        text = f"cel.bind({_BOUND}{name}, (\n{piece(source)}\n), {text})"
+        text = f"cel.bind({BOUND}{name}, (\n{piece(source)}\n), {text})"
     return text
 
 
@@ -347,18 +347,20 @@ def bound_text(text: str, variables: Sequence[tuple[str, str]]) -> str:
             needed |= variable_references(variable)
     if not needed:
         return text
-    bound = f"(\n{_bound_names(text)}\n)"
+    bound = f"(\n{bound_names(text)}\n)"
     for name, variable in reversed(variables):
         if name in needed:
-            bound = f"cel.bind({_BOUND}{name}, (\n{_bound_names(variable)}\n), {bound})"
+            bound = f"cel.bind({BOUND}{name}, (\n{bound_names(variable)}\n), {bound})"
     return bound
 
 
-_BOUND = "variables__"  # variables.name is read as variables__name
+BOUND = "variables__"  # variables.name is read as variables__name
 
 
-def _bound_names(text: str) -> str:
-    """`variables.name` written as the identifier `variables__name`."""
+def bound_names(text: str) -> str:
+    """`variables.name` written as the identifier `variables__name` (BOUND + name): what
+    cel.bind binds in a policy's program, and what the export's check declares with the
+    variable's type."""
     pieces = [[match.lastgroup or "other", match.group()] for match in _TOKEN.finditer(text)]
     significant = [i for i, (kind, _) in enumerate(pieces) if kind != "space"]
     for before, first, dot, name in zip([None, *significant], significant, significant[1:],
@@ -366,7 +368,7 @@ def _bound_names(text: str) -> str:
         if (pieces[first][1] == "variables" and pieces[dot][1] == "."
                 and pieces[name][0] == "name"
                 and (before is None or pieces[before][1] != ".")):
-            pieces[first][1] = _BOUND + pieces[name][1]
+            pieces[first][1] = BOUND + pieces[name][1]
             pieces[dot][1] = pieces[name][1] = ""
     return "".join(value for _, value in pieces)
 
