@@ -143,8 +143,9 @@ class Decision:
         return verdict_of(result, finding, self.dry_run)
 
     def verdicts(self, result: Result) -> tuple[Verdict, ...]:
-        """The verdict of each of a result's findings; a result without findings (a policy
-        that could not judge) has one, its own: what metrics and logs count."""
+        """The verdict of each finding of a result that failed, patched or errored; one
+        without findings (a policy that could not judge) has one, its own: what metrics,
+        logs and the CLI's summary count."""
         if not result.findings:
             return (verdict_of(result, _NO_FINDING, self.dry_run),)
         return tuple(verdict_of(result, found, self.dry_run) for found in result.findings)
