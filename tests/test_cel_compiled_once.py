@@ -120,3 +120,21 @@ def test_a_mistake_in_one_expression_names_it(tmp_path: Path) -> None:
     assert str(caught.value).endswith(
         "validations[1].messageExpression: with the variables it reads bound in it: "
         "the expression must yield a string, but it yields bool")
+
+
+def test_validations_evaluated_together_fail_as_each_alone(tmp_path: Path) -> None:
+    """A container's validations are one evaluation (CelPolicy.together); when it fails,
+    each is evaluated alone, and the first that fails says why, as before."""
+    policy = _policy(validations=[
+        {"expression": "variables.tagged", "message": "no tag"},
+        {"expression": "container.nothing == 1", "message": "never"},
+        {"expression": "dyn(variables.parts.size())", "message": "not a bool"}])
+    [loaded] = policies(tmp_path, policy).policies
+    assert loaded.cel is not None and loaded.cel.together is not None
+    result = evaluate(pod({"name": "a", "image": "app"}), policies(tmp_path, policy))
+    assert result.results[0].reason.endswith(
+        "validations[1].expression: no such key: nothing")
+    policy["validations"].pop(1)
+    result = evaluate(pod({"name": "a", "image": "app:1"}), policies(tmp_path, policy))
+    assert result.results[0].reason.endswith("validations[1].expression: yields an int, "
+                                             "not a bool")

@@ -498,11 +498,12 @@ def _build_cel(spec: PolicyFile, where: str, config: Config) -> Policy:
             paths.append(parse_field_path(item.fieldPath) if item.fieldPath else ())
         except ValueError as error:
             raise PolicyError(f"{where}: validations[{index}].fieldPath: {error}") from None
+    checks = [index for index, source in enumerate(sources) if source.kind == "bool"]
     try:
-        compiled = dict(zip((source.field for source in sources),
-                            cel.compile_policy(scope, variables, sources), strict=True))
+        expressions, together = cel.compile_policy(scope, variables, sources, checks)
     except cel.CelError as error:
         raise PolicyError(f"{where}: {error}") from None
+    compiled = dict(zip((source.field for source in sources), expressions, strict=True))
     validations = [Validation(
         expression=compiled[f"validations[{index}].expression"],
         message=item.message,
@@ -526,7 +527,7 @@ def _build_cel(spec: PolicyFile, where: str, config: Config) -> Policy:
                             Variable(name, cel.variable(source.text))
                             for name, source in variables),
                         match_conditions=tuple(conditions), validations=tuple(validations),
-                        mutations=tuple(mutations))
+                        mutations=tuple(mutations), together=together)
     repeated = idempotence_problem(program)
     if repeated:
         raise PolicyError(f"{where}: mutations: not idempotent: on a probe Pod, a second pass "

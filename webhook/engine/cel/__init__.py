@@ -205,30 +205,35 @@ def _compiled_as_written(text: str, scope: Scope) -> Any:
 
 
 def compile_policy(scope: Scope, variables: Sequence[tuple[str, Source]],
-                   sources: Sequence[Source]) -> list[Expression]:
+                   sources: Sequence[Source], batch: Sequence[int] = ()
+                   ) -> tuple[list[Expression], Expression | None]:
     """The expressions of one policy, compiled together, once: one program binds the
     variables (each compiled once, however many expressions read it) and holds every
     expression, each an Expression with its `index`. As in Kubernetes, a variable is
     evaluated only when an expression reads it, at most once per evaluation, and its error
     fails only the expressions that read it. A variable reads only the ones before it.
-    Raises CelError, starting with the field of the expression at fault."""
+    `batch`: the sources (two or more) also evaluated together, as a list of their values,
+    the second Expression returned: one evaluation in place of several (the validations of
+    a container), which the caller falls back from when it fails. Raises CelError, starting
+    with the field of the expression at fault."""
     for source in [*(source for _, source in variables), *sources]:
         try:
             _check_length(source.text)
         except CelError as error:
             raise CelError(f"{source.field}: {error}") from None
     if not sources:
-        return []
+        return [], None
+    batch = batch if len(batch) > 1 else ()
     environment = _ENVIRONMENTS[scope]
     unguarded: set[str] = set()  # the fields whose guards do not fit (see _compiled)
     named = {source.field: bound_names(source.text)
              for source in [*(source for _, source in variables), *sources]}
-    written = _policy_text(variables, sources, named, unguarded)
+    written = _policy_text(variables, sources, named, unguarded, batch)
     try:
         program = environment.compile(written)
     except RuntimeError:
         unguarded = _diagnosed(scope, variables, sources)
-        written = _policy_text(variables, sources, named, unguarded)
+        written = _policy_text(variables, sources, named, unguarded, batch)
         try:
             program = environment.compile(written)
         except RuntimeError as error:
@@ -240,9 +245,9 @@ def compile_policy(scope: Scope, variables: Sequence[tuple[str, Source]],
     problem = problem_in(checked, written, PYTHON_FUNCTIONS, lambda offset, said: (
         said.startswith("expected type") and any(start <= offset < end
                                                  for start, end in exempt)))
-    kinds = branch_types(checked, "qq__e", len(sources))
+    kinds = branch_types(checked, "qq__e", len(sources) + bool(batch))
     if problem or any(_WANTED[source.kind] and found not in (*_WANTED[source.kind], "dyn")
-                      for source, found in zip(sources, kinds, strict=True)):
+                      for source, found in zip(sources, kinds, strict=False)):
         _diagnosed(scope, variables, sources)  # raises what is wrong, as written
         raise CelError(f"{sources[0].field}: {problem or 'does not compile'}")
     # What each variable reads and uses, with the variables it reads, worked out once.
@@ -255,6 +260,7 @@ def compile_policy(scope: Scope, variables: Sequence[tuple[str, Source]],
             reads[name] |= reads.get(earlier, set())
     texts = [(name, source.text) for name, source in variables]
     shared = PolicyProgram(written) if scope == "container" else None
+    several = len(sources) > 1 or bool(batch)
     expressions = []
     for index, source in enumerate(sources):
         references = variable_references(source.text)
@@ -265,8 +271,15 @@ def compile_policy(scope: Scope, variables: Sequence[tuple[str, Source]],
         expressions.append(Expression(
             source.text, program, frozenset(references), frozenset(names),
             bound_text(source.text, texts) if references else "",
-            index if len(sources) > 1 else None, shared))
-    return expressions
+            index if several else None, shared))
+    together = None
+    if batch:
+        parts = [expressions[index] for index in batch]
+        together = Expression("\n".join(e.text for e in parts), program,
+                              frozenset().union(*(e.references for e in parts)),
+                              frozenset().union(*(e.names for e in parts)),
+                              "\n".join(e.bound or e.text for e in parts), len(sources), shared)
+    return expressions, together
 
 
 def variable(text: str) -> Expression:
@@ -276,25 +289,30 @@ def variable(text: str) -> Expression:
                       frozenset(_top_level_names(text)))
 
 
-def _policy_text(variables: Sequence[tuple[str, Source]],
-                 sources: Sequence[Source], named: Mapping[str, str],
-                 unguarded: set[str]) -> str:
+def _policy_text(variables: Sequence[tuple[str, Source]], sources: Sequence[Source],
+                 named: Mapping[str, str], unguarded: set[str],
+                 batch: Sequence[int] = ()) -> str:
     """The text of a policy's program: its variables bound in order around a choice of its
-    expressions by qq__expression() (halves, so that the nesting stays shallow). `named`:
-    each text with `variables.<name>` as the name cel.bind gives it."""
+    expressions by qq__expression() (halves, so that the nesting stays shallow), the last
+    choice the list of the `batch` ones' values when there is a batch. `named`: each text
+    with `variables.<name>` as the name cel.bind gives it."""
     def piece(source: Source) -> str:
         text = named[source.field]
         return text if source.field in unguarded else guarded(lex(text))
 
     def choice(pieces: list[str], start: int) -> str:
         if len(pieces) == 1:  # dyn: the expressions' types differ (bool, string...)
-            return f"(\n{pieces[0]}\n)" if len(sources) == 1 else f"dyn(\n{pieces[0]}\n)"
+            return f"(\n{pieces[0]}\n)" if count == 1 else f"dyn(\n{pieces[0]}\n)"
         half = len(pieces) // 2
         return (f"(qq__e < {start + half} ? {choice(pieces[:half], start)} "
                 f": {choice(pieces[half:], start + half)})")
 
-    text = choice([piece(source) for source in sources], 0)
-    if len(sources) > 1:
+    pieces = [piece(source) for source in sources]
+    if batch:
+        pieces.append("[" + ", ".join(f"dyn(\n{pieces[index]}\n)" for index in batch) + "]")
+    count = len(pieces)
+    text = choice(pieces, 0)
+    if count > 1:
         text = f"cel.bind(qq__e, qq__expression(), {text})"
     for name, source in reversed(variables):
         text = f"cel.bind({BOUND}{name}, (\n{piece(source)}\n), {text})"

@@ -210,18 +210,31 @@ def branch_types(checked: Checked, choice: str, count: int) -> list[str]:
             over = _one(comprehension, 2)  # cel.bind iterates over an empty list
             if 7 in comprehension and _LIST in over and not _one(over, _LIST).get(1):
                 return leaves(_fields(comprehension[7][0]))
-        if _CALL in expr:
-            call = _fields(expr[_CALL][0])
-            arguments = [_fields(child) for child in call.get(3, [])]
-            if call.get(2) == [b"dyn"] and len(arguments) == 1:
-                return leaves(arguments[0])
-            if call.get(2) == [b"_?_:_"] and _CALL in arguments[0]:
-                condition = _fields(arguments[0][_CALL][0])
-                operands = [_fields(child) for child in condition.get(3, [])]
-                if condition.get(2) == [b"_<_"] and _IDENT in operands[0] and \
-                        _fields(operands[0][_IDENT][0]).get(1) == [choice.encode()]:
-                    return leaves(arguments[1]) + leaves(arguments[2])
-        return [expr]
+        chosen = _chosen(expr)
+        return chosen if chosen is not None else [expr]
+
+    def _chosen(expr: Fields) -> list[Fields] | None:
+        """The branches of `choice < n ? a : b`, each a nested choice or dyn(expression)."""
+        call = _fields(expr[_CALL][0]) if _CALL in expr else {}
+        arguments = [_fields(child) for child in call.get(3, [])]
+        if call.get(2) != [b"_?_:_"] or _CALL not in arguments[0]:
+            return None
+        condition = _fields(arguments[0][_CALL][0])
+        operands = [_fields(child) for child in condition.get(3, [])]
+        if condition.get(2) != [b"_<_"] or _IDENT not in operands[0] or \
+                _fields(operands[0][_IDENT][0]).get(1) != [choice.encode()]:
+            return None
+        found = []
+        for branch in arguments[1:]:
+            nested = _chosen(branch)
+            if nested is not None:
+                found += nested
+                continue
+            wrapped = _fields(branch[_CALL][0]) if _CALL in branch else {}
+            inner = wrapped.get(3, [])
+            found.append(_fields(inner[0]) if wrapped.get(2) == [b"dyn"] and len(inner) == 1
+                         else branch)
+        return found
 
     found = [_name(types[node]) if (node := leaf.get(_EXPR_ID, [0])[0]) in types else "dyn"
              for leaf in leaves(checked.root)]

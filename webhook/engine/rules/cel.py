@@ -129,6 +129,9 @@ class CelPolicy:
     match_conditions: tuple[MatchCondition, ...] = ()
     validations: tuple[Validation, ...] = ()
     mutations: tuple[Mutation, ...] = ()
+    # The validations' expressions evaluated together (cel.compile_policy's batch), when
+    # there are several: one evaluation per container in place of one per validation.
+    together: Expression | None = None
 
     def unmatched(self, workload: Workload, request: Request) -> str:
         """Why a matchCondition leaves the object alone, or '' when all of them hold.
@@ -342,9 +345,11 @@ class CelPolicy:
                   container: Container | None, shown: Callable[[], Any],
                   meter: Meter) -> list[Finding]:
         findings = []
+        values = self._together(bound, at, sizes, meter)
         for index, validation in enumerate(self.validations):
             where = f"validations[{index}].expression"
-            value = _run(validation.expression, bound, where, meter, at, sizes)
+            value = values[index] if values is not None else \
+                _run(validation.expression, bound, where, meter, at, sizes)
             if value is True:
                 continue
             if value is not False:
@@ -356,6 +361,27 @@ class CelPolicy:
                 found = replace(found, denial_reason=validation.reason)
             findings.append(found)
         return findings
+
+    def _together(self, bound: Any, at: int | None, sizes: Sizes | None,
+                  meter: Meter) -> list[Any] | None:
+        """The values of all the validations from one evaluation, each charged first as if
+        evaluated alone; None when there is no such evaluation or it fails (too costly, an
+        error in one of them): then each is evaluated alone, from the budget as it was, and
+        the first that fails says why, as it would have."""
+        if self.together is None:
+            return None
+        left = meter.budget.left if meter.budget is not None else 0
+        try:
+            for index, validation in enumerate(self.validations):
+                expression = validation.expression
+                meter.before(expression.bound or expression.text,
+                             f"validations[{index}].expression", sizes)
+            values = evaluate(self.together, bound, at)
+        except EvaluationError:
+            if meter.budget is not None:
+                meter.budget.left = left
+            return None
+        return values if isinstance(values, list) else None
 
     def _message(self, validation: Validation, shown: Callable[[], Any], meter: Meter,
                  at: int | None, sizes: Sizes | None) -> str:
