@@ -307,13 +307,18 @@ def _policy_text(variables: Sequence[tuple[str, Source]], sources: Sequence[Sour
         return (f"(qq__e < {start + half} ? {choice(pieces[:half], start)} "
                 f": {choice(pieces[half:], start + half)})")
 
-    pieces = [piece(source) for source in sources]
+    # The batch's expressions are bound too, each once in the text: the choice of one of
+    # them and the list of all read them by name (qq__b<index>), evaluated when read.
+    pieces = [f"qq__b{index}" if index in batch else piece(source)
+              for index, source in enumerate(sources)]
     if batch:
-        pieces.append("[" + ", ".join(f"dyn(\n{pieces[index]}\n)" for index in batch) + "]")
+        pieces.append("[" + ", ".join(f"dyn(qq__b{index})" for index in batch) + "]")
     count = len(pieces)
     text = choice(pieces, 0)
     if count > 1:
         text = f"cel.bind(qq__e, qq__expression(), {text})"
+    for index in reversed(batch):
+        text = f"cel.bind(qq__b{index}, (\n{piece(sources[index])}\n), {text})"
     for name, source in reversed(variables):
         text = f"cel.bind({BOUND}{name}, (\n{piece(source)}\n), {text})"
     return text
