@@ -195,7 +195,7 @@ def run_client(port: int, ca: str, path: str, rate: float, duration: float,
     spec = {"port": port, "ca": ca, "path": path, "rate": rate, "duration": duration,
             "connections": connections}
     out = subprocess.run([sys.executable, __file__, "--client", json.dumps(spec)],
-                         check=True, capture_output=True, text=True)
+                         check=True, capture_output=True, text=True, start_new_session=True)
     result: dict[str, Any] = json.loads(out.stdout)
     return result
 
@@ -284,7 +284,7 @@ def start_webhook(port: int, files: Any, workdir: Path, workers: int) -> subproc
     return subprocess.Popen(
         [sys.executable, "-m", "webhook.cli", "serve", "--host", HOST, "--port", str(port),
          "--cert", str(files.cert), "--key", str(files.key), "--workers", str(workers)],
-        stdout=log, stderr=subprocess.STDOUT, cwd=workdir)
+        stdout=log, stderr=subprocess.STDOUT, cwd=workdir, start_new_session=True)
 
 
 def process_tree(pid: int) -> list[int]:
@@ -372,7 +372,7 @@ def main() -> int:
     ca = str(files.ca_cert)
     floor_port, guard_port, pair_port = free_port(), free_port(), free_port()
     floor = subprocess.Popen([sys.executable, __file__, "--floor", str(floor_port),
-                              str(files.cert), str(files.key)])
+                              str(files.cert), str(files.key)], start_new_session=True)
     guard = start_webhook(guard_port, files, workdir, 1)
     pair = start_webhook(pair_port, files, workdir, 2)
     servers = (("floor", floor_port, floor, ("/validate",)),
