@@ -174,6 +174,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         with_them = f"with {args.exceptions:,} exceptions"
         rows.append((f"Pod (examples/good/pod.yaml) {with_them}", 1,
                      rate(typical, policies, args.seconds, args.repeat, loaded)))
+        if "as_applied" in inspect.signature(evaluate).parameters:
+            rows.append((f"check's path: Pod (examples/good/pod.yaml) {with_them}", 1,
+                         rate(typical, policies, args.seconds, args.repeat,
+                              {**loaded, "as_applied": True})))
         rows.append((f"webhook /validate, review Pod {with_them}", 1,
                      rate(review, split(policies, "validate"), args.seconds, args.repeat,
                           {**WEBHOOK_REQUEST, **loaded})))
@@ -185,6 +189,8 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     typical_rate = rows[0][2]
     pod_rate = next(r for name, _, r in rows if name == "Pod")
+    applied_rate = next((r for name, _, r in rows
+                         if name == "check's path: Pod (examples/good/pod.yaml)"), None)
     if args.json:
         print(json.dumps({"policies": len(policies.policies), "python": sys.version.split()[0],
                           "build": build(),
@@ -192,7 +198,9 @@ def main(argv: Sequence[str] | None = None) -> int:
                                    for n, c, r in rows],
                           "pod_target": TARGET_POD_EVALS,
                           "typical_pod_target_met": typical_rate >= TARGET_POD_EVALS,
-                          "corpus_pods_target_met": pod_rate >= TARGET_POD_EVALS}, indent=2))
+                          "corpus_pods_target_met": pod_rate >= TARGET_POD_EVALS,
+                          "typical_pod_as_applied_target_met": applied_rate is not None
+                          and applied_rate >= TARGET_POD_EVALS}, indent=2))
         return 0
     print(f"evaluate() with {len(policies.policies)} default policies, one process "
           f"(Python {sys.version.split()[0]}); median of {args.repeat} x {args.seconds}s; "
@@ -205,7 +213,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         return f"{value:,.0f}/s, " + ("met" if value >= TARGET_POD_EVALS else "NOT met")
 
     print(f"target >= {TARGET_POD_EVALS:,} Pod evals/s on one core: typical Pod "
-          f"{verdict(typical_rate)}; the corpus's Pods (most get patched) {verdict(pod_rate)}")
+          f"{verdict(typical_rate)}"
+          + (f" as given, {verdict(applied_rate)} as applied (check's path)"
+             if applied_rate is not None else "")
+          + f"; the corpus's Pods (most get patched) {verdict(pod_rate)}")
     return 0
 
 
