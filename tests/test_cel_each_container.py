@@ -1,5 +1,5 @@
 """A container-scope CEL policy converts `podSpec` and `object` once per pod spec, not once
-per container (webhook.engine.cel.for_each_container): its work, and the cost the budget
+per container (webhook.engine.cel.PolicyProgram.each): its work, and the cost the budget
 charges for it, grow with the containers, not with their square. Each container is still its
 own evaluation, judged in order, with its own findings, messages and errors."""
 
