@@ -73,3 +73,62 @@ def test_a_double_is_written_as_go_writes_it(value):
         activation("object", {})).value()
     assert go_float(value) == (expected or runtime)
     assert run(f"string(double('{written}'))") == go_float(value)
+
+
+# --- timestamps and durations keep their nanoseconds, and are written as Go writes them ----
+
+NANOS = {"at": "2024-05-06T07:08:09.123456789Z", "tenth": "2024-05-06T07:08:09.100Z",
+         "span": "1.000000001s"}
+AS_KUBERNETES_WRITES_THEM_TO_THE_NANOSECOND = {
+    "string(timestamp('2024-01-01T00:00:00.123456789Z'))": "2024-01-01T00:00:00.123456789Z",
+    "string(timestamp(object.at))": "2024-05-06T07:08:09.123456789Z",
+    "string(timestamp('2024-01-01T00:00:00.5Z'))": "2024-01-01T00:00:00.5Z",
+    "string(timestamp(object.tenth))": "2024-05-06T07:08:09.1Z",
+    "string(timestamp(timestamp(object.at)))": "2024-05-06T07:08:09.123456789Z",
+    "string(timestamp(object.at) + duration('1ns'))": "2024-05-06T07:08:09.12345679Z",
+    "string(duration(duration(object.span)))": "1.000000001s",
+    "'%s'.format([timestamp(object.at)])": "2024-05-06T07:08:09.123456789Z",
+    "'%s'.format([[timestamp('2024-01-01T00:00:00.123456789Z')]])":
+        '[timestamp("2024-01-01T00:00:00.123456789Z")]',
+    "'%s'.format([{'at': timestamp(object.at)}])":
+        '{"at":timestamp("2024-05-06T07:08:09.123456789Z")}',
+    "'%s'.format([timestamp(object.tenth)])": "2024-05-06T07:08:09.1Z",
+    "'%s'.format([duration(object.span)])": "1.000000001s",
+    "'%s'.format([[duration('1ns')]])": '[duration("0.000000001s")]',
+    "'%s'.format([timestamp(object.at) - timestamp(object.tenth)])": "0.023456789s",
+    # a map of the policy's that looks like a mark is still that map
+    "'%s'.format([{'qq__timestamp': 'x'}])": '{"qq__timestamp":"x"}',
+    "'%s'.format([[{'qq__timestamp': 'x'}]])": '[{"qq__timestamp":"x"}]',
+    "'%s'.format([{'a': {'qq__map': [[1, 2]]}}])": '{"a":{"qq__map":[[1, 2]]}}',
+}
+
+
+@pytest.mark.parametrize("text", AS_KUBERNETES_WRITES_THEM_TO_THE_NANOSECOND)
+def test_timestamps_and_durations_keep_their_nanoseconds(text):
+    bound = activation("object", {"object": NANOS})
+    assert evaluate(compile_expression(text, "object"), bound) == \
+        AS_KUBERNETES_WRITES_THEM_TO_THE_NANOSECOND[text]
+
+
+def test_a_timestamp_handed_to_format_is_still_a_timestamp():
+    with pytest.raises(EvaluationError) as caught:
+        evaluate(compile_expression("'%d'.format([timestamp(object.at)])", "object"),
+                 activation("object", {"object": NANOS}))
+    assert "was given google.protobuf.Timestamp" in str(caught.value)
+
+
+@settings(deadline=None)
+@given(st.integers(0, 253402300799), st.integers(0, 999_999_999))
+def test_a_timestamp_read_from_the_object_is_written_as_go_writes_it(seconds, nanos):
+    import datetime
+
+    whole = datetime.datetime.fromtimestamp(seconds, datetime.UTC).strftime("%Y-%m-%dT%H:%M:%S")
+    fraction = f".{nanos:09d}".rstrip("0").rstrip(".")
+    text = f"{whole}.{nanos:09d}Z"
+    expected = f"{whole}{fraction}Z"  # Go's time.RFC3339Nano
+    bound = activation("object", {"object": {"at": text}})
+    for expression, wanted in (("string(timestamp(object.at))", expected),
+                               ("'%s'.format([timestamp(object.at)])", expected),
+                               ("'%s'.format([[timestamp(object.at)]])",
+                                f'[timestamp("{expected}")]')):
+        assert evaluate(compile_expression(expression, "object"), bound) == wanted

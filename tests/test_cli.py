@@ -246,7 +246,29 @@ def test_config_option_switches_to_dry_run(capsys, tmp_path):
     code, report, _ = check_json(capsys, "--config", str(config),
                                  str(write(tmp_path, "p.yaml", BAD_POD)))
     assert code == 0
-    assert report["summary"]["fail"] == 1
+    # Counted as what the decision says: would deny, a warning (as PolicyReport says), not
+    # a failure of an enforce policy.
+    assert (report["summary"]["fail"], report["summary"]["warn"]) == (0, 1)
+    assert report["summary"]["outcomes"]["would-deny"] == 1
+
+
+def test_summary_counts_a_violation_an_update_keeps_as_a_warning():
+    """What the webhook answers to an UPDATE that keeps a violation (a warning) is what the
+    summary counts: the verdict, not the policy's action."""
+    from collections import Counter
+
+    from builders import container, pod
+
+    from webhook import evaluate, load_policies
+    from webhook.cli.judge import count
+
+    old = pod(container(image="app:latest"))
+    new = pod(container(image="app:latest"), labels={"app": "a", "team": "x"})
+    decision = evaluate(new, load_policies(), operation="UPDATE", old_object=old)
+    assert decision.outcome == "allowed" and decision.warnings
+    counts: Counter[str] = Counter()
+    count(decision, counts)
+    assert counts["fail"] == 0 and counts["warn"] >= 1
 
 
 def test_policies_option_judges_with_another_policy_set(capsys, tmp_path):

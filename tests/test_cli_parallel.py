@@ -169,7 +169,7 @@ def test_report_rows_with_user_floats_fall_back_to_json():
 @pytest.mark.parametrize("value", [math.nan, -math.inf, 2**70, {1: "int key"}, "caf\u00e9"])
 def test_report_rows_with_odd_user_values_in_a_patch_are_what_json_writes(value):
     patch = ({"op": "add", "path": "/spec/x", "value": value},)
-    finding = Finding("add spec.x", "spec.x", None, patch)
+    finding = Finding("add spec.x", ("spec", "x"), None, patch)
     result = Result("odd-policy", "mutate", "enforce", "patch", (finding,))
     decision = Decision(Resource("v1", "Pod", "", "p"), (result,), True, "patched")
     judged = [judge.Judged(Document("p.yaml:1"), decision)]

@@ -42,9 +42,10 @@ def proxied(value: Any) -> Any:
 
 
 def test_results_compare_and_hash_by_value():
-    finding = Finding("container 'app': add x", "spec.containers[0].x", "app")
-    assert finding == Finding("container 'app': add x", "spec.containers[0].x", "app")
-    assert len({finding, Finding("container 'app': add x", "spec.containers[0].x", "app")}) == 1
+    at = ("spec", "containers", 0, "x")
+    finding = Finding("container 'app': add x", at, "app")
+    assert finding == Finding("container 'app': add x", at, "app")
+    assert len({finding, Finding("container 'app': add x", at, "app")}) == 1
     assert hash(Result("p", "validate", "enforce", "fail", (finding,))) == \
         hash(Result("p", "validate", "enforce", "fail", (finding,)))
     assert len({Resource("v1", "Pod", "ns", "a"), Resource("v1", "Pod", "ns", "a")}) == 1

@@ -5,6 +5,7 @@ the same `pip wheel` command to prove the COPYs are enough to build."""
 from __future__ import annotations
 
 import fnmatch
+import os
 import re
 import shutil
 import subprocess
@@ -130,9 +131,11 @@ def test_build_stage_replayed_yields_complete_wheel(tmp_path: Path) -> None:
                             ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
         else:
             shutil.copy2(src, context / source)
+    # With the build stage's ENV: QUICKQ_GUARD_COMPILE=1 compiles the engine, as in the image.
+    env = {**os.environ, **build_stage_env()}
     proc = subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps",
                            "--no-build-isolation", "-q", "--wheel-dir", str(tmp_path / "dist"),
-                           str(context)], capture_output=True, text=True, check=False)
+                           str(context)], capture_output=True, text=True, check=False, env=env)
     if proc.returncode != 0:
         pytest.fail(f"the build stage's `pip wheel` fails:\n{proc.stderr[-2000:]}")
     (wheel,) = (tmp_path / "dist").glob("quickq_guard-*.whl")
@@ -145,3 +148,19 @@ def test_build_stage_replayed_yields_complete_wheel(tmp_path: Path) -> None:
     assert shipped == {f"webhook/policies/{p.relative_to(REPO / 'policies')}"
                        for p in (REPO / "policies").rglob("*.yaml")}
     assert "webhook/export/crd.py" in names and "webhook/cli/check.py" in names
+    # the engine's hot modules compiled (setup.py), beside their source
+    assert env["QUICKQ_GUARD_COMPILE"] == "1"
+    extensions = {n.split(".")[0] for n in names if n.endswith(".so")}
+    assert {"webhook/engine/normalize", "webhook/engine/evaluate"} <= extensions, extensions
+    assert not wheel.name.endswith("-none-any.whl"), wheel.name  # a platform wheel
+
+
+def build_stage_env() -> dict[str, str]:
+    """The build stage's ENV lines (KEY=VALUE pairs)."""
+    env: dict[str, str] = {}
+    for word, rest in stages()[0]:
+        if word == "ENV":
+            for pair in rest.split():
+                key, _, value = pair.partition("=")
+                env[key] = value
+    return env

@@ -1,11 +1,11 @@
 """The server tests' names for the shared builders and server runner in webhook.testing."""
 
 from collections.abc import AsyncIterator
+from pathlib import Path
 from typing import Any
 
 from webhook.testing import (
     NAMESPACE,
-    REPO,
     SERVICE,
     SERVICE_DNS,
     Server,
@@ -19,6 +19,10 @@ from webhook.testing import (
 )
 from webhook.testing import admission_review as review
 from webhook.testing import review_pod as pod
+
+# This checkout (webhook.testing.REPO is the package's parent, which is not the checkout when
+# the tests run on the compiled build scripts/compiled installs).
+REPO = Path(__file__).resolve().parents[2]
 
 __all__ = ["NAMESPACE", "REPO", "SERVICE", "SERVICE_DNS", "Server", "bad_pod", "client_cert",
            "file_serial", "free_port", "metric", "pod", "post", "review", "with_probe"]

@@ -61,8 +61,8 @@ def test_dry_run_denies_nothing_and_reports_everything(tmp_path: Path, certs_dir
             assert "cannot be judged: spec.containers: expected a list" in warnings
             assert metric(client, 'quickq_guard_reviews_total{decision="would-deny"') == 1
             assert metric(client, 'quickq_guard_reviews_total{decision="error"') == 1
-            assert metric(client, 'quickq_guard_findings_total{action="enforce",'
-                                  'mode="dry-run",policy="no-plaintext-secrets"}') == 1
+            assert metric(client, 'quickq_guard_findings_total{mode="dry-run",'
+                                  'policy="no-plaintext-secrets",verdict="would-deny"}') == 1
         line = next(x for x in server.logs() if x.get("uid") == body["request"]["uid"])
         assert line["decision"] == "would-deny" and line["mode"] == "dry-run"
     finally:

@@ -165,7 +165,7 @@ def test_review_log_line_names_findings_not_values(server: Server,
     line = lines[0]
     assert line["decision"] == "denied" and line["operation"] == "CREATE"
     assert line["namespace"] == "team-a" and line["name"] == "bad" and line["user"] == "alice"
-    assert {"policy": "no-plaintext-secrets", "action": "enforce", "container": "web",
+    assert {"policy": "no-plaintext-secrets", "verdict": "deny", "container": "web",
             "path": "spec.containers[0].env[0].value", "preexisting": False} in line["findings"]
     assert isinstance(line["latency_ms"], float)
     assert "hunter2" not in server.log_path.read_text()
@@ -178,7 +178,7 @@ def test_health_ready_and_metrics(server: Server, client: httpx.Client) -> None:
     text = client.get("/metrics").text
     assert 'quickq_guard_reviews_total{decision="denied",endpoint="validate",kind="Pod",' \
            'operation="CREATE"}' in text
-    assert 'quickq_guard_findings_total{action="enforce",mode="enforce",' \
-           'policy="no-plaintext-secrets"}' in text
+    assert 'quickq_guard_findings_total{mode="enforce",policy="no-plaintext-secrets",' \
+           'verdict="deny"}' in text
     assert "quickq_guard_review_duration_seconds_bucket" in text
     assert "quickq_guard_certificate_expiry_timestamp_seconds " in text

@@ -171,14 +171,23 @@ def count(decision: Decision, counts: Counter[str]) -> None:
     if decision.audit_annotations:
         counts["level:audit"] += 1
     for result in decision.results:
-        status = result.status
-        if status == "fail" and all(decision.verdict(result, f) == "excepted"
-                                    for f in result.findings):
-            counts["excepted"] += 1  # a PolicyException covers every finding: not a failure
-        else:
-            counts["warn" if status == "fail" and result.action != "enforce" else status] += 1
-        if status in ("fail", "patch"):
+        counts[standing(decision, result)] += 1
+        if result.status in ("fail", "patch"):
             counts["findings"] += len(result.findings)
+
+
+def standing(decision: Decision, result: Result) -> str:
+    """What a policy's result comes to, from its findings' verdicts (Decision.verdict): for
+    a failed validate policy `fail` when a finding denies, `excepted` when a PolicyException
+    covers them all, else `warn` (a warn or audit policy, a violation an UPDATE keeps, a
+    denial dry-run mode only reports); any other result its status. The summary and the
+    PolicyReport count this."""
+    if result.status != "fail":
+        return result.status
+    said = decision.verdicts(result)
+    if "deny" in said:
+        return "fail"
+    return "excepted" if all(verdict == "excepted" for verdict in said) else "warn"
 
 
 def error_line(document: Document, decision: Decision) -> str:

@@ -93,7 +93,7 @@ class _Walk:
         self.problems: list[Problem] = []  # what does not decode
         self.missing: list[Problem] = []  # required fields left out
 
-    def object(self, value: Mapping[str, Any], type_name: str, path: Path) -> dict[str, Any]:
+    def object(self, value: Mapping[Any, Any], type_name: str, path: Path) -> dict[str, Any]:
         steps, kept, hook, required = _PLANS[type_name]
         problems = self.problems
         out: dict[str, Any] = {}
@@ -164,8 +164,7 @@ class _Walk:
                 return [self._scalar(x, inner, path, i) for i, x in enumerate(item)]
             if inner == "any":
                 return item
-            return [x if x is None else self.value(x, inner, (*path, i))
-                    for i, x in enumerate(item)]
+            return [self._unless_null(x, inner, (*path, i)) for i, x in enumerate(item)]
         if kind.startswith("{}"):
             if item.__class__ is not dict and not isinstance(item, Mapping):
                 return self._wrong_shape(item, "a mapping", path)
@@ -176,9 +175,11 @@ class _Walk:
                 return {k: self._scalar(v, inner, path, k) for k, v in item.items()}
             if inner == "any":
                 return item
-            return {k: v if v is None else self.value(v, inner, (*path, k))
-                    for k, v in item.items()}
+            return {k: self._unless_null(v, inner, (*path, k)) for k, v in item.items()}
         return item
+
+    def _unless_null(self, item: Any, kind: str, path: Path) -> Any:
+        return item if item is None else self.value(item, kind, path)
 
     def _scalar(self, item: Any, kind: str, path: Path, key: str | int) -> Any:
         if item is None:

@@ -95,18 +95,13 @@ class Result:
     def patch(self) -> list[dict[str, Any]]:
         return [op for f in self.findings for op in f.patch]
 
-    @property
-    def action_or_error(self) -> str:
-        """The policy's action, or `error` when it could not judge: what metrics and logs
-        count a finding by."""
-        return "error" if self.status == "error" else self.action
-
 
 def _frozen_annotations(value: Mapping[str, str] | None = None) -> Mapping[str, str]:
     return MappingProxyType(dict(value)) if value else _NO_ANNOTATIONS
 
 
 _NO_ANNOTATIONS: Mapping[str, str] = MappingProxyType({})
+_NO_FINDING = Finding("", ())  # what a result without findings is judged as (see verdicts)
 
 
 @dataclass(frozen=True, slots=True)
@@ -146,6 +141,14 @@ class Decision:
         """What one finding of one of this decision's results means for the object: what
         the webhook's answer, its metrics and logs, and every CLI format render."""
         return verdict_of(result, finding, self.dry_run)
+
+    def verdicts(self, result: Result) -> tuple[Verdict, ...]:
+        """The verdict of each finding of a result that failed, patched or errored; one
+        without findings (a policy that could not judge) has one, its own: what metrics,
+        logs and the CLI's summary count."""
+        if not result.findings:
+            return (verdict_of(result, _NO_FINDING, self.dry_run),)
+        return tuple(verdict_of(result, found, self.dry_run) for found in result.findings)
 
 
 def verdict_of(result: Result, finding: Finding, dry_run: bool) -> Verdict:

@@ -247,9 +247,9 @@ class Container:
     path: Path
     data: Mapping[str, Any]
     # resources.requests and resources.limits (empty when missing), checked while the
-    # container is read.
-    requests: Mapping[str, Any] = field(repr=False, compare=False)
-    limits: Mapping[str, Any] = field(repr=False, compare=False)
+    # container is read. A manifest's keys may be any YAML scalar (`1: 100m`), not only strings.
+    requests: Mapping[Any, Any] = field(repr=False, compare=False)
+    limits: Mapping[Any, Any] = field(repr=False, compare=False)
     # Which pod spec it is in, when the workload has several (pytorchReplicaSpecs.Worker).
     pod: str = ""
     # The DRA claims it consumes, resolved (webhook.engine.claims.with_claims); empty until

@@ -38,23 +38,11 @@ class JsonFormatter(logging.Formatter):
 
 def log_review(endpoint: str, review: Review, decision: Decision | None, mode: str,
                latency: float) -> None:
-    """One JSON line per review. Each finding is named by policy, action, container and
-    field path, so a warning that says "see the webhook log" leads somewhere; field values
-    are never logged."""
+    """One JSON line per review. Each finding is named by policy, verdict (what the answer
+    made of it: Decision.verdict), container and field path, so a warning that says "see the
+    webhook log" leads somewhere; field values are never logged."""
     if not review_log.isEnabledFor(logging.INFO):
         return
-    findings: list[dict[str, Any]] = []
-    for result in decision.results if decision is not None else ():
-        if result.status not in ("fail", "patch", "error"):
-            continue
-        action = result.action_or_error
-        if not result.findings:
-            findings.append({"policy": result.policy, "action": action,
-                             "problem": result.reason})
-        for found in result.findings:
-            findings.append({"policy": result.policy, "action": action,
-                             "container": found.container, "path": found.path,
-                             "preexisting": found.preexisting})
     review_log.info("review", extra={"fields": {
         "endpoint": endpoint,
         "uid": review.uid,
@@ -67,9 +55,26 @@ def log_review(endpoint: str, review: Review, decision: Decision | None, mode: s
         "dryRun": review.dry_run,
         "mode": mode,
         "decision": decision.outcome if decision is not None else "allowed",
-        "findings": findings,
+        "findings": _findings(decision) if decision is not None else [],
         "latency_ms": round(latency * 1000, 3),
     }})
+
+
+def _findings(decision: Decision) -> list[dict[str, Any]]:
+    """The findings of the results that say something, each with its verdict."""
+    findings: list[dict[str, Any]] = []
+    for result in decision.results:
+        if result.status not in ("fail", "patch", "error"):
+            continue
+        if not result.findings:
+            findings.append({"policy": result.policy, "verdict": decision.verdicts(result)[0],
+                             "problem": result.reason})
+        for found in result.findings:
+            findings.append({"policy": result.policy,
+                             "verdict": decision.verdict(result, found),
+                             "container": found.container, "path": found.path,
+                             "preexisting": found.preexisting})
+    return findings
 
 
 def log_config(level: str = "INFO") -> dict[str, Any]:

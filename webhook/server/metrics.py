@@ -38,9 +38,10 @@ REVIEWS = Counter(
     "(allowed, denied, patched, error; would-deny and would-patch in dry-run mode).",
     ["endpoint", "kind", "operation", "decision"], registry=REGISTRY)
 FINDINGS = Counter(
-    "quickq_guard_findings", "Policy findings, by policy and action (error: the object or "
-    "rule could not be judged); mode dry-run counts what would have been enforced.",
-    ["policy", "action", "mode"], registry=REGISTRY)
+    "quickq_guard_findings", "Policy findings, by policy and verdict, as the answer renders "
+    "them: deny, warn (also a violation an UPDATE keeps), audit, patch, excepted, error (the "
+    "object or rule could not be judged); would-deny and would-patch in mode dry-run.",
+    ["policy", "verdict", "mode"], registry=REGISTRY)
 LATENCY = Histogram(
     "quickq_guard_review_duration_seconds", "Time from the request's body to the answer.",
     ["endpoint"], registry=REGISTRY,
@@ -84,7 +85,8 @@ def kind_label(kind: str, custom_kinds: Collection[str] = ()) -> str:
 
 def record_review(endpoint: str, kind: str, operation: str, decision: Decision | None,
                   mode: str, latency: float, custom_kinds: Collection[str] = ()) -> None:
-    """Count one answered review by its outcome, and its findings by policy and action."""
+    """Count one answered review by its outcome, and its findings by policy and verdict
+    (Decision.verdicts: the engine's few, so the series stay bounded)."""
     outcome = decision.outcome if decision is not None else "allowed"
     REVIEWS.labels(endpoint, kind_label(kind, custom_kinds),
                    operation if operation in OPERATIONS else "other", outcome).inc()
@@ -92,13 +94,14 @@ def record_review(endpoint: str, kind: str, operation: str, decision: Decision |
     if decision is None:
         return
     for result in decision.results:
-        if result.status in ("fail", "patch", "error"):
-            FINDINGS.labels(result.policy or "none", result.action_or_error, mode).inc(
-                max(1, len(result.findings)))
-            excepted = sum(decision.verdict(result, finding) == "excepted"
-                           for finding in result.findings)
-            if excepted:
-                EXCEPTED.labels(result.policy or "none").inc(excepted)
+        if result.status not in ("fail", "patch", "error"):
+            continue
+        policy = result.policy or "none"
+        said = decision.verdicts(result)
+        for verdict in dict.fromkeys(said):
+            FINDINGS.labels(policy, verdict, mode).inc(said.count(verdict))
+        if "excepted" in said:
+            EXCEPTED.labels(policy).inc(said.count("excepted"))
 
 
 def multiprocess() -> bool:

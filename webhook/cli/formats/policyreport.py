@@ -20,7 +20,7 @@ from typing import IO, Any
 import orjson
 
 from webhook.cli.formats import Format, failing
-from webhook.cli.judge import Judged
+from webhook.cli.judge import Judged, standing
 from webhook.engine.policy import PolicySet
 from webhook.engine.results import Decision, Result
 
@@ -117,9 +117,8 @@ def _result(decision: Decision, result: Result) -> tuple[str, str]:
         return "error", "; ".join(f.message for f in result.findings) or result.reason
     if result.status == "patch":
         return "pass", "would patch: " + "; ".join(f.message for f in result.findings)
-    labels = [decision.verdict(result, f) for f in result.findings]
-    if all(verdict == "excepted" for verdict in labels):
+    outcome = standing(decision, result)
+    if outcome == "excepted":
         excepted = "; ".join(dict.fromkeys(f.exception for f in result.findings))
         return "skip", f"excepted by {excepted}: " + "; ".join(f.message for f in result.findings)
-    outcome = "fail" if "deny" in labels else "warn"
     return outcome, "; ".join(f.message for f in result.findings)

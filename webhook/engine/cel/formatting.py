@@ -6,13 +6,20 @@ and the exponent in superscript digits; the precision of `%e` ignored), a list o
 `%s` as `[1, "a"]` and `{"a":1, "b":2}` (strings quoted as Go quotes them, doubles as `%f`,
 keys in the order of their text, durations as `duration("1s")`), and a duration as the
 shortest seconds (`1.5s`, where the runtime writes `1.500s`). Errors are Kubernetes' own
-words. A duration reaches Python in microseconds, so one of nanoseconds is written to the
-microsecond here.
+words.
+
+A timestamp or duration reaches Python only to the microsecond, so the guard of `format`
+(webhook.engine.cel.go) hands each one in the argument list, and in a list or map there, as
+the runtime's own text, which keeps the nanoseconds, in a marked map (`{"qq__timestamp":
+"...Z"}`); a map argument comes as `{"qq__map": [[key, value], ...]}` and a map in a list or
+map argument as `{"qq__plain": map}`, so that no map of the policy's is taken for a mark.
+format_string reads them back. One nested deeper is written to the microsecond.
 """
 
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 from datetime import datetime, timedelta
 from decimal import Decimal
 from typing import Any
@@ -24,8 +31,39 @@ _ESCAPES = {"\a": "\\a", "\b": "\\b", "\f": "\\f", "\n": "\\n", "\r": "\\r", "\t
             "\v": "\\v", "\\": "\\\\", '"': '\\"'}
 
 
+TIMESTAMP_MARK = "qq__timestamp"
+DURATION_MARK = "qq__duration"
+MAP_MARK = "qq__map"
+PLAIN_MARK = "qq__plain"
+
+
+@dataclass(frozen=True, slots=True)
+class Moment:
+    """A timestamp or duration handed over as text (see the module's docstring)."""
+
+    type: str  # google.protobuf.Timestamp or google.protobuf.Duration
+    text: str  # as Kubernetes writes it: 2024-01-01T00:00:00.123456789Z, 1.5s
+
+
+def _unmarked(value: Any, argument: bool) -> Any:
+    """An `argument` of format, or an item or value in one, with its marks read back."""
+    if isinstance(value, list):
+        return [_unmarked(item, False) for item in value] if argument else value
+    if not isinstance(value, dict) or len(value) != 1:
+        return value
+    [(key, inner)] = value.items()
+    if key == TIMESTAMP_MARK:
+        return Moment("google.protobuf.Timestamp", go_timestamp(inner))
+    if key == DURATION_MARK:
+        return Moment("google.protobuf.Duration", go_seconds(inner))
+    if key == MAP_MARK and argument:
+        return {entry[0]: _unmarked(entry[1], False) for entry in inner}
+    return inner if key == PLAIN_MARK else value
+
+
 def format_string(template: str, arguments: list[Any]) -> str:
     """cel-go's strings.format: `%s %d %f %e %x %X %o %b`, `%.Nf`, `%%`."""
+    arguments = [_unmarked(argument, True) for argument in arguments]
     out: list[str] = []
     index = used = 0
     while index < len(template):
@@ -107,6 +145,8 @@ def _integer(value: Any) -> bool:
 def _type(value: Any) -> str:
     if isinstance(value, bool):
         return "bool"
+    if isinstance(value, Moment):
+        return value.type
     for kind, name in ((int, "int"), (float, "double"), (str, "string"),
                        (bytes | bytearray, "bytes"), (list, "list"), (dict, "map"),
                        (timedelta, "google.protobuf.Duration"),
@@ -157,6 +197,8 @@ def _plain(value: Any) -> str:
         return go_duration(value)
     if isinstance(value, datetime):
         return _timestamp(value)
+    if isinstance(value, Moment):
+        return value.text
     name = getattr(value, "name", None)
     return str(name()).lower() if callable(name) else str(value)
 
@@ -180,6 +222,9 @@ def _nested(value: Any) -> str:
         return f'duration("{go_duration(value)}")'
     if isinstance(value, datetime):
         return f'timestamp("{_timestamp(value)}")'
+    if isinstance(value, Moment):
+        kind = "timestamp" if value.type == "google.protobuf.Timestamp" else "duration"
+        return f'{kind}("{value.text}")'
     return _plain(value)
 
 
@@ -209,6 +254,24 @@ def go_duration(value: timedelta) -> str:
     seconds = (Decimal(micros) / 1_000_000).normalize()
     text = format(seconds, "f")
     return ("0" if text in ("0", "-0") else text) + "s"
+
+
+def go_seconds(text: str) -> str:
+    """The runtime's text of a duration (`3661.500s`, `0.000000001s`) as Go's shortest
+    seconds (`3661.5s`)."""
+    if "." not in text:
+        return text
+    return text[:-1].rstrip("0").rstrip(".") + "s"
+
+
+def go_timestamp(text: str) -> str:
+    """The runtime's text of a timestamp (`2024-01-01T00:00:00.500Z`: three, six or nine
+    digits of fraction) as Go's RFC 3339 with nanoseconds writes it (`...00.5Z`)."""
+    if "." not in text or not text.endswith("Z"):
+        return text
+    whole, fraction = text[:-1].split(".", 1)
+    fraction = fraction.rstrip("0")
+    return f"{whole}.{fraction}Z" if fraction else f"{whole}Z"
 
 
 def _timestamp(value: datetime) -> str:

@@ -18,7 +18,11 @@ here and in a real API server's ValidatingAdmissionPolicy:
   runtime's strings extension owns: ours serve both.
 - `string(duration('1.5s'))`: cel-go writes the shortest seconds (1.5s), the runtime three,
   six or nine decimals (1.500s); the guard drops the zeros of the runtime's own text, so a
-  duration of nanoseconds keeps them. `string(double('Infinity'))`: +Inf there, inf here.
+  duration of nanoseconds keeps them. So for a timestamp (`...00.5Z`, the runtime
+  `...00.500Z`). `string(double('Infinity'))`: +Inf there, inf here.
+- A timestamp or duration passed through Python loses its nanoseconds (Python's datetime
+  keeps microseconds): `timestamp()` and `duration()` of one are the runtime's own, and
+  `format`'s arguments hand them over as text (webhook.engine.cel.formatting).
 - `'%e'.format([1234.5])`, `'%s'.format([[1, 'a']])`, `'%f'.format([1234.5])`: Kubernetes'
   format differs in many ways (webhook.engine.cel.formatting), which serves `format`.
 
@@ -36,7 +40,16 @@ from typing import Any
 
 from cel_expr_python import cel as _cel
 
-from webhook.engine.cel.formatting import format_string, go_float
+from webhook.engine.cel.formatting import (
+    DURATION_MARK,
+    MAP_MARK,
+    PLAIN_MARK,
+    TIMESTAMP_MARK,
+    format_string,
+    go_float,
+    go_seconds,
+    go_timestamp,
+)
 
 T = _cel.Type
 
@@ -164,13 +177,6 @@ def _milliseconds(value: timedelta | datetime) -> int:
     return value.microsecond // 1000
 
 
-def _shortest_seconds(text: str) -> str:
-    """The runtime's `3661.500s` as cel-go's `3661.5s`."""
-    if "." not in text:
-        return text
-    return text[:-1].rstrip("0").rstrip(".") + "s"
-
-
 def _unused(value: Any) -> str:
     raise ValueError("no such overload")
 
@@ -208,14 +214,18 @@ def _declarations() -> list[Any]:
                             is_member=True, impl=impl) for kind, item in items.items())]))
     declared.append(_cel.FunctionDecl("qq__format", [
         _cel.Overload("qq__string_format", T.STRING, [T.STRING, lists], is_member=True,
-                      impl=format_string)]))
+                      impl=format_string),
+        # only type-checked, never run (see _ARGUMENT): an optional argument is refused
+        _cel.Overload("qq__format_checked", T.STRING, [T.DYN], impl=_unused)]))
     # string()'s guard type-checks each branch for the argument's type; only a double's runs
     declared.append(_cel.FunctionDecl("qq__float", [
         _cel.Overload("qq__float_double", T.STRING, [T.DOUBLE], impl=go_float),
         *(_cel.Overload(f"qq__float_{kind.name().lower()}", T.STRING, [kind], impl=_unused)
           for kind in (T.INT, T.UINT, T.BOOL, T.BYTES, T.STRING, T.TIMESTAMP, T.DURATION))]))
     declared.append(_cel.FunctionDecl("qq__seconds", [
-        _cel.Overload("qq__seconds_string", T.STRING, [T.STRING], impl=_shortest_seconds)]))
+        _cel.Overload("qq__seconds_string", T.STRING, [T.STRING], impl=go_seconds)]))
+    declared.append(_cel.FunctionDecl("qq__rfc3339", [
+        _cel.Overload("qq__rfc3339_string", T.STRING, [T.STRING], impl=go_timestamp)]))
     declared.append(_cel.FunctionDecl("qq__getMilliseconds", [
         _cel.Overload("qq__duration_milliseconds", T.INT, [T.DURATION], is_member=True,
                       impl=_milliseconds),
@@ -228,8 +238,40 @@ GUARDS = _declarations()
 
 
 _S = GUARD_PREFIX + "s"  # string()'s argument, bound once
-_STRING = (f"), type({_S}) == google.protobuf.Duration ? {GUARD_PREFIX}seconds(string({_S})) "
+_TIMESTAMP, _DURATION = "google.protobuf.Timestamp", "google.protobuf.Duration"
+_STRING = (f"), type({_S}) == {_DURATION} ? {GUARD_PREFIX}seconds(string({_S})) "
+           f": type({_S}) == {_TIMESTAMP} ? {GUARD_PREFIX}rfc3339(string({_S})) "
            f": type({_S}) == double ? {GUARD_PREFIX}float({_S}) : string({_S}))")
+# timestamp() and duration() of a value of their own type: the runtime's own conversion, so
+# that its nanoseconds never pass through Python (only a string is guarded)
+_T = GUARD_PREFIX + "t"
+_SAME_TYPE = {name: (f"), type({_T}) == string ? {name}({GUARD_PREFIX}{name}({_T})) "
+                     f": {name}({_T}))") for name in ("timestamp", "duration")}
+
+
+def _marked(value: str, otherwise: str) -> str:
+    """CEL that hands a timestamp or duration `value` to Python as the runtime's text (see
+    webhook.engine.cel.formatting), else gives `otherwise`."""
+    return (f"type({value}) == {_TIMESTAMP} ? dyn({{'{TIMESTAMP_MARK}': string(dyn({value}))}}) "
+            f": type({value}) == {_DURATION} ? dyn({{'{DURATION_MARK}': string(dyn({value}))}}) "
+            f": {otherwise}")
+
+
+def _inner(value: str) -> str:
+    """An item of a list, or a value of a map, handed to format: marked, a map wrapped."""
+    return _marked(value, f"type({value}) == map ? dyn({{'{PLAIN_MARK}': {value}}}) "
+                          f": dyn({value})")
+
+
+# format's arguments, each marked, and each item of a list or value of a map among them;
+# `qq__format(v)` is never run: it is there so that an optional argument is refused at load
+_V, _W, _K = (GUARD_PREFIX + name for name in ("v", "w", "k"))
+_ARGUMENT = _marked(_V, (
+    f"type({_V}) == list ? dyn(dyn({_V}).map({_W}, {_inner(_W)})) "
+    f": type({_V}) == map ? dyn({{'{MAP_MARK}': dyn({_V}).map({_K}, "
+    f"[dyn({_K}), {_inner(f'dyn({_V})[{_K}]')}])}}) "
+    f": true ? dyn({_V}) : dyn({GUARD_PREFIX}format({_V}))"))
+_FORMAT_ARGUMENTS = ("(((", f") + []).map({_V}, {_ARGUMENT}))")
 
 
 def guarded(pieces: list[tuple[str, str]], strings: bool = True) -> str:
@@ -252,12 +294,24 @@ def guarded(pieces: list[tuple[str, str]], strings: bool = True) -> str:
             if closing is not None:
                 out[index] = f"cel.bind({_S}, "
                 out[closing] = _STRING
+        elif before != "." and value in _SAME_TYPE and strings:
+            opening = significant[position + 1]
+            closing = _closing(pieces, opening)
+            if closing is not None:
+                out[index] = f"cel.bind({_T}, "
+                out[closing] = _SAME_TYPE[value]
         elif before != "." and value in _CONVERSIONS:
             opening = significant[position + 1]
             closing = _closing(pieces, opening)
             if closing is not None:
                 out[opening] = f"({GUARD_PREFIX}{value}("
                 out[closing] = "))"
+        elif before == "." and value == "format" and strings:
+            out[index] = _METHODS[value]
+            opening = significant[position + 1]
+            closing = _closing(pieces, opening)
+            if closing is not None:
+                out[opening], out[closing] = _FORMAT_ARGUMENTS
         elif before == "." and value in _METHODS:
             out[index] = _METHODS[value]
         elif before == "." and value in _NO_ARGUMENT_METHODS and position + 2 < len(
