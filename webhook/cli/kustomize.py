@@ -32,6 +32,8 @@ def listed_patch(path: str) -> str:
     it under patches:`), or '' when none in its folder or the two above does."""
     absolute = os.path.abspath(path)
     folder, shown = os.path.dirname(absolute), os.path.dirname(path)
+    if not _patched_near(folder):
+        return ""
     for _ in range(3):
         field = _patches(folder).get(absolute)
         if field is not None:
@@ -41,6 +43,17 @@ def listed_patch(path: str) -> str:
                 f"{field}:"
         folder, shown = os.path.dirname(folder), os.path.join(shown, os.pardir)
     return ""
+
+
+@lru_cache(maxsize=256)
+def _patched_near(folder: str) -> bool:
+    """Whether a kustomization in the folder or the two above lists any patch: asked once
+    per folder, not once per file of it."""
+    for _ in range(3):
+        if _patches(folder):
+            return True
+        folder = os.path.dirname(folder)
+    return False
 
 
 @lru_cache(maxsize=256)
