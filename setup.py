@@ -23,6 +23,7 @@ COMPILED = [
     "webhook/engine/patch.py",
     "webhook/engine/quantity.py",
     "webhook/engine/results.py",
+    "webhook/engine/rules/gpu.py",
     "webhook/engine/rules/images.py",
     "webhook/engine/rules/resources.py",
     "webhook/engine/rules/security.py",

@@ -9,6 +9,7 @@ rounds; req/s follows whatever else the machine is doing.
     git worktree add --detach /tmp/before <commit>
     .venv/bin/python benchmarks/webhook_ab.py /tmp/before            # /validate, 3 rounds
     .venv/bin/python benchmarks/webhook_ab.py /tmp/before --path /mutate --rounds 5
+    .venv/bin/python benchmarks/webhook_ab.py /tmp/before --rate 500   # at a fixed rate
 """
 
 from __future__ import annotations
@@ -50,6 +51,8 @@ def main() -> int:
     parser.add_argument("--duration", type=float, default=4.0,
                         help="seconds per server and round")
     parser.add_argument("--connections", type=int, default=8)
+    parser.add_argument("--rate", type=float, default=0.0,
+                        help="requests/s on a fixed schedule (open loop); 0: saturation")
     args = parser.parse_args()
     workdir = Path(tempfile.mkdtemp(prefix="quickq-guard-ab-"))
     files = ensure_certs(workdir / "certs", "quickq-guard", "quickq-guard", 1)
@@ -61,6 +64,7 @@ def main() -> int:
         servers.append((port, start(checkout, port, files, workdir)))
     per_review: list[list[float]] = [[] for _ in servers]
     rates: list[list[float]] = [[] for _ in servers]
+    tails: list[list[float]] = [[] for _ in servers]
     try:
         for port, process in servers:
             load.wait_for(port, ca, process)
@@ -68,21 +72,24 @@ def main() -> int:
         for _ in range(args.rounds):
             for index, (port, process) in enumerate(servers):
                 before = load.cpu_seconds(process.pid)
-                result = load.run_client(port, ca, args.path, 0, args.duration, args.connections)
+                result = load.run_client(port, ca, args.path, args.rate, args.duration,
+                                         args.connections)
                 used = load.cpu_seconds(process.pid) - before
                 per_review[index].append(used / max(1, result["requests"]) * 1e6)
                 rates[index].append(result["rps"])
+                tails[index].append(result["p99"])
     finally:
         for _, process in servers:
             process.terminate()
             process.wait(30)
-    print(f"{args.path} at saturation, {args.rounds} rounds of {args.duration:g} s, "
+    load_name = f"{args.rate:g}/s" if args.rate else "saturation"
+    print(f"{args.path} at {load_name}, {args.rounds} rounds of {args.duration:g} s, "
           "one worker each")
-    print(f"{'server':<60}{'us/review':>10}{'req/s':>9}  us/review per round")
+    print(f"{'server':<60}{'us/review':>10}{'req/s':>9}{'p99 ms':>8}  us/review per round")
     floor = statistics.median(per_review[0])
-    for name, us, rps in zip(names, per_review, rates, strict=True):
-        print(f"{name[:59]:<60}{statistics.median(us):>10.0f}{statistics.median(rps):>9.0f}  "
-              f"{', '.join(f'{x:.0f}' for x in us)}")
+    for name, us, rps, p99 in zip(names, per_review, rates, tails, strict=True):
+        print(f"{name[:59]:<60}{statistics.median(us):>10.0f}{statistics.median(rps):>9.0f}"
+              f"{statistics.median(p99):>8.2f}  {', '.join(f'{x:.0f}' for x in us)}")
     for name, us in zip(names[1:], per_review[1:], strict=True):
         print(f"{name[:59]}: bare endpoint / this = {floor / statistics.median(us):.0%} "
               "(a throughput share at equal CPU)")

@@ -28,7 +28,7 @@ from typing import Any
 
 from webhook.engine.globs import glob_regex
 from webhook.engine.policy import Config, Policy, PolicySet
-from webhook.engine.rules.gpu import GpuTolerationParams
+from webhook.engine.rules.gpu_params import GpuTolerationParams
 from webhook.engine.rules.probes import (
     DEFAULT_FAILURE_THRESHOLD,
     DEFAULT_PERIOD_SECONDS,

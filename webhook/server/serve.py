@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import gc
 import logging
 import os
 import shutil
@@ -75,9 +76,7 @@ class WorkerConfig(uvicorn.Config):
         # than die of it.
         with contextlib.suppress(ValueError):
             signal.signal(signal.SIGHUP, signal.SIG_IGN)
-        # Log lines name no thread or process: spare every record looking them up (the
-        # logging HOWTO's "Optimization" advice).
-        logging.logThreads = logging.logProcesses = logging.logMultiprocessing = False
+        quiet_log_records()
         try:
             guard = Guard(self.settings)
         except (PolicyError, OSError, ValueError) as error:
@@ -89,6 +88,25 @@ class WorkerConfig(uvicorn.Config):
                                                else lambda: probe_listener(guard, probe_socket)))
         self.ssl_context_factory = _serving_context(guard)
         super().load()
+        freeze_loaded()
+
+
+def quiet_log_records() -> None:
+    """Log lines name no thread, process, file or line: spare every record looking them up
+    (the logging HOWTO's "Optimization" advice; the caller's file and line alone walked the
+    stack for each review's line, ~2% of a review's instructions)."""
+    logging.logThreads = logging.logProcesses = logging.logMultiprocessing = False
+    logging._srcfile = None
+
+
+def freeze_loaded() -> None:
+    """Move what the worker loaded (modules, policies, compiled programs: ~60,000 objects)
+    out of the garbage collector's sight: they live as long as the worker, and a full
+    collection that walked them stopped every request for 15-20 ms of CPU. Objects made
+    later (a reloaded policy set among them) are collected as usual; whatever of the start-up
+    set is held in reference cycles stays once a reload replaced it (once, not per reload)."""
+    gc.collect()
+    gc.freeze()
 
 
 class Supervisor(Multiprocess):

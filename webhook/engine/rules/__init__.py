@@ -13,7 +13,16 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from webhook.engine.results import Finding
-from webhook.engine.rules import gpu, images, labels, probes, resources, secrets, security
+from webhook.engine.rules import (
+    gpu,
+    gpu_params,
+    images,
+    labels,
+    probes,
+    resources,
+    secrets,
+    security,
+)
 from webhook.engine.rules._base import NoParams, Params
 from webhook.engine.workload import Workload
 
@@ -40,8 +49,8 @@ RULES: dict[str, Rule] = {
              NoParams),
         Rule("disallow-latest-tag", "validate", images.disallow_latest_tag, NoParams),
         Rule("disallow-root-user", "validate", security.disallow_root_user, NoParams),
-        Rule("require-gpu-limits", "validate", gpu.require_gpu_limits, gpu.GpuParams),
-        Rule("gpu-priority-class", "validate", gpu.gpu_priority_class, gpu.GpuParams,
+        Rule("require-gpu-limits", "validate", gpu.require_gpu_limits, gpu_params.GpuParams),
+        Rule("gpu-priority-class", "validate", gpu.gpu_priority_class, gpu_params.GpuParams,
              node_templates=False),
         Rule("no-plaintext-secrets", "validate", secrets.no_plaintext_secrets,
              secrets.PlaintextSecretParams),
@@ -51,12 +60,12 @@ RULES: dict[str, Rule] = {
         Rule("inject-startup-probe", "mutate", probes.inject_startup_probe,
              probes.StartupProbeParams),
         Rule("inject-gpu-toleration", "mutate", gpu.inject_gpu_toleration,
-             gpu.GpuTolerationParams),
+             gpu_params.GpuTolerationParams),
         Rule("gpu-resource-claims", "validate", gpu.gpu_resource_claims,
-             gpu.ResourceClaimParams, node_templates=False, claims=True, pods=False),
-        Rule("gpu-claim-usage", "validate", gpu.gpu_claim_usage, gpu.GpuParams,
+             gpu_params.ResourceClaimParams, node_templates=False, claims=True, pods=False),
+        Rule("gpu-claim-usage", "validate", gpu.gpu_claim_usage, gpu_params.GpuParams,
              node_templates=False),
         Rule("require-kueue-queue", "validate", gpu.require_kueue_queue,
-             gpu.KueueQueueParams, node_templates=False),
+             gpu_params.KueueQueueParams, node_templates=False),
     )
 }

@@ -10,36 +10,24 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from decimal import Decimal
-from functools import cached_property, lru_cache
+from functools import lru_cache
 from typing import Any
 
-from pydantic import Field
-
-from webhook.engine.accelerators import DEFAULT_RESOURCES, Accelerators
+from webhook.engine.accelerators import DEFAULT_RESOURCES
 from webhook.engine.claims import CLAIM, device_requests, devices_of
 from webhook.engine.patch import Path, add
 from webhook.engine.quantity import is_whole, parse_quantity
 from webhook.engine.results import Finding
-from webhook.engine.rules._base import Params, finding, matches_any, resource_field
+from webhook.engine.rules._base import finding, matches_any, resource_field
+from webhook.engine.rules.gpu_params import (
+    GpuParams,
+    GpuTolerationParams,
+    KueueQueueParams,
+    ResourceClaimParams,
+)
 from webhook.engine.workload import CORE_RESOURCES, Container, PodSpec, Workload, dotted
 
 DEFAULT_GPU_RESOURCES = DEFAULT_RESOURCES
-
-
-class GpuParams(Params):
-    # The global config's setting (the loader hands it in); a policy may name its own list.
-    accelerators: Accelerators = Accelerators()
-    gpuResources: tuple[str, ...] | None = None
-
-    @cached_property
-    def resources(self) -> tuple[str, ...]:
-        """The GPU resource globs this policy judges by."""
-        return self.gpuResources if self.gpuResources is not None \
-            else self.accelerators.resources
-
-    @cached_property
-    def device_classes(self) -> tuple[str, ...]:
-        return self.accelerators.gpuDeviceClasses
 
 
 def gpus(container: Container, patterns: tuple[str, ...]) -> list[tuple[str, str, Any]]:
@@ -140,20 +128,6 @@ def gpu_priority_class(workload: Workload, params: GpuParams) -> list[Finding]:
     return findings
 
 
-class GpuTolerationParams(GpuParams):
-    # GPU resource glob -> the taint key GPU nodes of that vendor carry, before the
-    # accelerators' own (see taint_key).
-    taintKeys: Mapping[str, str] = Field(default_factory=dict)
-    effect: str = "NoSchedule"
-
-    @cached_property
-    def taint_keys(self) -> Mapping[str, str]:
-        """This policy's taint keys, then the accelerators'; the first glob that matches wins."""
-        return {**self.taintKeys, **{pattern: key for pattern, key
-                                     in self.accelerators.taintKeys.items()
-                                     if pattern not in self.taintKeys}}
-
-
 def taint_key(resource: str, taint_keys: Mapping[str, str]) -> str:
     """The taint key the nodes that offer `resource` carry: the first glob's that matches,
     else the resource's own name (the key of Kubernetes' ExtendedResourceToleration)."""
@@ -221,18 +195,6 @@ def _gpu_toleration(pod_spec: PodSpec, taint_keys: list[str],
     shown = ", ".join(f"{key}:{params.effect}" for key in missing)
     return [Finding(message=f"add a toleration for the GPU taint {shown} so the pod can "
                     "schedule on GPU nodes", at=tolerations_path, patch=ops)]
-
-
-class ResourceClaimParams(GpuParams):
-    # Namespace glob -> the device class globs claims there may name; the first glob that
-    # matches the namespace wins, and a namespace no glob names may name any class.
-    allowedDeviceClasses: Mapping[str, tuple[str, ...]] = Field(default_factory=dict)
-    # `allocationMode: All` takes every matching GPU of a node; `adminAccess` reaches devices
-    # other pods hold.
-    allowAllocationModeAll: bool = False
-    allowAdminAccess: bool = False
-    # The most GPUs one request may ask for; None: no cap.
-    maxCount: int | None = Field(None, ge=1)
 
 
 def gpu_resource_claims(workload: Workload, params: ResourceClaimParams) -> list[Finding]:
@@ -336,13 +298,6 @@ def gpu_claim_usage(workload: Workload, params: GpuParams) -> list[Finding]:
                     "the DRA driver each hand out devices, so keep one of them",
                     container.field_path("resources", "claims")))
     return findings
-
-
-class KueueQueueParams(GpuParams):
-    # Namespace globs whose GPU workloads must be queued (the policy is off until its action
-    # is set).
-    namespaces: tuple[str, ...] = ("*",)
-    label: str = "kueue.x-k8s.io/queue-name"
 
 
 def require_kueue_queue(workload: Workload, params: KueueQueueParams) -> list[Finding]:
