@@ -14,7 +14,8 @@ from pathlib import Path
 import pytest
 from builders import run_cli as run
 
-from webhook.cli import main
+from webhook.cli import judge, main
+from webhook.manifests import manifest_sources, walk
 
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLES = ROOT / "examples"
@@ -264,6 +265,59 @@ def test_gitignore_and_exclude_leave_files_out(capsys, tmp_path):
     code, out, _ = run(capsys, "check", "-o", "json", "--exclude", "/pod.yaml",
                        str(tmp_path / "k8s"))
     assert code == 1 and "k8s/pod.yaml" not in out and "legacy/pod.yaml" in out
+
+
+
+def test_a_walk_lists_files_in_the_order_of_their_path_parts(tmp_path):
+    # `a/x.yaml` before `a-b.yaml`: sorted by parts, as Paths sort, not as strings sort
+    for name in ("a.yaml", "a-b.yaml", "a/x.yaml", "a/b/c.yml", "a/B.json", "b.YAML"):
+        write(tmp_path, name, GOOD_POD)
+    found = walk(tmp_path)
+    assert found == sorted(found) and [p.relative_to(tmp_path).as_posix() for p in found] == [
+        "a/B.json", "a/b/c.yml", "a/x.yaml", "a-b.yaml", "a.yaml", "b.YAML"]
+    assert [s.name for s in manifest_sources([str(tmp_path)])] == [str(p) for p in found]
+
+
+def test_a_gitignore_in_a_subfolder_matches_from_its_own_folder(tmp_path):
+    (tmp_path / ".git").mkdir()
+    write(tmp_path, ".gitignore", "/top.yaml\n")
+    write(tmp_path, "k8s/.gitignore", "/only-here.yaml\ndeep/*.yaml\n!deep/keep.yaml\n")
+    for name in ("top.yaml", "k8s/top.yaml", "k8s/only-here.yaml", "k8s/x/only-here.yaml",
+                 "k8s/deep/a.yaml", "k8s/deep/keep.yaml", "k8s/x/deep/a.yaml"):
+        write(tmp_path, name, GOOD_POD)
+    names = [p.relative_to(tmp_path).as_posix() for p in walk(tmp_path / "k8s")]
+    assert names == ["k8s/deep/keep.yaml", "k8s/top.yaml", "k8s/x/deep/a.yaml",
+                     "k8s/x/only-here.yaml"]  # deep/ is anchored: it has a slash
+    names = [p.relative_to(tmp_path).as_posix() for p in walk(tmp_path, ["x/"])]
+    assert names == ["k8s/deep/keep.yaml", "k8s/top.yaml"]
+
+
+def test_the_scan_reads_each_file_once_and_names_those_that_may_hold_exceptions_or_claims(
+        tmp_path, monkeypatch):
+    write(tmp_path, "pod.yaml", GOOD_POD)
+    write(tmp_path, "exception.yaml", "apiVersion: quickq.io/v1alpha1\nkind: PolicyException\n")
+    write(tmp_path, "claim.yaml", "apiVersion: resource.k8s.io/v1\nkind: ResourceClaim\n")
+    write(tmp_path, "big.yaml", "---\n".join([GOOD_POD] * 40))
+    opened: list[str] = []
+    real_open = open
+
+    def counting_open(name, *args, **kwargs):
+        opened.append(str(name))
+        return real_open(name, *args, **kwargs)
+
+    monkeypatch.setattr(judge, "TASK_BYTES", 2000)
+    monkeypatch.setattr("builtins.open", counting_open)
+    found = judge.scan([str(tmp_path), str(tmp_path / "missing.yaml")], [], None)
+    monkeypatch.undo()
+    assert sorted(opened) == sorted(str(tmp_path / name) for name in (
+        "big.yaml", "claim.yaml", "exception.yaml", "pod.yaml"))
+    assert [s.name for s in found.exceptions] == [str(tmp_path / "exception.yaml")]
+    assert [s.name for s in found.claims] == [str(tmp_path / "claim.yaml")]
+    sources = [source for task in found.tasks for source in task]
+    assert sum(s.name.endswith("big.yaml") for s in sources) > 3  # split into pieces
+    assert sources[-1].name.endswith("missing.yaml") and not sources[-1].exists
+    assert found.size == sum(p.stat().st_size for p in tmp_path.glob("*.yaml"))
+    assert judge.tasks([str(tmp_path)], [], None) == judge.scan([str(tmp_path)], [], None).tasks
 
 
 # --- lint and serve -------------------------------------------------------------------------

@@ -5,8 +5,12 @@ from __future__ import annotations
 
 import json
 import textwrap
+from typing import Any
 
+import pytest
 from builders import run_cli as run
+
+from webhook.cli import kustomize
 
 KUSTOMIZATION = """\
 apiVersion: kustomize.config.k8s.io/v1beta1
@@ -158,3 +162,26 @@ def test_fix_leaves_the_patches_a_kustomization_lists_alone(capsys, tmp_path):
     assert code == 0, err
     assert "# Source: " + str(folder / "deployment.yaml") in out
     assert "patches/gpu.yaml" not in out and "nvidia.com/gpu" not in out
+
+
+def _nested(depth: int, inner: dict[str, Any]) -> dict[str, Any]:
+    obj: dict[str, Any] = inner
+    for _ in range(depth):
+        obj = {"spec": obj}
+    return obj
+
+
+@pytest.mark.parametrize(("obj", "directive"), [
+    ({"spec": {"containers": [{"name": "a", "$patch": "delete"}]}}, True),
+    ({"metadata": {"$setElementOrder/containers": [{"name": "a"}]}}, True),
+    ({1: {"$retainKeys": ["a"]}, None: "no", 2.5: "yes"}, True),  # keys JSON has not
+    ({"metadata": {"size": 2**70}, "$patch": "replace"}, True),  # past 64 bits: walked
+    (_nested(300, {"$patch": "delete"}), False),  # deeper than a directive is looked for
+    (_nested(60, {"$patch": "delete"}), True),
+    (_nested(300, {}) | {"$patch": "delete"}, True),  # too deep for orjson: walked
+    ({"metadata": {"annotations": {"note": "$patch: delete"}}}, False),  # a value, not a key
+    ({"metadata": {"$name": "a", "name": "$patch"}}, False),
+])
+def test_a_directive_key_is_found_wherever_it_is(obj, directive):
+    found = kustomize.fragment(obj)
+    assert (found == "it has a strategic merge patch directive ($patch)") is directive

@@ -98,7 +98,7 @@ def manifest_sources(paths: Iterable[str], exclude: Sequence[str] = ()) -> list[
             continue
         path = Path(given)
         if path.is_dir():
-            sources.extend(Source(str(p), walked=True) for p in walk(path, exclude))
+            sources.extend(Source(name, walked=True) for name in _walk(path, exclude))
         else:
             sources.append(Source(str(path), exists=path.exists()))
     return sources
@@ -109,31 +109,45 @@ def walk(directory: Path, exclude: Sequence[str] = ()) -> list[Path]:
     folders and files are left out, and so is what a `.gitignore` (in the directory, its
     subfolders, or its parents up to the repository's root) names. `exclude` holds more
     patterns in .gitignore syntax, relative to the directory (`legacy/`, `*.tmpl.yaml`)."""
-    found: list[Path] = []
-    excluded = [_Ignore(directory, pathspec.GitIgnoreSpec.from_lines(exclude))] if exclude \
-        else []
+    return [Path(name) for name in _walk(directory, exclude)]
+
+
+def _walk(directory: Path, exclude: Sequence[str]) -> list[str]:
+    """`walk` as path strings, sorted as Paths sort (by their parts): no Path per file."""
+    found: list[str] = []
+    excluded = _Ignore(os.path.abspath(directory), pathspec.GitIgnoreSpec.from_lines(exclude)) \
+        if exclude else None
     rules_of: dict[str, list[_Ignore]] = {}
     for root, folders, files in os.walk(directory):
-        here = Path(root)
         rules = rules_of.get(root)
         if rules is None:
-            rules = _parent_ignores(here)
-        rules = rules + _ignore_file(here)
+            rules = _parent_ignores(Path(root))
+        rules = rules + _ignore_file(Path(root))
+        # Where this folder is from each .gitignore's, the deepest first (it wins): worked
+        # out once per folder rather than once per file.
+        here = os.path.abspath(root)
+        checks = [(rule.spec, _relative(here, rule.base)) for rule in reversed(rules)]
+        skip = (excluded.spec, _relative(here, excluded.base)) if excluded else None
         folders[:] = sorted(name for name in folders if not name.startswith(".")
-                            and not _ignored(here / name, rules, excluded, folder=True))
+                            and not _ignored(name, checks, skip, folder=True))
         for name in folders:
             rules_of[os.path.join(root, name)] = rules
-        found.extend(here / name for name in files
+        found.extend(os.path.join(root, name) for name in files
                      if name.lower().endswith(MANIFEST_SUFFIXES) and not name.startswith(".")
-                     and not _ignored(here / name, rules, excluded, folder=False))
-    return sorted(found)
+                     and not _ignored(name, checks, skip, folder=False))
+    found.sort(key=_parts)
+    return found
+
+
+def _parts(name: str) -> list[str]:
+    return name.split(os.sep)
 
 
 @dataclass(frozen=True, slots=True)
 class _Ignore:
-    """The patterns of one .gitignore, which apply below its folder."""
+    """The patterns of one .gitignore, which apply below its folder (`base`, absolute)."""
 
-    base: Path
+    base: str
     spec: pathspec.GitIgnoreSpec
 
 
@@ -142,7 +156,8 @@ def _ignore_file(folder: Path) -> list[_Ignore]:
         lines = (folder / ".gitignore").read_text(encoding="utf-8", errors="replace")
     except OSError:
         return []
-    return [_Ignore(folder, pathspec.GitIgnoreSpec.from_lines(lines.splitlines()))]
+    return [_Ignore(os.path.abspath(folder),
+                    pathspec.GitIgnoreSpec.from_lines(lines.splitlines()))]
 
 
 def _parent_ignores(folder: Path) -> list[_Ignore]:
@@ -161,19 +176,29 @@ def _parent_ignores(folder: Path) -> list[_Ignore]:
     return rules
 
 
-def _ignored(path: Path, rules: list[_Ignore], excluded: list[_Ignore], folder: bool) -> bool:
-    if excluded and _verdict(path, excluded[0], folder):
+def _relative(folder: str, base: str) -> str:
+    """A folder's path from a .gitignore's, in its syntax: '' for the same folder."""
+    relative = os.path.relpath(folder, base).replace(os.sep, "/")
+    return "" if relative == "." else relative + "/"
+
+
+_Check = tuple[pathspec.GitIgnoreSpec, str]  # patterns, and the folder's path from theirs
+
+
+def _ignored(name: str, checks: list[_Check], excluded: _Check | None, folder: bool) -> bool:
+    """Whether a file or folder `name` of the folder the checks are for is left out."""
+    if excluded and _verdict(name, excluded, folder):
         return True
-    for rule in reversed(rules):  # the deepest .gitignore that has a say wins
-        verdict = _verdict(path, rule, folder)
+    for check in checks:  # the deepest .gitignore that has a say wins
+        verdict = _verdict(name, check, folder)
         if verdict is not None:
             return verdict
     return False
 
 
-def _verdict(path: Path, rule: _Ignore, folder: bool) -> bool | None:
-    relative = Path(os.path.relpath(path.absolute(), rule.base.absolute())).as_posix()
-    return rule.spec.check_file(relative + "/" if folder else relative).include
+def _verdict(name: str, check: _Check, folder: bool) -> bool | None:
+    spec, prefix = check
+    return spec.check_file(prefix + name + "/" if folder else prefix + name).include
 
 
 def read_source(source: Source, data: bytes | None = None) -> Iterator[Document]:

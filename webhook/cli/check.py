@@ -123,19 +123,19 @@ def check(args: argparse.Namespace) -> int:
     color = args.output == "table" and out.isatty() and "NO_COLOR" not in os.environ
     options = Options(color=color, quiet=args.quiet, fail_on=args.fail_on)
     writer = formats()[args.output](out, options)
-    work = judge.tasks(args.paths, args.exclude, stdin)
+    found = judge.scan(args.paths, args.exclude, stdin)
     now = args.at or datetime.now(UTC)  # the one time the whole run judges at
     notes: list[str] = []
-    granted = judge.Granted(exceptions.load(args.exceptions, args.paths, args.exclude, stdin,
+    granted = judge.Granted(exceptions.load(args.exceptions, found.exceptions, stdin,
                                             policies, now, notes), now)
     if not args.quiet:
         for line in notes:
             note(line)
-    claims = judge.input_claims(work, stdin)
+    claims = judge.input_claims([found.claims], stdin)
     counts: Counter[str] = Counter()
     writer.start(policies)
-    for part in judge.judge_all(work, policies, writer.render, args.jobs, stdin, granted,
-                                  claims):
+    for part in judge.judge_all(found.tasks, policies, writer.render, args.jobs, stdin, granted,
+                                  claims, found.size):
         for line in part.errors:
             error(line)
         if not args.quiet:

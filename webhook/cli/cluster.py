@@ -22,7 +22,6 @@ from typing import Any
 
 from webhook.cli import kubeapi
 from webhook.cli.exits import EXIT_FAILED, EXIT_OK, CliError, note
-from webhook.server.admission import PROBE_ANNOTATION, probe_warning
 
 ARMED_ANNOTATION = "quickq.io/failure-policy-armed"
 VALIDATING = "validatingwebhookconfigurations"
@@ -114,6 +113,8 @@ def _targets(args: argparse.Namespace, with_policy: bool) -> list[tuple[str, str
 def probe_pod(namespace: str, image: str) -> dict[str, Any]:
     """A Pod the shipped policies admit with the default image; the annotation makes the
     server say it answered."""
+    from webhook.server.admission import PROBE_ANNOTATION  # only this command needs the server's
+
     return {
         "apiVersion": "v1", "kind": "Pod",
         "metadata": {"generateName": "quickq-guard-probe-", "namespace": namespace,
@@ -143,6 +144,8 @@ def dry_run_create(api: kubeapi.Api, namespace: str, image: str) -> kubeapi.Answ
 def answered(answer: kubeapi.Answer, resource: str, instance: str) -> bool:
     """Whether this install's webhook of `resource` judged the probe (and did not fail open):
     its warning comes with a denial too."""
+    from webhook.server.admission import probe_warning
+
     return probe_warning(ENDPOINT[resource], instance) in answer.warnings
 
 

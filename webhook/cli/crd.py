@@ -13,7 +13,6 @@ import yaml
 
 from webhook.cli.exits import EXIT_OK
 from webhook.engine.exceptions import KIND, VERSION
-from webhook.export import crd
 
 KINDS = ("policyexception", "nodetemplate")
 
@@ -31,6 +30,8 @@ def add_parser(commands: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from webhook.export import crd  # here: every other command starts faster without it
+
     wanted = args.kind or list(KINDS)
     documents = []
     if "policyexception" in wanted:

@@ -26,11 +26,10 @@ from webhook.engine.policy import PolicySet
 from webhook.manifests import Document, Source, manifest_sources, read_source
 
 
-def load(files: Sequence[str], manifests: Sequence[str], exclude: Sequence[str],
-         stdin: bytes | None, policies: PolicySet, now: datetime,
-         notes: list[str]) -> Exceptions:
+def load(files: Sequence[str], manifests: Sequence[Source], stdin: bytes | None,
+         policies: PolicySet, now: datetime, notes: list[str]) -> Exceptions:
     """The exceptions of `files` (every object in them must be one) and those among the
-    manifests (judged there too, as the webhook judges them), as of `now`."""
+    sources of the manifests (judged there too, as the webhook judges them), as of `now`."""
     found: list[PolicyException] = []
     for document in _documents(manifest_sources(files), stdin):
         where = f"--exceptions {document.source}"
@@ -43,7 +42,7 @@ def load(files: Sequence[str], manifests: Sequence[str], exclude: Sequence[str],
             found.append(read_exception(document.obj))
         except ExceptionError as error:
             raise CliError(f"{where}: {error}") from None
-    for document in _documents(manifest_sources(manifests, exclude), stdin, KIND.encode()):
+    for document in _documents(list(manifests), stdin, KIND.encode()):
         if not document.error and is_exception(document.obj):
             try:
                 found.append(read_exception(document.obj))

@@ -12,17 +12,16 @@ from __future__ import annotations
 
 import argparse
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import yaml
 
 from webhook.cli.check import load, policy_options
 from webhook.cli.exits import EXIT_FAILED, EXIT_OK, CliError, note
 from webhook.engine.policy import PolicySet
-from webhook.export import map as mutating
-from webhook.export import vap
-from webhook.export.forms import with_cel_forms
-from webhook.export.vap import API_VERSION, Exported
+
+if TYPE_CHECKING:
+    from webhook.export.vap import Exported
 
 
 def add_parser(commands: Any) -> None:
@@ -45,6 +44,10 @@ def add_parser(commands: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    # The exporters are imported here: every other command starts faster without them.
+    from webhook.export.forms import with_cel_forms
+    from webhook.export.vap import API_VERSION
+
     policies = with_cel_forms(load(args))
     exported = _export(policies, args.format)
     objects = exported.objects
@@ -77,6 +80,10 @@ def _comments(exported: Exported) -> str:
 
 def _export(policies: PolicySet, format: str) -> Exported:
     """The format's objects; with `native`, the mutate policies vap leaves out are map's."""
+    from webhook.export import map as mutating
+    from webhook.export import vap
+    from webhook.export.vap import Exported
+
     validating = vap.export(policies) if format != "map" else Exported([], [], [])
     if format == "vap":
         return validating

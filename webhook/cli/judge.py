@@ -18,14 +18,13 @@ from collections import Counter, deque
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
-from pathlib import Path
 from typing import Any
 
 from webhook.cli import kustomize
 from webhook.cli.exits import hint
 from webhook.engine.claims import ClaimLookup, Claims, claims_from
 from webhook.engine.evaluate import error_decision, evaluate, skipped_decision
-from webhook.engine.exceptions import NONE, Exceptions
+from webhook.engine.exceptions import KIND, NONE, Exceptions
 from webhook.engine.patch import PatchError, apply_patch, rebase
 from webhook.engine.policy import PolicySet
 from webhook.engine.results import Decision, Resource, Result
@@ -287,17 +286,41 @@ def _looks_like_template(name: str) -> bool:
         return False
 
 
+@dataclass(frozen=True, slots=True)
+class Input:
+    """A run's input, its bytes read once: the tasks, their size in bytes, and the few sources
+    whose bytes name a PolicyException or a DRA claim (only those are parsed before judging)."""
+
+    tasks: list[list[Source]]
+    size: int
+    exceptions: list[Source]
+    claims: list[Source]
+
+
 def tasks(paths: Sequence[str], exclude: Sequence[str],
           stdin: bytes | None) -> list[list[Source]]:
     """The sources to read, split into large-file pieces and grouped into tasks, in order."""
+    return scan(paths, exclude, stdin).tasks
+
+
+def scan(paths: Sequence[str], exclude: Sequence[str], stdin: bytes | None) -> Input:
+    """The Input of `paths`: each file is read once here (and again only by whoever judges
+    it), instead of once to size it and once more per kind of object looked for."""
     pieces: list[tuple[Source, int]] = []
+    exceptions: list[Source] = []
+    claims: list[Source] = []
     for source in manifest_sources(paths, exclude):
-        size = _size(source, stdin)
-        if size <= TASK_BYTES:
-            pieces.append((source, size))
+        try:
+            data = (stdin or b"") if source.name == "-" else _whole(source)
+        except OSError:
+            data = b""  # reported when the source is judged
+        if _EXCEPTION_MARKER in data:
+            exceptions.append(source)
+        if _CLAIM_MARKER in data:
+            claims.append(source)
+        if len(data) <= TASK_BYTES:
+            pieces.append((source, len(data)))
             continue
-        data = stdin if source.name == "-" and stdin is not None else Path(
-            source.name).read_bytes()
         for start, end, line in split(data, TASK_BYTES):
             piece = Source(source.name, walked=source.walked, start=start, end=end, line=line)
             pieces.append((piece, (len(data) if end == -1 else end) - start))
@@ -312,7 +335,17 @@ def tasks(paths: Sequence[str], exclude: Sequence[str],
         current_bytes += size
     if current:
         grouped.append(current)
-    return grouped
+    return Input(grouped, sum(size for _, size in pieces), exceptions, claims)
+
+
+_EXCEPTION_MARKER = KIND.encode()
+
+
+def _whole(source: Source) -> bytes:
+    if not source.exists:
+        return b""
+    with open(source.name, "rb") as file:
+        return file.read()
 
 
 def _size(source: Source, stdin: bytes | None) -> int:
@@ -326,11 +359,12 @@ def _size(source: Source, stdin: bytes | None) -> int:
 
 def judge_all(work: list[list[Source]], policies: PolicySet, render: Render, jobs: int,
               stdin: bytes | None, granted: Granted = NOTHING_GRANTED,
-              claims: ClaimLookup | None = None) -> Iterator[Part]:
+              claims: ClaimLookup | None = None, size: int | None = None) -> Iterator[Part]:
     """Each task's Part, in order. jobs: 0 = one process per CPU when the input is large
-    enough to gain from it, 1 = this process only."""
+    enough to gain from it, 1 = this process only. size: the input's bytes, if known."""
     workers = min(jobs if jobs > 0 else _cpus(), len(work))
-    total = sum(_size(source, stdin) for task in work for source in task)
+    total = size if size is not None else sum(
+        _size(source, stdin) for task in work for source in task)
     if (workers <= 1 or "fork" not in mp.get_all_start_methods()
             or (jobs <= 0 and total < PARALLEL_MIN_BYTES)):
         for task in work:

@@ -11,14 +11,14 @@ from __future__ import annotations
 import json
 import os
 import re
-import ssl
-import urllib.error
-import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from webhook.cli.exits import CliError
+
+if TYPE_CHECKING:
+    import ssl
 
 SERVICE_ACCOUNT = Path("/var/run/secrets/kubernetes.io/serviceaccount")
 TIMEOUT = 15.0
@@ -57,6 +57,8 @@ def connect(server: str | None = None, token_file: str | None = None,
     token = _read(token_file).strip() if token_file else None
     context = None
     if server.startswith("https://"):
+        import ssl  # here: every other command starts faster without it
+
         try:
             context = ssl.create_default_context(cafile=ca_file)
             if client_cert:
@@ -69,6 +71,9 @@ def connect(server: str | None = None, token_file: str | None = None,
 def call(api: Api, method: str, path: str, body: Any = None,
          content_type: str = "application/json") -> Answer:
     """One request; an HTTP error status is an Answer too, only the network failing raises."""
+    import urllib.error
+    import urllib.request
+
     data = json.dumps(body).encode() if body is not None else None
     request = urllib.request.Request(f"{api.server}{path}", data=data, method=method)
     request.add_header("Accept", "application/json")

@@ -31,7 +31,7 @@ class Json(Format):
     def start(self, policies: Any) -> None:
         self.write_bytes(b'{\n  "results": [')
         self.first = True
-        self.constant_rows: dict[Result, bytes] = {}
+        self.constant_rows: dict[tuple[Any, ...], bytes] = {}
 
     def render(self, judged: Sequence[Judged]) -> bytes:
         options = self.options
@@ -96,11 +96,12 @@ def _result(result: Result, document: Document) -> dict[str, Any]:
 
 
 def rows_bytes(judged: Sequence[Judged], failing_only: str | None = None,
-               constant_rows: dict[Result, bytes] | None = None) -> bytes:
+               constant_rows: dict[tuple[Any, ...], bytes] | None = None) -> bytes:
     """`rows()` as the report holds them (indented by 4, joined by commas), byte for byte
     what dumps_json writes of them, without building a dict per row: the resource is written
     once per object and a result without findings (most are: pass and skip), which is the
-    same for every object, once per run (`constant_rows` keeps those)."""
+    same for every object, once per run (`constant_rows` keeps those, by the fields such a row
+    shows: cheaper to hash than the Result)."""
     if constant_rows is None:
         constant_rows = {}
     pieces: list[bytes] = []
@@ -113,12 +114,13 @@ def rows_bytes(judged: Sequence[Judged], failing_only: str | None = None,
             if result.findings:
                 tail = _indented(_result(result, item.document), 4, result.patch)[2:]
             else:
-                tail = constant_rows.get(result, b"")
+                shown = (result.policy, result.action, result.status, result.reason)
+                tail = constant_rows.get(shown, b"")
                 if not tail:
                     if len(constant_rows) >= 4096:  # reasons that name objects: stay bounded
                         constant_rows.clear()
                     tail = _indented(_result(result, item.document), 4)[2:]
-                    constant_rows[result] = tail
+                    constant_rows[shown] = tail
             pieces += (head, tail)
     return b"".join(pieces)[2:]  # the first row's head without its comma
 
