@@ -182,10 +182,12 @@ def evaluate(
 
 def describe(obj: Any, namespace: str | None = None, source: str = "") -> Resource:
     """Name an object for messages, whatever shape it has."""
-    if not isinstance(obj, Mapping):
+    # `__class__ is dict` first: a decoded object's mappings are dicts, and the Mapping check
+    # alone goes through the ABC machinery on every call.
+    if obj.__class__ is not dict and not isinstance(obj, Mapping):
         return Resource("", "", namespace or "", "", source)
     metadata = obj.get("metadata")
-    metadata = metadata if isinstance(metadata, Mapping) else {}
+    metadata = metadata if metadata.__class__ is dict or isinstance(metadata, Mapping) else {}
     name = metadata.get("name") or metadata.get("generateName") or ""
     own_namespace = metadata.get("namespace")
     return Resource(
@@ -390,7 +392,9 @@ def _exclusion(workload: Workload, namespace: str, username: str | None,
     if workload.is_pod:
         metadata = workload.obj.get("metadata") or {}
         annotations = metadata.get("annotations")
-        if isinstance(annotations, Mapping) and MIRROR_POD_ANNOTATION in annotations:
+        if annotations is not None and (annotations.__class__ is dict
+                                        or isinstance(annotations, Mapping)) \
+                and MIRROR_POD_ANNOTATION in annotations:
             return "a mirror pod of a static pod is managed by the kubelet"
     return ""
 

@@ -103,7 +103,7 @@ class PolicyException(Model):
 def is_exception(obj: Any) -> bool:
     """A PolicyException of quickq.io, in any API version: the version it was written
     through changes nothing about where it may be honoured from."""
-    if not isinstance(obj, Mapping) or obj.get("kind") != KIND:
+    if (obj.__class__ is not dict and not isinstance(obj, Mapping)) or obj.get("kind") != KIND:
         return False
     api_version = obj.get("apiVersion")
     return isinstance(api_version, str) and api_version.partition("/")[0] == GROUP

@@ -57,7 +57,8 @@ _EMPTY: Mapping[str, Any] = {}
 def checks(obj: Any) -> bool:
     """Whether normalize() checks what the API server would refuse in `obj` (a built-in kind
     judged): then nothing else need check it again."""
-    return isinstance(obj, Mapping) and f"{obj.get('apiVersion')} {obj.get('kind')}" in KINDS
+    return (obj.__class__ is dict or isinstance(obj, Mapping)) \
+        and f"{obj.get('apiVersion')} {obj.get('kind')}" in KINDS
 
 
 def normalize(obj: Any) -> tuple[Any, list[Problem]]:
@@ -67,13 +68,13 @@ def normalize(obj: Any) -> tuple[Any, list[Problem]]:
     required field missing. quickq-guard's own custom resources come back decoded by their
     CRD's schema (webhook.engine.custom_resources), checked only for what that decoding
     refuses; other kinds as they are (`normalize(obj)[0] is obj`)."""
-    if not isinstance(obj, Mapping):
+    if obj.__class__ is not dict and not isinstance(obj, Mapping):
         return obj, []
     root = KINDS.get(f"{obj.get('apiVersion')} {obj.get('kind')}")
     if root is None:
         return as_served(obj)
     walk = _Walk(str(obj.get("kind")))
-    normalized = walk.object(obj, root, ())
+    normalized = walk.object(obj if type(obj) is dict else dict(obj), root, ())
     for name in RESET_ON_CREATE:
         normalized.pop(name, None)
     _POST[root](normalized)
@@ -93,7 +94,9 @@ class _Walk:
         self.problems: list[Problem] = []  # what does not decode
         self.missing: list[Problem] = []  # required fields left out
 
-    def object(self, value: Mapping[Any, Any], type_name: str, path: Path) -> dict[str, Any]:
+    def object(self, value: dict[Any, Any], type_name: str, path: Path) -> dict[str, Any]:
+        # A dict, not any Mapping (value() copies another Mapping): the compiled build iterates
+        # a dict directly. Keys are any YAML scalar offline (`1: x`), not only strings.
         steps, kept, hook, required = _PLANS[type_name]
         problems = self.problems
         out: dict[str, Any] = {}
@@ -107,7 +110,7 @@ class _Walk:
             if item is None:
                 continue
             action, kind = step
-            cls = item.__class__
+            cls = type(item)
             if action == _STRING:
                 if cls is not str:
                     problems.append(schema.wrong_type(path, key, kind, item))
@@ -137,7 +140,7 @@ class _Walk:
         if defaults is not None:
             for key, default in defaults.items():
                 if key not in out:
-                    cls = default.__class__
+                    cls = type(default)
                     out[key] = _copy(default) if cls is dict or cls is list else default
         if hook is not None:
             hook(out, self.kind)
@@ -150,8 +153,10 @@ class _Walk:
         """A mapping or a list of type `kind`, normalized; a value of another shape is a
         problem, and stays as written."""
         if kind in TYPES:
-            if item.__class__ is dict or isinstance(item, Mapping):
+            if type(item) is dict:
                 return self.object(item, kind, path)
+            if isinstance(item, Mapping):
+                return self.object(dict(item), kind, path)
             return self._wrong_shape(item, "a mapping", path)
         if kind.startswith("[]"):
             if item.__class__ is not list:

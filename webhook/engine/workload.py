@@ -343,7 +343,7 @@ def read_workload(obj: Any, node_template_groups: Sequence[str], *,
     whole object has been checked against its kind's schema already (webhook.engine.normalize
     checks as it normalizes), so the types rules rely on need no guard either.
     """
-    if not isinstance(obj, Mapping):
+    if obj.__class__ is not dict and not isinstance(obj, Mapping):
         raise InvalidObject(f"expected a Kubernetes object (a mapping), got {_type(obj)}")
     kind, api_version = obj.get("kind"), obj.get("apiVersion")
     if not isinstance(kind, str) or not kind:

@@ -150,7 +150,8 @@ def no_plaintext_secrets(workload: Workload, params: PlaintextSecretParams) -> l
             from_config_map = False
             if value in (None, ""):
                 source = entry.get("valueFrom")
-                if source is None or not isinstance(source, Mapping) \
+                if source is None or (source.__class__ is not dict
+                                      and not isinstance(source, Mapping)) \
                         or source.get("configMapKeyRef") is None:
                     continue  # most valueFrom entries: secretKeyRef, fieldRef
                 from_config_map = True
