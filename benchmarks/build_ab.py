@@ -24,8 +24,8 @@ ROOT = Path(__file__).resolve().parent.parent
 
 # What each process runs: the rows below, one timed loop per line read from stdin.
 CHILD = r"""
-import gc, json, sys, time
-from engine_bench import WEBHOOK_REQUEST, load_objects, split
+import gc, json, sys
+from engine_bench import WEBHOOK_REQUEST, load_objects, rate, split
 import webhook.engine.normalize
 from webhook.engine.evaluate import evaluate
 from webhook.engine.policy import Config
@@ -56,15 +56,7 @@ print(json.dumps({"rows": list(rows), "compiled": compiled,
 for line in sys.stdin:
     name, seconds = json.loads(line)
     objects, chosen, request = rows[name]
-    done, start = 0, time.process_time()
-    while True:
-        for obj in objects:
-            evaluate(obj, chosen, **request)
-        done += len(objects)
-        elapsed = time.process_time() - start
-        if elapsed >= seconds:
-            break
-    print(json.dumps(done / elapsed), flush=True)
+    print(json.dumps(rate(objects, chosen, seconds, 1, request)), flush=True)
 """
 
 
