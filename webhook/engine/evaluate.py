@@ -23,6 +23,7 @@ from webhook.engine.patch import PatchError, Path, apply_patch, dotted, value_at
 from webhook.engine.policy import Policy, PolicySet
 from webhook.engine.results import Decision, Finding, Outcome, Resource, Result, verdict_of
 from webhook.engine.rules.cel import Request
+from webhook.engine.schema import is_mapping
 from webhook.engine.workload import (
     InvalidObject,
     RefusedObject,
@@ -182,12 +183,10 @@ def evaluate(
 
 def describe(obj: Any, namespace: str | None = None, source: str = "") -> Resource:
     """Name an object for messages, whatever shape it has."""
-    # `__class__ is dict` first: a decoded object's mappings are dicts, and the Mapping check
-    # alone goes through the ABC machinery on every call.
-    if obj.__class__ is not dict and not isinstance(obj, Mapping):
+    if not is_mapping(obj):
         return Resource("", "", namespace or "", "", source)
     metadata = obj.get("metadata")
-    metadata = metadata if metadata.__class__ is dict or isinstance(metadata, Mapping) else {}
+    metadata = metadata if is_mapping(metadata) else {}
     name = metadata.get("name") or metadata.get("generateName") or ""
     own_namespace = metadata.get("namespace")
     return Resource(
@@ -392,9 +391,7 @@ def _exclusion(workload: Workload, namespace: str, username: str | None,
     if workload.is_pod:
         metadata = workload.obj.get("metadata") or {}
         annotations = metadata.get("annotations")
-        if annotations is not None and (annotations.__class__ is dict
-                                        or isinstance(annotations, Mapping)) \
-                and MIRROR_POD_ANNOTATION in annotations:
+        if is_mapping(annotations) and MIRROR_POD_ANNOTATION in annotations:
             return "a mirror pod of a static pod is managed by the kubelet"
     return ""
 

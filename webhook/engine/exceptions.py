@@ -22,6 +22,7 @@ from webhook.engine.globs import matches_any
 from webhook.engine.patch import Path, dotted
 from webhook.engine.policy import Config, LabelSelector, Model, PolicySet, _explain
 from webhook.engine.results import Decision, Finding, Resource, Result
+from webhook.engine.schema import is_mapping
 
 GROUP = "quickq.io"
 KIND = "PolicyException"
@@ -103,7 +104,7 @@ class PolicyException(Model):
 def is_exception(obj: Any) -> bool:
     """A PolicyException of quickq.io, in any API version: the version it was written
     through changes nothing about where it may be honoured from."""
-    if (obj.__class__ is not dict and not isinstance(obj, Mapping)) or obj.get("kind") != KIND:
+    if not is_mapping(obj) or obj.get("kind") != KIND:
         return False
     api_version = obj.get("apiVersion")
     return isinstance(api_version, str) and api_version.partition("/")[0] == GROUP

@@ -57,8 +57,7 @@ _EMPTY: Mapping[str, Any] = {}
 def checks(obj: Any) -> bool:
     """Whether normalize() checks what the API server would refuse in `obj` (a built-in kind
     judged): then nothing else need check it again."""
-    return (obj.__class__ is dict or isinstance(obj, Mapping)) \
-        and f"{obj.get('apiVersion')} {obj.get('kind')}" in KINDS
+    return schema.is_mapping(obj) and f"{obj.get('apiVersion')} {obj.get('kind')}" in KINDS
 
 
 def normalize(obj: Any) -> tuple[Any, list[Problem]]:
@@ -68,7 +67,7 @@ def normalize(obj: Any) -> tuple[Any, list[Problem]]:
     required field missing. quickq-guard's own custom resources come back decoded by their
     CRD's schema (webhook.engine.custom_resources), checked only for what that decoding
     refuses; other kinds as they are (`normalize(obj)[0] is obj`)."""
-    if obj.__class__ is not dict and not isinstance(obj, Mapping):
+    if not schema.is_mapping(obj):
         return obj, []
     root = KINDS.get(f"{obj.get('apiVersion')} {obj.get('kind')}")
     if root is None:
@@ -171,7 +170,7 @@ class _Walk:
                 return item
             return [self._unless_null(x, inner, (*path, i)) for i, x in enumerate(item)]
         if kind.startswith("{}"):
-            if item.__class__ is not dict and not isinstance(item, Mapping):
+            if not schema.is_mapping(item):
                 return self._wrong_shape(item, "a mapping", path)
             inner = kind[2:]
             if inner in TYPES:
@@ -201,7 +200,7 @@ class _Walk:
         if shape == "quantity":
             return canonical_quantity(item)
         if shape == "{}quantity":
-            if item.__class__ is dict or isinstance(item, Mapping):
+            if schema.is_mapping(item):
                 return {key: canonical_quantity(value) for key, value in item.items()}
             return self._wrong_shape(item, "a mapping", path)
         if shape == "[]quantity":

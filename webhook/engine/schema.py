@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import difflib
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, TypeGuard
 
 from webhook.engine.kubernetes_fields import KINDS, TYPES
 from webhook.engine.patch import Path
@@ -156,7 +156,7 @@ _Where = tuple[Any, ...]
 
 
 def _object(value: Any, node: _Object, where: _Where, problems: list[Problem]) -> None:
-    if value.__class__ is not dict and not isinstance(value, Mapping):
+    if not is_mapping(value):
         problems.append((_path(where), f"expected a mapping, got {type_name(value)}"))
         return
     if len(problems) > MAX_PROBLEMS:
@@ -189,7 +189,7 @@ def _collection(value: Any, node: _List | _Map, where: _Where, problems: list[Pr
             return
         items: Any = enumerate(value)
     else:
-        if value.__class__ is not dict and not isinstance(value, Mapping):
+        if not is_mapping(value):
             problems.append((_path(where), f"expected a mapping, got {type_name(value)}"))
             return
         items = value.items()
@@ -251,6 +251,12 @@ def _wrong(where: _Where, key: Any, kind: str, value: Any) -> Problem:
     elif expected == "a string" and isinstance(value, bool | int | float):
         hint = " (quote the value)"
     return _path((where, key)), f"expected {expected}, got {type_name(value)}{hint}"
+
+
+def is_mapping(value: object) -> TypeGuard[Mapping[Any, Any]]:
+    """Whether `value` is a mapping. A decoded object's mappings are dicts, so that is asked
+    first: isinstance(value, Mapping) alone goes through the ABC machinery on every call."""
+    return value.__class__ is dict or isinstance(value, Mapping)
 
 
 def type_name(value: Any) -> str:

@@ -343,7 +343,7 @@ def read_workload(obj: Any, node_template_groups: Sequence[str], *,
     whole object has been checked against its kind's schema already (webhook.engine.normalize
     checks as it normalizes), so the types rules rely on need no guard either.
     """
-    if obj.__class__ is not dict and not isinstance(obj, Mapping):
+    if not schema.is_mapping(obj):
         raise InvalidObject(f"expected a Kubernetes object (a mapping), got {_type(obj)}")
     kind, api_version = obj.get("kind"), obj.get("apiVersion")
     if not isinstance(kind, str) or not kind:
@@ -624,7 +624,7 @@ def _mapping(value: Any, path: Path, *keys: str | int) -> Mapping[str, Any]:
     (built only then: most objects are well formed)."""
     if value is None:
         return _EMPTY
-    if value.__class__ is not dict and not isinstance(value, Mapping):
+    if not schema.is_mapping(value):
         raise InvalidObject(f"{dotted((*path, *keys))}: expected a mapping, got "
                             f"{_type(value)}")
     return value
@@ -636,7 +636,7 @@ def _list_of_mappings(value: Any, path: Path, *keys: str | int) -> None:
     if value.__class__ is not list and not isinstance(value, list):
         raise InvalidObject(f"{dotted((*path, *keys))}: expected a list, got {_type(value)}")
     for index, item in enumerate(value):
-        if item.__class__ is not dict and not isinstance(item, Mapping):
+        if not schema.is_mapping(item):
             raise InvalidObject(f"{dotted((*path, *keys, index))}: expected a mapping, got "
                                 f"{_type(item)}")
 

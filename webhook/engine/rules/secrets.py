@@ -7,12 +7,12 @@ from __future__ import annotations
 
 import itertools
 import re
-from collections.abc import Mapping
 from functools import cached_property, lru_cache
 from typing import Any
 
 from webhook.engine.results import Finding
 from webhook.engine.rules._base import Params, finding
+from webhook.engine.schema import is_mapping
 from webhook.engine.workload import Workload
 
 _SEPARATORS = re.compile(r"[_\-.]+")
@@ -150,9 +150,7 @@ def no_plaintext_secrets(workload: Workload, params: PlaintextSecretParams) -> l
             from_config_map = False
             if value in (None, ""):
                 source = entry.get("valueFrom")
-                if source is None or (source.__class__ is not dict
-                                      and not isinstance(source, Mapping)) \
-                        or source.get("configMapKeyRef") is None:
+                if not is_mapping(source) or source.get("configMapKeyRef") is None:
                     continue  # most valueFrom entries: secretKeyRef, fieldRef
                 from_config_map = True
             if not isinstance(name, str):
