@@ -328,6 +328,7 @@ def measure(port: int, ca: str, process: subprocess.Popen[bytes], path: str, rat
     sampler.running = False
     sampler.join()
     result["rss_kib"] = sampler.peak_kib
+    result["duration"] = duration
     return result
 
 
@@ -391,18 +392,12 @@ def main() -> int:
             run_client(port, ca, "/validate", 0, min(1.0, duration), args.connections)  # warm
             for path in paths:
                 result = measure(port, ca, process, path, 0, duration, args.connections)
-                result["duration"] = duration
-                result["per_request"] = result["server_cpu"] * duration / max(
-                    1, result["requests"])
-                result["waits"] = result["run_queue"] / max(1, result["requests"])
-                result["p99s"] = [result["p99"]]
-                rows.append((label_of(name, path), "saturation", result))
+                rows.append((label_of(name, path), "saturation", combined([result])))
         for rate in rates:
             phases: dict[str, list[dict[str, Any]]] = {}
             for _ in range(rounds):
                 for name, port, process, path in paced:
                     result = measure(port, ca, process, path, rate, duration, args.connections)
-                    result["duration"] = duration
                     phases.setdefault(label_of(name, path), []).append(result)
             rows += [(label, f"{rate:g}/s", combined(results))
                      for label, results in phases.items()]

@@ -91,6 +91,8 @@ def _documents(path: Path) -> list[tuple[str, Any]]:
 
 def _pod_security(config: Config) -> list[Policy]:
     """The Pod Security Standards controls the config switches on (podsecurity.selected)."""
+    if not any(config.podSecurity.modes.values()):
+        return []  # most configs: no profile to read
     folder = pod_security_dir()
     available = {level: [path.name for path in (folder / level).glob("*.yaml")]
                  for level in podsecurity.LEVELS}

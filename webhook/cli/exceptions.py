@@ -42,12 +42,13 @@ def load(files: Sequence[str], manifests: Sequence[Source], stdin: bytes | None,
             found.append(read_exception(document.obj))
         except ExceptionError as error:
             raise CliError(f"{where}: {error}") from None
-    for document in _documents(list(manifests), stdin, KIND.encode()):
-        if not document.error and is_exception(document.obj):
-            try:
-                found.append(read_exception(document.obj))
-            except ExceptionError:
-                continue  # judged with the manifests: its denial says what is wrong
+    for source in manifests:  # judge.scan found the kind's name in these
+        for document in read_source(source, stdin if source.name == "-" else None):
+            if not document.error and is_exception(document.obj):
+                try:
+                    found.append(read_exception(document.obj))
+                except ExceptionError:
+                    continue  # judged with the manifests: its denial says what is wrong
     applied = []
     for exception in found:
         refused = problems(exception, policies, now)
@@ -63,27 +64,9 @@ def load(files: Sequence[str], manifests: Sequence[Source], stdin: bytes | None,
     return index(applied)
 
 
-def _documents(sources: list[Source], stdin: bytes | None,
-               needle: bytes | None = None) -> Iterator[Document]:
-    """The documents of the sources; with `needle`, only of those whose bytes hold it (the
-    manifests are read in full once more only where an exception may be)."""
+def _documents(sources: list[Source], stdin: bytes | None) -> Iterator[Document]:
+    """The documents of the --exceptions sources."""
     for source in sources:
         if not source.exists:
-            if needle is None:
-                raise CliError(f"--exceptions {source.name}: no such file or directory")
-            continue
-        if needle is not None:
-            data = stdin if source.name == "-" else _read(source.name)
-            if data is None or needle not in data:
-                continue
-            yield from read_source(source, data)
-        else:
-            yield from read_source(source, stdin if source.name == "-" else None)
-
-
-def _read(name: str) -> bytes | None:
-    try:
-        with open(name, "rb") as file:
-            return file.read()
-    except OSError:
-        return None
+            raise CliError(f"--exceptions {source.name}: no such file or directory")
+        yield from read_source(source, stdin if source.name == "-" else None)

@@ -311,7 +311,8 @@ def scan(paths: Sequence[str], exclude: Sequence[str], stdin: bytes | None) -> I
     claims: list[Source] = []
     for source in manifest_sources(paths, exclude):
         try:
-            data = (stdin or b"") if source.name == "-" else _whole(source)
+            data = (stdin or b"") if source.name == "-" else (
+                _source_bytes(source) if source.exists else b"")
         except OSError:
             data = b""  # reported when the source is judged
         if _EXCEPTION_MARKER in data:
@@ -339,13 +340,6 @@ def scan(paths: Sequence[str], exclude: Sequence[str], stdin: bytes | None) -> I
 
 
 _EXCEPTION_MARKER = KIND.encode()
-
-
-def _whole(source: Source) -> bytes:
-    if not source.exists:
-        return b""
-    with open(source.name, "rb") as file:
-        return file.read()
 
 
 def _size(source: Source, stdin: bytes | None) -> int:

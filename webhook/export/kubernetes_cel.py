@@ -221,7 +221,7 @@ def refusal(program: CelPolicy, mutating: bool) -> str | None:
     for field, text, patch in expressions(program):
         compiled, why = _compiled(text, mutating, environment)
         if why is None and patch:
-            why = _not_patches(text, environment)
+            why = _not_patches(compiled)
         if why:
             return (f"{field}: `{' '.join(text.split())}` does not compile in the CEL of "
                     f"{KUBERNETES_VERSIONS}: {why}")
@@ -247,10 +247,8 @@ def _declarable(name: str) -> bool:
     return set(re.findall(r"[A-Za-z_.]+", name)) <= _DECLARABLE
 
 
-def _not_patches(text: str, environment: Any) -> str | None:
-    """Why a mutation's expression is not a list of JSONPatch (it compiles)."""
-    program = environment.compile(_renamed_string(guarded(
-        lex(bound_names(_jsonpatch_calls(text))), strings=False)))
+def _not_patches(program: Any) -> str | None:
+    """Why a mutation's compiled expression is not a list of JSONPatch."""
     result = program.return_type().name()
     if result in ("DYN", "LIST<DYN>", "LIST<JSONPatch>"):
         return None

@@ -9,6 +9,7 @@ before prometheus_client is imported, which the server does before starting its 
 
 from __future__ import annotations
 
+import collections
 import os
 from collections.abc import Collection
 
@@ -97,11 +98,10 @@ def record_review(endpoint: str, kind: str, operation: str, decision: Decision |
         if result.status not in ("fail", "patch", "error"):
             continue
         policy = result.policy or "none"
-        said = decision.verdicts(result)
-        for verdict in dict.fromkeys(said):
-            FINDINGS.labels(policy, verdict, mode).inc(said.count(verdict))
-        if "excepted" in said:
-            EXCEPTED.labels(policy).inc(said.count("excepted"))
+        for verdict, count in collections.Counter(decision.verdicts(result)).items():
+            FINDINGS.labels(policy, verdict, mode).inc(count)
+            if verdict == "excepted":
+                EXCEPTED.labels(policy).inc(count)
 
 
 def multiprocess() -> bool:

@@ -64,8 +64,8 @@ class EvaluationError(ValueError):
 # `qq__groups`, at `qq__container()`: an activation per container converted `podSpec` (and
 # `object`) once per container, which grows with the square of the containers. Reading
 # `container` from a list costs a lone container's evaluations about a third more (three
-# Pod Security expressions on one container: 28 us against 21 us), hence a second program,
-# compiled when a policy first meets a pod spec of several containers (PolicyProgram.each).
+# Pod Security expressions on one container: 28 us against 21 us), hence a second program
+# for a pod spec of several containers, compiled at load (PolicyProgram).
 CONTAINERS, GROUPS = "qq__containers", "qq__groups"
 _CONTAINER_INDEX: ContextVar[int] = ContextVar("qq__container")
 _EXPRESSION_INDEX: ContextVar[int] = ContextVar("qq__expression")
@@ -95,30 +95,21 @@ _EACH_CONTAINER = _environment((*OBJECT_VARIABLES, CONTAINERS, GROUPS), _CONTAIN
 _WANTED = {"bool": ("bool",), "string": ("string",), "any": ()}
 
 
+@dataclass(frozen=True, slots=True)
 class PolicyProgram:
-    """The program of a policy's expressions (compile_policy), and in container scope the
-    one for a pod spec of several containers, compiled the first time one is judged (see
-    above). Filled once and then only read: two threads that meet it first compile the same
-    program."""
+    """A container-scope policy's program for a pod spec of several containers (see above),
+    compiled at load beside the policy's own: `container` and `containerGroup` bound from
+    the activation's lists at qq__container()."""
 
-    __slots__ = ("_each", "text")
+    each: Any
 
-    def __init__(self, text: str) -> None:
-        self.text = text  # as compiled, with `container` an activation variable
-        self._each: Any = None
-
-    def each(self) -> Any:
-        """Raises EvaluationError (it compiles wherever the policy's program compiled)."""
-        if self._each is None:
-            text = self.text
-            for name, values in (("containerGroup", GROUPS), ("container", CONTAINERS)):
-                text = f"cel.bind({name}, {values}[qq__container()], {text})"
-            try:
-                self._each = _EACH_CONTAINER.compile(text)
-            except RuntimeError as error:
-                raise EvaluationError(f"for several containers: "
-                                      f"{_compile_problem(str(error), 'container')}") from None
-        return self._each
+    @classmethod
+    def of(cls, text: str) -> PolicyProgram:
+        """Raises RuntimeError where the runtime refuses it (it compiles wherever the
+        policy's program compiled)."""
+        for name, values in (("containerGroup", GROUPS), ("container", CONTAINERS)):
+            text = f"cel.bind({name}, {values}[qq__container()], {text})"
+        return cls(_EACH_CONTAINER.compile(text))
 
 
 @dataclass(frozen=True, slots=True)
@@ -259,7 +250,13 @@ def compile_policy(scope: Scope, variables: Sequence[tuple[str, Source]],
         for earlier in list(reads[name]):
             reads[name] |= reads.get(earlier, set())
     texts = [(name, source.text) for name, source in variables]
-    shared = PolicyProgram(written) if scope == "container" else None
+    shared = None
+    if scope == "container":
+        try:
+            shared = PolicyProgram.of(written)
+        except RuntimeError as error:
+            raise CelError(f"{sources[0].field}: for several containers: "
+                           f"{_compile_problem(str(error), scope)}") from None
     several = len(sources) > 1 or bool(batch)
     expressions = []
     for index, source in enumerate(sources):
@@ -442,7 +439,7 @@ def evaluate(expression: Expression, bound: Any, container: int | None = None) -
     if container is not None:
         if expression.policy is None:
             raise EvaluationError("the expression is not a container-scope policy's")
-        program = expression.policy.each()
+        program = expression.policy.each
         at = _CONTAINER_INDEX.set(container)
     which = None if expression.index is None else _EXPRESSION_INDEX.set(expression.index)
     try:
