@@ -11,9 +11,9 @@ import os
 
 from setuptools import setup
 
-# Modules whose code runs on every evaluation. Left out: those whose pydantic models have methods
-# (mypyc compiles a method into an object pydantic does not take for one), and all the rest,
-# whose share of an evaluation is small.
+# Modules whose code runs on every evaluation, and the YAML reader. Left out: those whose
+# pydantic models have methods (mypyc compiles a method into an object pydantic does not take
+# for one), and all the rest, whose share of an evaluation is small.
 COMPILED = [
     "webhook/engine/claims.py",
     "webhook/engine/evaluate.py",
@@ -29,6 +29,8 @@ COMPILED = [
     "webhook/engine/rules/security.py",
     "webhook/engine/schema.py",
     "webhook/engine/workload.py",
+    # Reading YAML from libyaml's events: most of what `check` does with a large input.
+    "webhook/yaml_events.py",
 ]
 
 if os.environ.get("QUICKQ_GUARD_COMPILE") == "1":

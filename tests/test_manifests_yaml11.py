@@ -1,8 +1,9 @@
 """The fast YAML reader (libyaml events) reads manifests exactly as PyYAML's loader does.
 
-webhook/manifests.py reads most streams straight from libyaml's events and hands anything
-unusual to KubernetesLoader. Whichever reader ran, the objects and the error messages must be
-the same, and both must follow kubectl's YAML 1.1 (go-yaml v2) rules.
+webhook/manifests.py reads most streams straight from libyaml's events (webhook/yaml_events.py)
+and hands anything unusual to KubernetesLoader (webhook/yaml11.py). Whichever reader ran, the
+objects and the error messages must be the same, and both must follow kubectl's YAML 1.1
+(go-yaml v2) rules.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ import pytest
 
 from webhook import manifests
 from webhook.manifests import read_text
+from webhook.yaml_events import EventReader, Fallback
 
 BENCHMARKS = Path(__file__).resolve().parent.parent / "benchmarks"
 
@@ -23,8 +25,8 @@ BENCHMARKS = Path(__file__).resolve().parent.parent / "benchmarks"
 def fast(text: str):
     """The fast reader's documents, or 'fallback' when it leaves the stream to PyYAML."""
     try:
-        return [_comparable(*read) for read in manifests._FastReader(text).documents()]
-    except manifests._Fallback:
+        return [_comparable(*read) for read in EventReader(text).documents()]
+    except Fallback:
         return "fallback"
 
 

@@ -21,13 +21,9 @@ import pathspec
 import yaml
 
 from webhook.engine.patch import Path as FieldPath
-from webhook.engine.yaml_limits import (
-    RECURSIVE,
-    LimitError,
-    check_node,
-    depth_problem,
-    expansion_problem,
-)
+from webhook.engine.yaml_limits import LimitError, check_node
+from webhook.yaml11 import KubernetesLoader, problem
+from webhook.yaml_events import EventReader, Fallback, Positions, Read
 
 MANIFEST_SUFFIXES = (".yaml", ".yml", ".json")
 
@@ -285,75 +281,18 @@ def read_text(data: bytes | str, name: str, first_line: int = 1) -> Iterator[Doc
                                positions=positions)
 
 
-class Positions:
-    """Where the fields of one document are: the parser's mark of each key of its mappings and
-    each item of its sequences, by the identity of the dict or list read (so they hold while
-    the document's object lives, and an alias points at its anchor). Marks are kept as the
-    parser made them; lines and columns are worked out only for the fields asked about."""
-
-    __slots__ = ("marks", "offset")
-
-    def __init__(self, marks: dict[int, Any], offset: int) -> None:
-        self.marks = marks  # id(dict) -> {key: mark}, id(list) -> [mark per item]
-        self.offset = offset  # lines before the part of the file that was read
-
-    def find(self, obj: Any, path: FieldPath) -> tuple[int, int] | None:
-        """(line, column) of the deepest field along a path that is in the source."""
-        found = None
-        node = obj
-        table = self.marks
-        for segment in path:
-            marks = table.get(id(node))
-            if marks is None:
-                break
-            if type(node) is dict:
-                mark = marks.get(segment if type(segment) is str else str(segment))
-                if mark is None:
-                    break
-                node = node.get(segment if type(segment) is str else str(segment))
-            elif 0 <= (index := _index(segment)) < len(marks):
-                mark = marks[index]
-                node = node[index]
-            else:
-                break
-            found = mark
-        if found is None:
-            return None
-        return found.line + 1 + self.offset, found.column + 1
-
-    def items(self, sequence: list[Any]) -> list[tuple[int, int]]:
-        """(line, column) of each item of a sequence of the document."""
-        return [(mark.line + 1 + self.offset, mark.column + 1)
-                for mark in self.marks.get(id(sequence), ())]
-
-
-
-
-# (line, column, object, error, where its fields are (None after an error))
-def _index(segment: str | int) -> int:
-    """A path's segment as an index into a sequence, or -1: a JSON pointer's token
-    (a CEL mutation's path) names an item by its digits."""
-    if type(segment) is int:
-        return segment
-    return int(segment) if isinstance(segment, str) and segment.isascii() \
-        and segment.isdigit() else -1
-
-
-_Read = tuple[int, int, Any, str, Positions | None]
-
-
-def _documents(data: bytes | str, offset: int) -> Iterator[_Read]:
+def _documents(data: bytes | str, offset: int) -> Iterator[Read]:
     """Documents from the fast reader; from the first one it leaves to PyYAML on, PyYAML's."""
     done = 0
     try:
-        for document in _FastReader(data, offset).documents():
+        for document in EventReader(data, offset).documents():
             yield document
             done += 1
-    except _Fallback:
+    except Fallback:
         yield from islice(_slow_documents(data, offset), done, None)
 
 
-def _slow_documents(data: bytes | str, offset: int) -> Iterator[_Read]:
+def _slow_documents(data: bytes | str, offset: int) -> Iterator[Read]:
     """PyYAML's own composer and constructor: tags, odd keys and odd merges end up here."""
     loader = KubernetesLoader(data)
     line, column = 1, 1
@@ -366,7 +305,7 @@ def _slow_documents(data: bytes | str, offset: int) -> Iterator[_Read]:
             except LimitError as error:
                 mark = error.problem_mark
                 where = (mark.line + 1, mark.column + 1) if mark else (line, column)
-                yield *where, None, _problem(error, offset), None
+                yield *where, None, problem(error, offset), None
                 continue
             try:
                 obj = loader.construct_document(node)
@@ -375,13 +314,13 @@ def _slow_documents(data: bytes | str, offset: int) -> Iterator[_Read]:
                 # next one, with the constructor's per-document state cleared.
                 loader.constructed_objects, loader.recursive_objects = {}, {}
                 loader.state_generators, loader.deep_construct = [], False
-                yield line, column, None, _problem(error, offset), None
+                yield line, column, None, problem(error, offset), None
                 continue
             yield line, column, obj, "", Positions(_node_marks(node, obj), offset)
     except yaml.YAMLError as error:
         mark = getattr(error, "problem_mark", None)
         where = (mark.line + 1, mark.column + 1) if mark else (line, column)
-        yield *where, None, _problem(error, offset), None
+        yield *where, None, problem(error, offset), None
     finally:
         loader.dispose()
 
@@ -409,323 +348,3 @@ def _node_marks(root: Any, obj: Any) -> dict[int, Any]:
             marks[id(value)] = [item.start_mark for item in node.value]
             pending.extend(zip(node.value, value, strict=False))
     return marks
-
-
-def _problem(error: yaml.YAMLError, offset: int = 0) -> str:
-    mark = getattr(error, "problem_mark", None)
-    problem = getattr(error, "problem", None) or str(error)
-    context = getattr(error, "context", None)
-    text = f"{context}: {problem}" if context and "already" in str(problem) else problem
-    if not mark:
-        return str(text)
-    return f"{text} (line {mark.line + 1 + offset}, column {mark.column + 1})"
-
-
-class KubernetesResolver(yaml.resolver.BaseResolver):
-    """Plain-scalar typing as go-yaml v2 does it (the library behind kubectl's YAML)."""
-
-
-def _add(tag: str, pattern: str, first: str) -> None:
-    KubernetesResolver.add_implicit_resolver(tag, re.compile(pattern, re.X), list(first))
-
-
-_add("tag:yaml.org,2002:bool",
-     r"^(?:y|Y|yes|Yes|YES|n|N|no|No|NO|true|True|TRUE|false|False|FALSE|on|On|ON|off|Off|OFF)$",
-     "yYnNtTfFoO")
-_add("tag:yaml.org,2002:int",
-     r"""^(?:[-+]?0b[0-1_]+|[-+]?0o?[0-7_]+|[-+]?(?:0|[1-9][0-9_]*)|[-+]?0x[0-9a-fA-F_]+)$""",
-     "-+0123456789")
-_add("tag:yaml.org,2002:float",
-     r"""^(?:[-+]?(?:\.[0-9]+|[0-9]+(?:\.[0-9]*)?)(?:[eE][-+]?[0-9]+)?
-         |[-+]?\.(?:inf|Inf|INF)|\.(?:nan|NaN|NAN))$""",
-     "-+0123456789.")
-_add("tag:yaml.org,2002:null", r"^(?:~|null|Null|NULL|)$", "~nN\0")
-KubernetesResolver.add_implicit_resolver("tag:yaml.org,2002:null", re.compile(r"^$"), [""])
-_add("tag:yaml.org,2002:merge", r"^(?:<<)$", "<")
-
-
-class KubernetesConstructor(yaml.constructor.SafeConstructor):
-    """Safe construction with kubectl's stricter edges: duplicate keys fail, ints follow Go."""
-
-    def construct_mapping(self, node: Any, deep: bool = False) -> dict[Any, Any]:
-        if isinstance(node, yaml.MappingNode):
-            self.flatten_mapping(node)
-            seen: set[Any] = set()
-            for key_node, _ in node.value:
-                key = self.construct_object(key_node, deep=True)
-                if isinstance(key, list | dict):
-                    raise yaml.constructor.ConstructorError(
-                        None, None, "a mapping key must be a scalar", key_node.start_mark)
-                if key in seen:
-                    raise yaml.constructor.ConstructorError(
-                        "while reading a mapping", node.start_mark,
-                        f"key {key!r} is already defined", key_node.start_mark)
-                seen.add(key)
-        return super().construct_mapping(node, deep=deep)
-
-    bool_values = {**yaml.constructor.SafeConstructor.bool_values, "y": True, "n": False}
-
-    def construct_yaml_int(self, node: Any) -> int:
-        text = str(self.construct_scalar(node)).replace("_", "")
-        sign = -1 if text.startswith("-") else 1
-        text = text.lstrip("+-")
-        if text.startswith(("0b", "0x", "0o")):
-            return sign * int(text, 0)
-        if len(text) > 1 and text.startswith("0"):
-            return sign * int(text, 8)
-        return sign * int(text)
-
-
-KubernetesConstructor.add_constructor(  # type: ignore[type-var]
-    "tag:yaml.org,2002:int", KubernetesConstructor.construct_yaml_int)
-# Timestamps are not resolved implicitly, and an explicit !!timestamp stays its text.
-KubernetesConstructor.add_constructor(  # type: ignore[type-var]
-    "tag:yaml.org,2002:timestamp", yaml.constructor.SafeConstructor.construct_yaml_str)
-
-# libyaml's parser when PyYAML was built with it (PyPI's wheels are); PyYAML's otherwise.
-try:
-    from yaml.cyaml import CParser  # type: ignore[attr-defined]
-except ImportError:  # pragma: no cover - PyYAML built without libyaml
-    CParser = None  # type: ignore[misc,assignment]
-
-_BASES: tuple[type, ...] = (
-    (CParser,) if CParser is not None
-    else (yaml.reader.Reader, yaml.scanner.Scanner, yaml.parser.Parser, yaml.composer.Composer)
-)
-
-
-class KubernetesLoader(*_BASES, KubernetesConstructor, KubernetesResolver):  # type: ignore[misc]
-    def __init__(self, stream: bytes | str) -> None:
-        if CParser is not None:
-            CParser.__init__(self, stream)
-        else:  # pragma: no cover
-            yaml.reader.Reader.__init__(self, stream)
-            yaml.scanner.Scanner.__init__(self)
-            yaml.parser.Parser.__init__(self)
-            yaml.composer.Composer.__init__(self)
-        KubernetesConstructor.__init__(self)
-        KubernetesResolver.__init__(self)
-
-
-class _Fallback(Exception):
-    """The fast reader met something it leaves to PyYAML's constructor (see _FastReader)."""
-
-
-_MERGE_TAG = "tag:yaml.org,2002:merge"
-_MISSING = object()
-ScalarEvent = yaml.ScalarEvent
-_RESOLVER = KubernetesResolver()
-_PLAIN_VALUES: dict[str, Any] = {}  # plain scalar text -> its YAML 1.1 value (immutable)
-
-
-def _plain(text: str) -> Any:
-    """The value of a plain scalar, typed by exactly the resolver and constructor above."""
-    try:
-        return _PLAIN_VALUES[text]
-    except KeyError:
-        pass
-    tag = _RESOLVER.resolve(yaml.ScalarNode, text, (True, False))  # type: ignore[no-untyped-call]
-    if tag == _MERGE_TAG:
-        raise _Fallback  # a plain `<<` outside a key: PyYAML's error message
-    value = KubernetesConstructor().construct_document(yaml.ScalarNode(tag, text))
-    if len(_PLAIN_VALUES) >= 65536:
-        _PLAIN_VALUES.clear()
-    _PLAIN_VALUES[text] = value
-    return value
-
-
-class _FastReader:
-    """YAML to Python objects straight from libyaml's events, with the loader's exact rules.
-
-    PyYAML's loader builds a node tree, resolves every scalar with regexes and constructs
-    through generic dispatch, which costs more than parsing itself. Manifests are untagged
-    mappings, sequences and scalars, so this reads the events once: quoted and block scalars
-    are strings, plain ones go through the same resolver and constructor (cached by text), and
-    anchors, aliases and merge keys follow PyYAML's flatten_mapping. Anything else (an explicit
-    tag, a duplicate key, a key that is a collection or an alias, an odd merge, an undefined or
-    repeated anchor) raises _Fallback and the whole stream is read by KubernetesLoader, so
-    results and error messages never depend on which reader ran.
-    """
-
-    def __init__(self, data: bytes | str, offset: int = 0) -> None:
-        if CParser is None:  # pragma: no cover - PyYAML built without libyaml
-            raise _Fallback
-        self.parser = CParser(data)
-        self.offset = offset
-        # name -> [value, mark, nodes it stands for, its height]; the last two are None
-        # while the anchored collection is still being read
-        self.anchors: dict[str, list[Any]] = {}
-        self.marks: dict[int, Any] = {}  # see Positions
-        # See webhook.engine.yaml_limits: nodes read (aliases counted as what they expand
-        # to), how many of them through aliases, the nesting depth now and the deepest yet.
-        self.decoded = self.aliased = self.depth = self.deepest = 0
-
-    def documents(self) -> Iterator[_Read]:
-        """(line, column, object, error, positions) per document, as they are read."""
-        parser = self.parser
-        line, column = 1, 1
-        try:
-            parser.get_event()  # StreamStartEvent
-            while type(parser.get_event()) is not yaml.StreamEndEvent:  # DocumentStartEvent
-                self.anchors = {}
-                self.marks = {}
-                self.decoded = self.aliased = self.depth = self.deepest = 0
-                event: Any = parser.get_event()
-                line, column = event.start_mark.line + 1, event.start_mark.column + 1
-                obj = self.node(event)
-                parser.get_event()  # DocumentEndEvent
-                yield line, column, obj, "", Positions(self.marks, self.offset)
-        except yaml.YAMLError as error:
-            mark = getattr(error, "problem_mark", None)
-            where = (mark.line + 1, mark.column + 1) if mark else (line, column)
-            yield *where, None, _problem(error, self.offset), None
-        except RecursionError:
-            raise _Fallback from None
-        finally:
-            parser.dispose()
-
-    def node(self, event: Any) -> Any:
-        kind = type(event)
-        if kind is yaml.ScalarEvent:
-            if event.tag is not None:
-                raise _Fallback
-            self.decoded += 1
-            value = _plain(event.value) if event.implicit[0] else event.value
-            if event.anchor is not None:
-                self.anchor(event, value)
-            return value
-        if kind is yaml.MappingStartEvent or kind is yaml.SequenceStartEvent:
-            start, level = self.decoded, self.depth + 1
-            outer, self.deepest = self.deepest, level
-            self.depth = level
-            self.decoded += 1
-            value = self.mapping(event) if kind is yaml.MappingStartEvent \
-                else self.sequence(event)
-            self.depth = level - 1
-            height, self.deepest = self.deepest - level + 1, max(outer, self.deepest)
-            if event.anchor is not None:
-                self.anchors[event.anchor][2:] = [self.decoded - start, height]
-            return value
-        if kind is yaml.AliasEvent:
-            found = self.anchors.get(event.anchor)
-            if found is None:
-                raise _Fallback  # undefined alias: the composer's error
-            self.alias(found)
-            return found[0]
-        raise _Fallback  # pragma: no cover - libyaml emits no other event here
-
-    def alias(self, anchor: list[Any]) -> None:
-        """Count what an alias expands to; past the bounds, the document is refused, at the
-        anchor (as yaml_limits.check_node does for PyYAML's reader)."""
-        _, mark, size, height = anchor
-        if size is None:
-            raise LimitError(RECURSIVE, mark)
-        self.decoded += size
-        self.aliased += size
-        self.deepest = max(self.deepest, self.depth + height)
-        problem = expansion_problem(self.decoded, self.aliased) or \
-            depth_problem(self.depth + height)
-        if problem:
-            raise LimitError(problem, mark)
-
-    def sequence(self, event: Any) -> list[Any]:
-        if event.tag is not None:
-            raise _Fallback
-        items: list[Any] = []
-        if event.anchor is not None:
-            self.anchor(event, items)
-        marks: list[Any] = []
-        self.marks[id(items)] = marks
-        get_event = self.parser.get_event
-        item: Any = get_event()
-        while type(item) is not yaml.SequenceEndEvent:
-            mark = item.start_mark
-            if type(item) is yaml.AliasEvent:  # where its anchor is, as PyYAML's composer has it
-                mark = self.anchors.get(str(item.anchor), (None, mark))[1]
-            marks.append(mark)
-            items.append(self.node(item))
-            item = get_event()
-        return items
-
-    def anchor(self, event: Any, value: Any) -> None:
-        if event.anchor in self.anchors:
-            raise _Fallback  # a duplicate anchor: the composer's error
-        scalar = type(event) is ScalarEvent
-        self.anchors[event.anchor] = [value, event.start_mark, 1 if scalar else None,
-                                      0 if scalar else None]
-
-    def mapping(self, event: Any) -> dict[Any, Any]:
-        if event.tag is not None:
-            raise _Fallback
-        result: dict[Any, Any] = {}
-        if event.anchor is not None:
-            self.anchor(event, result)
-        marks: dict[Any, Any] = {}  # the mark of each key
-        self.marks[id(result)] = marks
-        get_event = self.parser.get_event
-        plain_values = _PLAIN_VALUES
-        merges: list[dict[Any, Any]] = []
-        key_event = get_event()
-        while type(key_event) is not yaml.MappingEndEvent:
-            if type(key_event) is not ScalarEvent or key_event.tag is not None:
-                raise _Fallback  # a collection, an alias or a tagged key
-            key = key_event.value
-            self.decoded += 1  # the key
-            if key_event.implicit[0]:
-                if key == "<<" and key_event.anchor is None:
-                    merges.extend(self.merge(get_event()))
-                    key_event = get_event()
-                    continue
-                key = plain_values.get(key, _MISSING)
-                if key is _MISSING:
-                    key = _plain(key_event.value)
-            if key_event.anchor is not None:
-                self.anchor(key_event, key)
-            if key in result:
-                raise _Fallback  # a duplicate key: PyYAML names the first one it meets
-            marks[key] = key_event.start_mark
-            value = get_event()
-            # An untagged scalar without anchor, the most common value, is read right here.
-            if type(value) is ScalarEvent and value.tag is None and value.anchor is None:
-                self.decoded += 1
-                if value.implicit[0]:
-                    text = value.value
-                    value = plain_values.get(text, _MISSING)
-                    result[key] = _plain(text) if value is _MISSING else value
-                else:
-                    result[key] = value.value
-            else:
-                result[key] = self.node(value)
-            key_event = get_event()
-        if merges:
-            # PyYAML puts merged pairs first, in the order of the `<<` keys, then the
-            # mapping's own keys; a key that occurs twice in that list is an error (or, for
-            # the very same key merged twice, ignored): either way PyYAML's to decide.
-            flattened: dict[Any, Any] = {}
-            for merged in merges:
-                if any(key in flattened for key in merged):
-                    raise _Fallback
-                flattened.update(merged)
-            if any(key in flattened for key in result):
-                raise _Fallback
-            own = dict(result)
-            result.clear()  # the same object: an anchor may already point at it
-            result.update(flattened)
-            result.update(own)
-            # A merged key is where the mapping it came from has it, as PyYAML's nodes say.
-            own_marks = dict(marks)
-            marks.clear()
-            for merged in merges:
-                marks.update(self.marks.get(id(merged), {}))
-            marks.update(own_marks)
-        return result
-
-    def merge(self, event: Any) -> list[dict[Any, Any]]:
-        """The mappings a `<<` value merges: one mapping (or a list of one). The order of a
-        longer list changed between PyYAML releases, so that is left to PyYAML."""
-        value = self.node(event)
-        if type(value) is dict:
-            return [value]
-        if type(value) is list and len(value) == 1 and type(value[0]) is dict:
-            return value
-        raise _Fallback
