@@ -1,6 +1,7 @@
 """quickq-guard's own custom resources (NodeTemplate and PolicyException, group quickq.io) as
 the API server hands them to a webhook: decoded by their CustomResourceDefinition's
-structural schema, which webhook.export.crd makes from the models the chart ships it from.
+structural schema (webhook/engine/crd_schemas.py, which webhook.export.crd writes from the
+models beside the chart's copy).
 
 apiextensions-apiserver drops a null where the schema does not allow one (nor has a default
 for it) and sets each `default:` of the schema on an object that lacks the field, deep into
@@ -15,22 +16,16 @@ from __future__ import annotations
 
 import copy
 from collections.abc import Mapping
-from functools import cache
 from typing import Any
 
+from webhook.engine.crd_schemas import NODE_TEMPLATE, POLICY_EXCEPTION
 from webhook.engine.patch import Path
 
 Schema = Mapping[str, Any]
 GROUP = "quickq.io"
-
-
-@cache
-def _schemas() -> dict[str, Schema]:
-    """Kind -> the openAPIV3Schema the chart installs for it (every served version of the
-    group has the same one)."""
-    from webhook.export.crd import exception_schema, openapi_v3_schema
-
-    return {"NodeTemplate": openapi_v3_schema(), "PolicyException": exception_schema()}
+# Kind -> the openAPIV3Schema the chart installs for it (every served version of the group
+# has the same one).
+_SCHEMAS: dict[str, Schema] = {"NodeTemplate": NODE_TEMPLATE, "PolicyException": POLICY_EXCEPTION}
 
 
 def schema_of(obj: Any) -> Schema | None:
@@ -40,7 +35,7 @@ def schema_of(obj: Any) -> Schema | None:
     api_version = obj.get("apiVersion")
     if not isinstance(api_version, str) or api_version.partition("/")[0] != GROUP:
         return None
-    return _schemas().get(str(obj.get("kind")))
+    return _SCHEMAS.get(str(obj.get("kind")))
 
 
 def as_served(obj: Any) -> tuple[Any, list[tuple[Path, str]]]:
