@@ -3,8 +3,9 @@
 The one place CEL lives, for the engine and the exporter: this module compiles and runs;
 `library` holds the Kubernetes CEL libraries (quantity, url, ip, regex...), `go` guards the
 calls whose cel-go semantics the runtime does not have, `formatting` writes format() and
-string() as Kubernetes does, and `checked` reads the type-checked program for what
-Kubernetes' CEL refuses. webhook.engine.rules.cel turns a policy's expressions into findings.
+string() as Kubernetes does, `moments` keeps timestamps and durations exact (and a
+timestamp's offset) where they meet Python, and `checked` reads the type-checked program for
+what Kubernetes' CEL refuses. webhook.engine.rules.cel turns a policy's expressions into findings.
 
 The runtime is cel-expr-python, Google's C++ CEL runtime (chosen by measurement: see
 benchmarks/cel_runtimes.py). It type-checks at compile time, names the line and column of
@@ -31,7 +32,14 @@ from cel_expr_python.ext import (
     ext_strings,
 )
 
-from webhook.engine.cel.checked import branch_types, checked_problem, problem_in, read
+from webhook.engine.cel import moments
+from webhook.engine.cel.checked import (
+    branch_types,
+    checked_problem,
+    problem_in,
+    read,
+    writes_computed_time,
+)
 from webhook.engine.cel.go import GUARDS, guarded
 from webhook.engine.cel.library import KUBERNETES_FUNCTIONS, PYTHON_FUNCTIONS
 
@@ -128,6 +136,10 @@ class Expression:
     bound: str = ""
     index: int | None = None
     policy: PolicyProgram | None = None
+    # It reads timestamps from text (its evaluations keep their offsets), and `strict`: it may
+    # write one computed by arithmetic (webhook.engine.cel.moments).
+    moments: bool = False
+    strict: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -160,8 +172,46 @@ def compile_expression(text: str, scope: Scope, kind: Kind = "any",
     wanted = _WANTED[kind]
     if wanted and result not in (*wanted, "dyn"):
         raise CelError(f"the expression must yield a {kind}, but it yields {result}")
+    timed = _reads_time(compiled)
     return Expression(text, program, frozenset(variable_references(text)),
-                      frozenset(_top_level_names(text)))
+                      frozenset(_top_level_names(text)), moments=timed,
+                      strict=timed and _strict(program, text))
+
+
+def _reads_time(compiled: str) -> bool:
+    """Whether a compiled text reads a timestamp from text (go.py's guard of timestamp())."""
+    return "qq__written(" in compiled
+
+
+def _strict(program: Any, text: str) -> bool:
+    """Whether the expression may write a timestamp computed by arithmetic (see
+    webhook.engine.cel.moments). Raises CelError where it then always would with an offset
+    it cannot keep: a timestamp written with one in the expression itself."""
+    if not writes_computed_time(read(program)):
+        return False
+    written = _offset_literals(text)
+    if written:
+        raise CelError(
+            f"timestamp('{written[0]}') is written with an offset other than UTC, and the "
+            "expression may write a timestamp computed with a duration: Kubernetes keeps the "
+            "offset through the arithmetic and writes it (string(), format(), a patched "
+            "value), quickq-guard keeps timestamps in UTC and cannot; write it in UTC (Z)")
+    return True
+
+
+def _offset_literals(text: str) -> list[str]:
+    """The texts of `timestamp('...')` literals written with an offset other than UTC."""
+    found = []
+    significant = list(tokens(text))
+    for index, (kind, value) in enumerate(significant[:-3]):
+        if (kind, value) != ("name", "timestamp") or significant[index + 1][1] != "(" \
+                or significant[index + 2][0] != "string" or significant[index + 3][1] != ")" \
+                or (index and significant[index - 1][1] == "."):
+            continue
+        literal = significant[index + 2][1].lstrip("rRbB").strip("'\"")
+        if moments.offset_written(literal):
+            found.append(literal)
+    return found
 
 
 def _check_length(text: str) -> None:
@@ -258,6 +308,7 @@ def compile_policy(scope: Scope, variables: Sequence[tuple[str, Source]],
             raise CelError(f"{sources[0].field}: for several containers: "
                            f"{_compile_problem(str(error), scope)}") from None
     several = len(sources) > 1 or bool(batch)
+    timed = _reads_time(written)
     expressions = []
     for index, source in enumerate(sources):
         references = variable_references(source.text)
@@ -265,18 +316,30 @@ def compile_policy(scope: Scope, variables: Sequence[tuple[str, Source]],
         for name in references:  # and what the variables it reads use
             for other in {name, *reads.get(name, ())}:
                 names |= uses.get(other, set())
+        bound = bound_text(source.text, texts) if references else ""
         expressions.append(Expression(
-            source.text, program, frozenset(references), frozenset(names),
-            bound_text(source.text, texts) if references else "",
-            index if several else None, shared))
+            source.text, program, frozenset(references), frozenset(names), bound,
+            index if several else None, shared, timed,
+            timed and _strict_alone(scope, source.field, bound or source.text)))
     together = None
     if batch:
         parts = [expressions[index] for index in batch]
         together = Expression("\n".join(e.text for e in parts), program,
                               frozenset().union(*(e.references for e in parts)),
                               frozenset().union(*(e.names for e in parts)),
-                              "\n".join(e.bound or e.text for e in parts), len(sources), shared)
+                              "\n".join(e.bound or e.text for e in parts), len(sources), shared,
+                              timed, any(e.strict for e in parts))
     return expressions, together
+
+
+def _strict_alone(scope: Scope, field: str, bound: str) -> bool:
+    """_strict of one expression of a policy, its variables bound in it, compiled alone (only
+    for a policy that reads timestamps from text). Raises CelError, starting with the field."""
+    try:
+        program, compiled = _compiled(bound, _ENVIRONMENTS[scope], scope)
+        return _reads_time(compiled) and _strict(program, bound)
+    except CelError as error:
+        raise CelError(f"{field}: {error}") from None
 
 
 def variable(text: str) -> Expression:
@@ -432,8 +495,33 @@ def _activation(environment: Any, data: Mapping[str, Any]) -> Any:
 
 
 def evaluate(expression: Expression, bound: Any, container: int | None = None) -> Any:
-    """The expression's value as plain Python data; with `container`, the index of the
+    """The expression's value as plain Python data (a timestamp or duration in it exact, as a
+    webhook.engine.cel.moments Timestamp or Duration); with `container`, the index of the
     container judged in a containers_activation. Raises EvaluationError."""
+    written = moments.begin(expression.strict) if expression.moments else None
+    try:
+        value = _value(expression, bound, container)
+        try:
+            return moments.exported_value(value)
+        except ValueError as error:
+            raise EvaluationError(str(error)) from None
+    finally:
+        if written is not None:
+            moments.end(written)
+
+
+def evaluate_value(expression: Expression, bound: Any, container: int | None = None) -> Any:
+    """evaluate(), but the runtime's own Value (cel_expr_python's, with CEL's types: a uint is
+    no int there), for tools that need them. Raises EvaluationError."""
+    written = moments.begin(expression.strict) if expression.moments else None
+    try:
+        return _value(expression, bound, container)
+    finally:
+        if written is not None:
+            moments.end(written)
+
+
+def _value(expression: Expression, bound: Any, container: int | None) -> Any:
     program = expression.program
     at = None
     if container is not None:
@@ -453,7 +541,7 @@ def evaluate(expression: Expression, bound: Any, container: int | None = None) -
             _CONTAINER_INDEX.reset(at)
     if value.type().name() == "ERROR":
         raise EvaluationError(_clean(value.value(), expression.bound or expression.text))
-    return value.plain_value()
+    return value
 
 
 UNREPRESENTABLE = ("the object holds a value CEL cannot represent (a number beyond 64 bits, "
