@@ -196,3 +196,11 @@ def test_a_duration_is_written_as_go_writes_it(nanos, text):
 ])
 def test_the_runtime_s_duration_texts_are_read_exactly(text, nanos):
     assert duration_of(text) == Duration(nanos)
+
+
+def test_an_expression_too_deep_for_the_guards_is_refused_not_run_as_the_runtime_would():
+    # as written it compiles, and would give the runtime's answer (this timestamp in UTC)
+    text = "(" * 27 + "string(timestamp('2024-01-01T00:00:00.5+01:00'))" + ")" * 27
+    with pytest.raises(CelError) as refused:
+        compile_expression(text, "object")
+    assert "nests too deep for quickq-guard to give Kubernetes' answers" in str(refused.value)

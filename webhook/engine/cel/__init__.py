@@ -233,9 +233,18 @@ def _compiled(text: str, environment: Any, scope: Scope) -> tuple[Any, str]:
         if compiled == text:
             raise CelError(_compile_problem(str(error), scope)) from None
         try:
-            return environment.compile(text), text
+            program = environment.compile(text)
         except RuntimeError as as_written:
             raise CelError(_compile_problem(str(as_written), scope)) from None
+        if _NESTING.search(str(error)):  # as written it would give the runtime's answers
+            raise CelError(TOO_DEEP) from None
+        return program, text
+
+
+_NESTING = re.compile(r"recursion (?:depth|limit)")
+TOO_DEEP = ("the expression nests too deep for quickq-guard to give Kubernetes' answers: it "
+            "writes some calls (string(), format(), timestamp(), the lists library) as more "
+            "CEL, and the runtime's parser stops at 32 levels of nesting; nest it less")
 
 
 def _compiled_as_written(text: str, scope: Scope) -> Any:
