@@ -127,6 +127,10 @@ CASES = [
     "'%s'.format([timestamp(object.data.off) - timestamp(object.data.ts)])",
     "string(timestamp('2024-01-01T00:00:00.5+01:00') + duration('1h'))",
     "string(timestamp(object.data.off) + duration('1h'))",
+    "string(duration('1h') + timestamp(object.data.off) - duration('30m'))",
+    "'%s'.format([[timestamp(object.data.off) - duration('1s'), timestamp(object.data.ts)]])",
+    "string([timestamp(object.data.off)].map(t, t + duration('1h'))[0])",
+    "string(optional.of(timestamp(object.data.off)).value() + duration('1h'))",
     "string([timestamp(object.data.off), timestamp('2023-12-31T23:00:00.5Z')][1])",
     # nanoseconds kept wherever a value meets Python: the lists library, format, string()
     "[timestamp(object.data.nanos)].lastIndexOf(timestamp(object.data.nanos))",
@@ -280,22 +284,18 @@ EXTENSIONS = {
 KNOWN: dict[str, str] = {}
 # Kubernetes runs these, and quickq-guard refuses them at load, since it cannot give the same
 # answer: the runtime keeps a quantity as its value, and Kubernetes' isInteger() also looks
-# at the scale it was written or summed with; it keeps a timestamp in UTC, where Kubernetes
-# keeps the offset it was written with through arithmetic; and the runtime's parser stops at
-# 32 levels of nesting, before the guard of format could look for a timestamp 3 lists deep.
+# at the scale it was written or summed with; and the runtime's parser stops at 32 levels of
+# nesting, before the guard of format could look for a timestamp 3 lists deep in an argument.
 REFUSED_HERE = {
     "quantity('500m').add(quantity('500m')).isInteger()", "quantity('1000m').isInteger()",
     "quantity('1.0').isInteger()", "quantity('0.5Gi').asInteger()",
     "quantity(object.data.cpu).add(quantity('1')).isInteger()",
-    "string(timestamp('2024-01-01T00:00:00.5+01:00') + duration('1h'))",
     "'%s'.format([[[[timestamp(object.data.nanos)]]]])",
 }
-# Kubernetes evaluates these, and quickq-guard fails them when it evaluates them, since the
-# offset Kubernetes writes a timestamp with depends there on the object, which the runtime
-# cannot keep: a timestamp computed from one read with an offset (the same expression on a
-# UTC timestamp agrees), and one instant read with two offsets.
+# Kubernetes evaluates these, and quickq-guard fails them when it evaluates them: one instant
+# read with two offsets (here from the object and from the text), the runtime keeping one
+# timestamp for both and quickq-guard the offset beside each instant, not each value.
 ERROR_HERE = {
-    "string(timestamp(object.data.off) + duration('1h'))",
     "string([timestamp(object.data.off), timestamp('2023-12-31T23:00:00.5Z')][1])",
 }
 

@@ -38,9 +38,9 @@ from webhook.engine.cel.checked import (
     checked_problem,
     problem_in,
     read,
-    writes_computed_time,
+    time_arithmetic,
 )
-from webhook.engine.cel.go import GUARDS, guarded
+from webhook.engine.cel.go import GUARDS, carried, guarded
 from webhook.engine.cel.library import KUBERNETES_FUNCTIONS, PYTHON_FUNCTIONS
 
 # The variables of ValidatingAdmissionPolicy, and what quickq-guard adds for its scopes.
@@ -136,10 +136,8 @@ class Expression:
     bound: str = ""
     index: int | None = None
     policy: PolicyProgram | None = None
-    # It reads timestamps from text (its evaluations keep their offsets), and `strict`: it may
-    # write one computed by arithmetic (webhook.engine.cel.moments).
+    # It makes timestamps (its evaluations keep their offsets: webhook.engine.cel.moments).
     moments: bool = False
-    strict: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -172,46 +170,34 @@ def compile_expression(text: str, scope: Scope, kind: Kind = "any",
     wanted = _WANTED[kind]
     if wanted and result not in (*wanted, "dyn"):
         raise CelError(f"the expression must yield a {kind}, but it yields {result}")
-    timed = _reads_time(compiled)
     return Expression(text, program, frozenset(variable_references(text)),
-                      frozenset(_top_level_names(text)), moments=timed,
-                      strict=timed and _strict(program, text))
+                      frozenset(_top_level_names(text)), moments=_makes_time(compiled))
 
 
-def _reads_time(compiled: str) -> bool:
-    """Whether a compiled text reads a timestamp from text (go.py's guard of timestamp())."""
+def _makes_time(compiled: str) -> bool:
+    """Whether a compiled text makes timestamps (go.py's guard of timestamp())."""
     return "qq__written(" in compiled
 
 
-def _strict(program: Any, text: str) -> bool:
-    """Whether the expression may write a timestamp computed by arithmetic (see
-    webhook.engine.cel.moments). Raises CelError where it then always would with an offset
-    it cannot keep: a timestamp written with one in the expression itself."""
-    if not writes_computed_time(read(program)):
-        return False
-    written = _offset_literals(text)
-    if written:
-        raise CelError(
-            f"timestamp('{written[0]}') is written with an offset other than UTC, and the "
-            "expression may write a timestamp computed with a duration: Kubernetes keeps the "
-            "offset through the arithmetic and writes it (string(), format(), a patched "
-            "value), quickq-guard keeps timestamps in UTC and cannot; write it in UTC (Z)")
-    return True
-
-
-def _offset_literals(text: str) -> list[str]:
-    """The texts of `timestamp('...')` literals written with an offset other than UTC."""
-    found = []
-    significant = list(tokens(text))
-    for index, (kind, value) in enumerate(significant[:-3]):
-        if (kind, value) != ("name", "timestamp") or significant[index + 1][1] != "(" \
-                or significant[index + 2][0] != "string" or significant[index + 3][1] != ")" \
-                or (index and significant[index - 1][1] == "."):
-            continue
-        literal = significant[index + 2][1].lstrip("rRbB").strip("'\"")
-        if moments.offset_written(literal):
-            found.append(literal)
-    return found
+def _carrying(program: Any, compiled: str, environment: Any) -> tuple[Any, str]:
+    """The program and its text with each timestamp arithmetic written so that its result
+    keeps its operand's offset (webhook.engine.cel.go's carried), where the text makes
+    timestamps and has any. Raises CelError."""
+    if not _makes_time(compiled):
+        return program, compiled
+    offsets = time_arithmetic(read(program))
+    if not offsets:
+        return program, compiled
+    text = carried(lex(compiled), offsets)
+    if text is None:
+        raise CelError("quickq-guard cannot tell the operands of this expression's timestamp "
+                       "arithmetic apart, to keep the offset Kubernetes keeps through it; "
+                       "bind them with variables or parentheses")
+    try:
+        return environment.compile(text), text
+    except RuntimeError as error:
+        raise CelError(TOO_DEEP if _NESTING.search(str(error))
+                       else _compile_problem(str(error), "object")) from None
 
 
 def _check_length(text: str) -> None:
@@ -228,7 +214,7 @@ def _compiled(text: str, environment: Any, scope: Scope) -> tuple[Any, str]:
     function then). What does not compile is said as written. Raises CelError."""
     compiled = guarded(lex(text))
     try:
-        return environment.compile(compiled), compiled
+        program = environment.compile(compiled)
     except RuntimeError as error:
         if compiled == text:
             raise CelError(_compile_problem(str(error), scope)) from None
@@ -239,6 +225,7 @@ def _compiled(text: str, environment: Any, scope: Scope) -> tuple[Any, str]:
         if _NESTING.search(str(error)):  # as written it would give the runtime's answers
             raise CelError(TOO_DEEP) from None
         return program, text
+    return _carrying(program, compiled, environment)
 
 
 _NESTING = re.compile(r"recursion (?:depth|limit)")
@@ -300,6 +287,11 @@ def compile_policy(scope: Scope, variables: Sequence[tuple[str, Source]],
                       for source, found in zip(sources, kinds, strict=False)):
         _diagnosed(scope, variables, sources)  # raises what is wrong, as written
         raise CelError(f"{sources[0].field}: {problem or 'does not compile'}")
+    try:
+        program, written = _carrying(program, written, environment)
+    except CelError as error:
+        _diagnosed(scope, variables, sources)  # the expression at fault, when alone it is
+        raise CelError(f"{sources[0].field}: {error}") from None
     # What each variable reads and uses, with the variables it reads, worked out once.
     reads: dict[str, set[str]] = {}
     uses: dict[str, set[str]] = {}
@@ -317,7 +309,7 @@ def compile_policy(scope: Scope, variables: Sequence[tuple[str, Source]],
             raise CelError(f"{sources[0].field}: for several containers: "
                            f"{_compile_problem(str(error), scope)}") from None
     several = len(sources) > 1 or bool(batch)
-    timed = _reads_time(written)
+    timed = _makes_time(written)
     expressions = []
     for index, source in enumerate(sources):
         references = variable_references(source.text)
@@ -325,11 +317,10 @@ def compile_policy(scope: Scope, variables: Sequence[tuple[str, Source]],
         for name in references:  # and what the variables it reads use
             for other in {name, *reads.get(name, ())}:
                 names |= uses.get(other, set())
-        bound = bound_text(source.text, texts) if references else ""
         expressions.append(Expression(
-            source.text, program, frozenset(references), frozenset(names), bound,
-            index if several else None, shared, timed,
-            timed and _strict_alone(scope, source.field, bound or source.text)))
+            source.text, program, frozenset(references), frozenset(names),
+            bound_text(source.text, texts) if references else "",
+            index if several else None, shared, timed))
     together = None
     if batch:
         parts = [expressions[index] for index in batch]
@@ -337,18 +328,8 @@ def compile_policy(scope: Scope, variables: Sequence[tuple[str, Source]],
                               frozenset().union(*(e.references for e in parts)),
                               frozenset().union(*(e.names for e in parts)),
                               "\n".join(e.bound or e.text for e in parts), len(sources), shared,
-                              timed, any(e.strict for e in parts))
+                              timed)
     return expressions, together
-
-
-def _strict_alone(scope: Scope, field: str, bound: str) -> bool:
-    """_strict of one expression of a policy, its variables bound in it, compiled alone (only
-    for a policy that reads timestamps from text). Raises CelError, starting with the field."""
-    try:
-        program, compiled = _compiled(bound, _ENVIRONMENTS[scope], scope)
-        return _reads_time(compiled) and _strict(program, bound)
-    except CelError as error:
-        raise CelError(f"{field}: {error}") from None
 
 
 def variable(text: str) -> Expression:
@@ -507,7 +488,7 @@ def evaluate(expression: Expression, bound: Any, container: int | None = None) -
     """The expression's value as plain Python data (a timestamp or duration in it exact, as a
     webhook.engine.cel.moments Timestamp or Duration); with `container`, the index of the
     container judged in a containers_activation. Raises EvaluationError."""
-    written = moments.begin(expression.strict) if expression.moments else None
+    written = moments.begin() if expression.moments else None
     try:
         value = _value(expression, bound, container)
         try:
@@ -522,7 +503,7 @@ def evaluate(expression: Expression, bound: Any, container: int | None = None) -
 def evaluate_value(expression: Expression, bound: Any, container: int | None = None) -> Any:
     """evaluate(), but the runtime's own Value (cel_expr_python's, with CEL's types: a uint is
     no int there), for tools that need them. Raises EvaluationError."""
-    written = moments.begin(expression.strict) if expression.moments else None
+    written = moments.begin() if expression.moments else None
     try:
         return _value(expression, bound, container)
     finally:

@@ -16,8 +16,8 @@ cel/expr/checked.proto and syntax.proto it needs.
 - A `format()` argument whose type holds a timestamp or duration deeper than the guard of
   format looks (webhook.engine.cel.go): Python would see it only to the microsecond.
 
-It also tells (`writes_computed_time`) whether an expression may write a timestamp computed
-by arithmetic, which webhook.engine.cel.moments needs to know.
+It also finds timestamp arithmetic (`time_arithmetic`), which webhook.engine.cel.go writes so
+that its result keeps the offset cel-go keeps.
 """
 
 from __future__ import annotations
@@ -364,106 +364,20 @@ def _time_depth(type_: bytes) -> int | None:
     return None
 
 
-def _may_hold_timestamp(type_: bytes) -> bool:
-    """Whether a value of the type may be or hold a timestamp (dyn may)."""
-    kind, value = _kind(type_)
-    if kind in (1, 10, 12):  # dyn, a type parameter, an error
-        return True
-    if kind == 5:
-        return value in (1, 2)  # Any, Timestamp
-    if kind in (6, 7):
-        fields = _fields(value)
-        return _may_hold_timestamp(fields[1][0] if kind == 6 else fields[2][0])
-    if kind == _ABSTRACT:
-        return any(_may_hold_timestamp(p) for p in _fields(value).get(2, []))
-    return False
-
-
 _ARITHMETIC = frozenset({"add_timestamp_duration", "add_duration_timestamp",
                          "subtract_timestamp_duration"})
 
 
-def writes_computed_time(checked: Checked) -> bool:
-    """Whether the expression may write as text (string(), format(), or as its value, which a
-    mutation writes as JSON) a timestamp computed by arithmetic (`ts + duration`): cel-go
-    keeps the offset the timestamp was written with through it, which the runtime cannot
-    (webhook.engine.cel.moments). It follows each value through variables and macros, by the
-    types the checker found."""
-    calls = overloads(checked)
-    types = checked.types
-
-    def computed(expr: Fields, names: dict[str, bool]) -> bool:
-        """Whether the value of `expr` may hold a timestamp computed by arithmetic."""
-        node = expr.get(_EXPR_ID, [0])[0]
-        if node in types and not _may_hold_timestamp(types[node]):
-            return False
-        if _IDENT in expr:
-            return names.get(bytes(_fields(expr[_IDENT][0]).get(1, [b""])[0]).decode(), False)
-        if _SELECT in expr:
-            operand = _fields(expr[_SELECT][0]).get(1, [])
-            return bool(operand) and computed(_fields(operand[0]), names)
-        if _CALL in expr:
-            call = _fields(expr[_CALL][0])
-            if calls.get(node, set()) & _ARITHMETIC:
-                return True
-            return any(computed(_fields(child), names)
-                       for child in call.get(1, []) + call.get(3, []))
-        if _LIST in expr:
-            return any(computed(_fields(child), names)
-                       for child in _fields(expr[_LIST][0]).get(1, []))
-        if _STRUCT in expr:
-            entries = [_fields(entry) for entry in _fields(expr[_STRUCT][0]).get(2, [])]
-            return any(computed(_one(entry, 4), names) for entry in entries if 4 in entry)
-        if _COMPREHENSION in expr:
-            comprehension = _fields(expr[_COMPREHENSION][0])
-            inner = _scope(comprehension, names)
-            return computed(_one(comprehension, 7), inner)
-        return False
-
-    def _scope(comprehension: Fields, names: dict[str, bool]) -> dict[str, bool]:
-        """The names a comprehension binds, each with whether it may hold a computed one."""
-        inner = dict(names)
-        for number in (1, 8):  # the iteration variables
-            if number in comprehension:
-                name = bytes(comprehension[number][0]).decode()
-                inner[name] = computed(_one(comprehension, 2), names)
-        accumulator = bytes(comprehension.get(3, [b""])[0]).decode()
-        inner[accumulator] = computed(_one(comprehension, 4), names)
-        if not inner[accumulator] and computed(_one(comprehension, 6), inner):
-            inner[accumulator] = True
-        return inner
-
-    def written(expr: Fields, names: dict[str, bool]) -> bool:
-        """Whether somewhere in `expr` a computed timestamp may be written as text."""
-        if _CALL in expr:
-            call = _fields(expr[_CALL][0])
-            arguments = [_fields(child) for child in call.get(3, [])]
-            if call.get(2) == [b"qq__rfc3339"] and arguments and _CALL in arguments[0]:
-                converted = _fields(arguments[0][_CALL][0]).get(3, [])  # string(qq__s)
-                if converted and computed(_fields(converted[0]), names):
-                    return True
-            return any(written(_fields(child), names)
-                       for child in call.get(1, []) + call.get(3, []))
-        if _COMPREHENSION in expr:
-            comprehension = _fields(expr[_COMPREHENSION][0])
-            if comprehension.get(3) == [FORMAT_ARGUMENTS.encode()] \
-                    and computed(_one(comprehension, 4), names):
-                return True
-            inner = _scope(comprehension, names)
-            return any(written(_one(comprehension, number), names) for number in (2, 4)) or \
-                any(written(_one(comprehension, number), inner) for number in (5, 6, 7))
-        children: list[Any] = []
-        if _SELECT in expr:
-            children = _fields(expr[_SELECT][0]).get(1, [])
-        elif _LIST in expr:
-            children = _fields(expr[_LIST][0]).get(1, [])
-        elif _STRUCT in expr:
-            entries = [_fields(entry) for entry in _fields(expr[_STRUCT][0]).get(2, [])]
-            children = [entry[number][0] for entry in entries for number in (3, 4)
-                        if number in entry]
-        return any(written(_fields(child), names) for child in children)
-
-    return written(checked.root, {}) or computed(checked.root, {})
+def time_arithmetic(checked: Checked) -> list[int]:
+    """Where (code points into the text compiled) an operator `+` or `-` may compute a
+    timestamp from a timestamp and a duration, by the overloads the checker found for it
+    (several where an operand is dyn)."""
+    positions: dict[int, int] = {}
+    for entry in checked.source.get(4, []):
+        pair = _fields(entry)
+        positions[pair.get(1, [0])[0]] = pair.get(2, [0])[0]
+    return sorted(positions[node] for node, found in overloads(checked).items()
+                  if found & _ARITHMETIC and node in positions)
 
 
 def _written_scale(expr: Fields, types: dict[int, bytes]) -> str | None:

@@ -28,7 +28,8 @@ function reads one from that (webhook.engine.cel.moments): the guards hand a val
 the runtime's own text of each timestamp and duration in it beside it (`_texts`), a value
 Python returns is picked by CEL from the list it came from (min, max, slice) or is text the
 runtime reads (a sum of durations), and the equality of a list's indexOf is CEL's own.
-timestamp() of a string also records the offset it was written with.
+timestamp() of a string also records the offset it was written with, and timestamp arithmetic
+(`carried`, a second pass where the checker found any) gives its result its operand's.
 
 The guard is a function of ours around the argument (`int(qq__int(x))`: it checks a string),
 in place of the method (`qq__substring`), or CEL around the call that binds its receiver and
@@ -56,6 +57,7 @@ from webhook.engine.cel.moments import (
     Duration,
     Timestamp,
     attached,
+    carry,
     duration_of,
     offset_written,
     record,
@@ -131,6 +133,13 @@ def _written(runtime: str, text: str) -> str:
     and the runtime's text handed back for it to read again."""
     record(timestamp_of(runtime), offset_written(text))
     return runtime
+
+
+def _carried(result: str, operand: str) -> str:
+    """A timestamp computed from the timestamp `operand` (the runtime's texts of both): it
+    keeps the operand's offset, as in cel-go."""
+    carry(timestamp_of(result), timestamp_of(operand))
+    return result
 
 
 _INT = re.compile(r"[+-]?[0-9]+")
@@ -304,6 +313,8 @@ def _declarations() -> list[Any]:
         declared.append(_cel.FunctionDecl(GUARD_PREFIX + name, overloads))
     declared.append(_cel.FunctionDecl("qq__written", [
         _cel.Overload("qq__written_string", T.STRING, [T.STRING, T.STRING], impl=_written)]))
+    declared.append(_cel.FunctionDecl("qq__carried", [
+        _cel.Overload("qq__carried_string", T.STRING, [T.STRING, T.STRING], impl=_carried)]))
     declared.append(_cel.FunctionDecl("qq__substring", [
         _cel.Overload("qq__substring_int", T.STRING, [T.STRING, T.INT], is_member=True,
                       impl=_substring),
@@ -512,6 +523,152 @@ def _bound_receiver(pieces: list[tuple[str, str]], significant: list[int], posit
         out[comma] = f", cel.bind({GUARD_PREFIX}a{number}, "
     out[closing] = f", {call}" + ")" * count + ")"
     return True
+
+
+# Timestamp arithmetic `a + b` (or `-`) as `cel.bind(qq__u, (a), cel.bind(qq__v, (b), ...))`:
+# the result, when a timestamp, keeps the offset of the operand that is one (moments.carry).
+_U, _V, _W = (GUARD_PREFIX + name for name in ("u", "v", "w"))
+_CARRY = (f"), cel.bind({_W}, {_U} {{operator}} {_V}, type({_W}) == {TIMESTAMP_TYPE} ? "
+          f"timestamp(qq__carried(string({_W}), string(type({_U}) == {TIMESTAMP_TYPE} "
+          f"? dyn({_U}) : dyn({_V})))) : {_W})))")
+
+
+def carried(pieces: list[tuple[str, str]], operators: list[int]) -> str | None:
+    """The compiled text (its tokens) with the operators at these code-point offsets (the
+    checker's timestamp arithmetic, webhook.engine.cel.checked.time_arithmetic) written so
+    that a timestamp they compute keeps its operand's offset; None when an operand cannot be
+    told from the tokens."""
+    out = [value for _, value in pieces]
+    significant = [i for i, (kind, _) in enumerate(pieces) if kind != "space"]
+    position_of = {index: position for position, index in enumerate(significant)}
+    at: dict[int, int] = {}
+    offset = 0
+    for index, (_, value) in enumerate(pieces):
+        at[offset] = index
+        offset += len(value)
+    for operator_offset in sorted(operators):  # left to right: an outer one wraps an inner
+        found = at.get(operator_offset)
+        if found is None or pieces[found] not in (("other", "+"), ("other", "-")):
+            return None
+        index = found
+        position = position_of[index]
+        start = _left_start(pieces, significant, position)
+        end = _right_end(pieces, significant, position)
+        if start is None or end is None:
+            return None
+        out[significant[start]] = f"cel.bind({_U}, (" + out[significant[start]]
+        out[index] = f"), cel.bind({_V}, ("
+        out[significant[end]] += _CARRY.format(operator=pieces[index][1])
+    return "".join(out)
+
+
+def _ends_operand(piece: tuple[str, str]) -> bool:
+    kind, value = piece
+    return (kind == "name" and value not in _WORDS) or kind == "string" \
+        or value in (")", "]", "}") or value.isdigit()
+
+
+def _left_start(pieces: list[tuple[str, str]], significant: list[int],
+                operator: int) -> int | None:
+    """Where the left operand of the additive operator at significant[operator] starts: back
+    over operands joined by + - * / % (it binds to the left), and unary - and !."""
+    last = operator - 1
+    while True:
+        start = _operand_start(pieces, significant, last)
+        if start is None:
+            return None
+        while start > 0 and pieces[significant[start - 1]][1] in ("-", "!") and not (
+                start > 1 and _ends_operand(pieces[significant[start - 2]])):
+            start -= 1  # unary
+        before = start - 1
+        if before > 0 and pieces[significant[before]][0] == "other" \
+                and pieces[significant[before]][1] in "+-*/%" \
+                and _ends_operand(pieces[significant[before - 1]]):
+            last = before - 1
+            continue
+        return start
+
+
+def _right_end(pieces: list[tuple[str, str]], significant: list[int],
+               operator: int) -> int | None:
+    """Where the right operand of the additive operator at significant[operator] ends:
+    operands joined by * / % (which bind tighter), each maybe after unary - and !."""
+    first = operator + 1
+    while True:
+        while first < len(significant) and pieces[significant[first]][1] in ("-", "!"):
+            first += 1
+        end = _operand_end(pieces, significant, first)
+        if end is None:
+            return None
+        after = end + 1
+        if after < len(significant) and pieces[significant[after]][1] in ("*", "/", "%"):
+            first = after + 1
+            continue
+        return end
+
+
+def _operand_end(pieces: list[tuple[str, str]], significant: list[int],
+                 first: int) -> int | None:
+    """Where the postfix expression starting at significant[first] ends."""
+    if first >= len(significant):
+        return None
+    kind, value = pieces[significant[first]]
+    following = pieces[significant[first + 1]][1] if first + 1 < len(significant) else ""
+    end: int | None
+    if kind == "string":
+        end = first
+    elif kind == "name" and value not in _WORDS:
+        end = _closing_position(pieces, significant, first + 1) \
+            if following in ("(", "{") else first
+    elif kind == "other" and value in ("(", "[", "{"):
+        end = _closing_position(pieces, significant, first)
+    elif value.isdigit():
+        end = _number_end(pieces, significant, first)
+    else:
+        return None
+    while end is not None and end + 1 < len(significant):
+        after = pieces[significant[end + 1]][1]
+        if after == ".":
+            name = end + 2
+            if name < len(significant) and pieces[significant[name]][1] == "?":
+                name += 1
+            if name >= len(significant) or pieces[significant[name]][0] != "name":
+                return None
+            end = name
+            if name + 1 < len(significant) and pieces[significant[name + 1]][1] == "(":
+                end = _closing_position(pieces, significant, name + 1)
+        elif after == "[":
+            end = _closing_position(pieces, significant, end + 1)
+        else:
+            break
+    return end
+
+
+def _number_end(pieces: list[tuple[str, str]], significant: list[int], first: int) -> int:
+    """A number's last token: digits, `.`, and letters (1.5, 1e3, 2u), with no space."""
+    index = significant[first]
+    while index + 1 < len(pieces) and pieces[index + 1][0] != "space" and (
+            pieces[index + 1][1].isdigit() or pieces[index + 1][1] == "."
+            or pieces[index + 1][0] == "name"):
+        index += 1
+    return significant.index(index)
+
+
+def _closing_position(pieces: list[tuple[str, str]], significant: list[int],
+                      first: int) -> int | None:
+    """The position in `significant` of the bracket that closes the one at `first`."""
+    depth = 0
+    for position in range(first, len(significant)):
+        kind, value = pieces[significant[position]]
+        if kind != "other":
+            continue
+        if value in "([{":
+            depth += 1
+        elif value in ")]}":
+            depth -= 1
+            if depth == 0:
+                return position
+    return None
 
 
 # Names that end no operand (the operator `in`, and CEL's reserved words).

@@ -13,11 +13,10 @@ index into the list it came from) or is text the runtime reads. A value the engi
 read from the runtime's own Value (`exported_value`).
 
 The offset is kept beside the runtime, per evaluation (`begin`, `end`): the guard of
-timestamp() records the offset of each instant it reads from text (`record`), and writing a
-timestamp looks its instant up (`offset_of`). What that cannot tell is refused, never guessed:
-the same instant written with two offsets in one evaluation, or, in an expression that may
-write a timestamp computed by arithmetic (cel-go keeps the offset through `+ duration`, the
-runtime computes in UTC: `strict`), any offset other than UTC at all.
+timestamp() records the offset of each instant it reads from text or an int (`record`), the
+guard of timestamp arithmetic gives its result the offset of its timestamp operand (`carry`),
+as cel-go does, and writing a timestamp looks its instant up (`offset_of`). What that cannot
+tell is refused, never guessed: one instant with two offsets in one evaluation.
 """
 
 from __future__ import annotations
@@ -153,24 +152,23 @@ def offset_written(text: str) -> int:
 # --- the offsets of one evaluation ----------------------------------------------------------
 
 _AMBIGUOUS = -(10**6)  # an instant read with two different offsets
+_UNKNOWN = -(10**6) - 1  # an instant computed from one whose offset was not known
 
 
 @dataclass(slots=True)
 class Written:
-    """The instants one evaluation read from text, each with its offset; `strict`: the
-    expression may write a timestamp computed by arithmetic (see the module's docstring)."""
+    """The instants one evaluation made timestamps of, each with its offset."""
 
-    strict: bool
     offsets: dict[int, int] = field(default_factory=dict)
-    elsewhere: bool = False  # some instant was written with an offset other than UTC
+    elsewhere: bool = False  # some instant has an offset other than UTC (or an unknown one)
 
 
 _WRITTEN: ContextVar[Written | None] = ContextVar("qq__written", default=None)
 
 
-def begin(strict: bool) -> Token[Written | None]:
+def begin() -> Token[Written | None]:
     """Start the table of one evaluation; `end` it with the token returned."""
-    return _WRITTEN.set(Written(strict))
+    return _WRITTEN.set(Written())
 
 
 def end(token: Token[Written | None]) -> None:
@@ -178,7 +176,7 @@ def end(token: Token[Written | None]) -> None:
 
 
 def record(moment: Timestamp, offset: int) -> None:
-    """`moment` was read from text written with `offset` (minutes east of UTC)."""
+    """A timestamp of `moment` was made, with `offset` (minutes east of UTC)."""
     written = _WRITTEN.get()
     if written is None:
         return
@@ -189,25 +187,28 @@ def record(moment: Timestamp, offset: int) -> None:
         written.elsewhere = True
 
 
+def carry(result: Timestamp, operand: Timestamp) -> None:
+    """`result` was computed from the timestamp `operand` (with a duration): it has its
+    offset."""
+    written = _WRITTEN.get()
+    if written is not None:
+        record(result, written.offsets.get(operand.nanos, _UNKNOWN))
+
+
 def offset_of(moment: Timestamp) -> int:
     """The offset Kubernetes writes `moment` with. Raises ValueError where quickq-guard cannot
     tell it, rather than write another."""
     written = _WRITTEN.get()
     if written is None or not written.elsewhere:
         return 0  # every timestamp of this evaluation is in UTC
-    if written.strict:
-        raise ValueError(
-            "this expression writes a timestamp computed with a duration, and a timestamp "
-            "here was written with an offset other than UTC: Kubernetes keeps that offset "
-            "through the arithmetic, quickq-guard cannot (it keeps timestamps in UTC); write "
-            "the timestamps in UTC (Z), or compare them rather than write them")
-    offset = written.offsets.get(moment.nanos)
-    if offset is None:
-        raise ValueError("cannot tell the offset Kubernetes would write this timestamp with")
+    offset = written.offsets.get(moment.nanos, _UNKNOWN)
     if offset == _AMBIGUOUS:
         raise ValueError(
-            "the same instant is written with two offsets here, and quickq-guard, which "
-            "keeps timestamps in UTC, cannot tell which one Kubernetes would write")
+            "the same instant is a timestamp with two offsets here (written so, or computed "
+            "from ones written so), and quickq-guard, which keeps timestamps in UTC beside "
+            "the offset of each instant, cannot tell which one Kubernetes would write")
+    if offset == _UNKNOWN:
+        raise ValueError("cannot tell the offset Kubernetes would write this timestamp with")
     return offset
 
 
