@@ -179,7 +179,7 @@ def _makes_time(compiled: str) -> bool:
     return "qq__written(" in compiled
 
 
-def _carrying(program: Any, compiled: str, environment: Any) -> tuple[Any, str]:
+def _carrying(program: Any, compiled: str, environment: Any, scope: Scope) -> tuple[Any, str]:
     """The program and its text with each timestamp arithmetic written so that its result
     keeps its operand's offset (webhook.engine.cel.go's carried), where the text makes
     timestamps and has any. Raises CelError."""
@@ -197,7 +197,7 @@ def _carrying(program: Any, compiled: str, environment: Any) -> tuple[Any, str]:
         return environment.compile(text), text
     except RuntimeError as error:
         raise CelError(TOO_DEEP if _NESTING.search(str(error))
-                       else _compile_problem(str(error), "object")) from None
+                       else _compile_problem(str(error), scope)) from None
 
 
 def _check_length(text: str) -> None:
@@ -225,7 +225,7 @@ def _compiled(text: str, environment: Any, scope: Scope) -> tuple[Any, str]:
         if _NESTING.search(str(error)):  # as written it would give the runtime's answers
             raise CelError(TOO_DEEP) from None
         return program, text
-    return _carrying(program, compiled, environment)
+    return _carrying(program, compiled, environment, scope)
 
 
 _NESTING = re.compile(r"recursion (?:depth|limit)")
@@ -288,7 +288,7 @@ def compile_policy(scope: Scope, variables: Sequence[tuple[str, Source]],
         _diagnosed(scope, variables, sources)  # raises what is wrong, as written
         raise CelError(f"{sources[0].field}: {problem or 'does not compile'}")
     try:
-        program, written = _carrying(program, written, environment)
+        program, written = _carrying(program, written, environment, scope)
     except CelError as error:
         _diagnosed(scope, variables, sources)  # the expression at fault, when alone it is
         raise CelError(f"{sources[0].field}: {error}") from None
