@@ -89,7 +89,7 @@ def test_a_false_expression_is_a_finding(tmp_path):
     ("ip(container.env[0].value) == ''", "is not an IP address"),
     ("cidr(container.env[0].value) == ''", "is not a CIDR"),
     ("quantity('1.5').asInteger() == 1", "is not an integer"),
-    ("[].min() == 0", "min() of an empty list"),
+    ("[].min() == 0", "min called on empty list"),
     ("'a'.find('(?=a)') == ''", "invalid regular expression"),
     ("'a'.find(container.env[0].value + '(?=') == ''", "invalid regular expression"),
     ("'a'.matches(container.env[0].value + '(')", "invalid regular expression: missing )"),

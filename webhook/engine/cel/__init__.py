@@ -3,8 +3,9 @@
 The one place CEL lives, for the engine and the exporter: this module compiles and runs;
 `library` holds the Kubernetes CEL libraries (quantity, url, ip, regex...), `go` guards the
 calls whose cel-go semantics the runtime does not have, `formatting` writes format() and
-string() as Kubernetes does, and `checked` reads the type-checked program for what
-Kubernetes' CEL refuses. webhook.engine.rules.cel turns a policy's expressions into findings.
+string() as Kubernetes does, `moments` keeps timestamps and durations exact (and a
+timestamp's offset) where they meet Python, and `checked` reads the type-checked program for
+what Kubernetes' CEL refuses. webhook.engine.rules.cel turns a policy's expressions into findings.
 
 The runtime is cel-expr-python, Google's C++ CEL runtime (chosen by measurement: see
 benchmarks/cel_runtimes.py). It type-checks at compile time, names the line and column of
@@ -31,8 +32,15 @@ from cel_expr_python.ext import (
     ext_strings,
 )
 
-from webhook.engine.cel.checked import branch_types, checked_problem, problem_in, read
-from webhook.engine.cel.go import GUARDS, guarded
+from webhook.engine.cel import moments
+from webhook.engine.cel.checked import (
+    branch_types,
+    checked_problem,
+    problem_in,
+    read,
+    time_arithmetic,
+)
+from webhook.engine.cel.go import GUARDS, carried, guarded
 from webhook.engine.cel.library import KUBERNETES_FUNCTIONS, PYTHON_FUNCTIONS
 
 # The variables of ValidatingAdmissionPolicy, and what quickq-guard adds for its scopes.
@@ -128,6 +136,8 @@ class Expression:
     bound: str = ""
     index: int | None = None
     policy: PolicyProgram | None = None
+    # It makes timestamps (its evaluations keep their offsets: webhook.engine.cel.moments).
+    moments: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -161,7 +171,33 @@ def compile_expression(text: str, scope: Scope, kind: Kind = "any",
     if wanted and result not in (*wanted, "dyn"):
         raise CelError(f"the expression must yield a {kind}, but it yields {result}")
     return Expression(text, program, frozenset(variable_references(text)),
-                      frozenset(_top_level_names(text)))
+                      frozenset(_top_level_names(text)), moments=_makes_time(compiled))
+
+
+def _makes_time(compiled: str) -> bool:
+    """Whether a compiled text makes timestamps (go.py's guard of timestamp())."""
+    return "qq__written(" in compiled
+
+
+def _carrying(program: Any, compiled: str, environment: Any, scope: Scope) -> tuple[Any, str]:
+    """The program and its text with each timestamp arithmetic written so that its result
+    keeps its operand's offset (webhook.engine.cel.go's carried), where the text makes
+    timestamps and has any. Raises CelError."""
+    if not _makes_time(compiled):
+        return program, compiled
+    offsets = time_arithmetic(read(program))
+    if not offsets:
+        return program, compiled
+    text = carried(lex(compiled), offsets)
+    if text is None:
+        raise CelError("quickq-guard cannot tell the operands of this expression's timestamp "
+                       "arithmetic apart, to keep the offset Kubernetes keeps through it; "
+                       "bind them with variables or parentheses")
+    try:
+        return environment.compile(text), text
+    except RuntimeError as error:
+        raise CelError(TOO_DEEP if _NESTING.search(str(error))
+                       else _compile_problem(str(error), scope)) from None
 
 
 def _check_length(text: str) -> None:
@@ -178,14 +214,24 @@ def _compiled(text: str, environment: Any, scope: Scope) -> tuple[Any, str]:
     function then). What does not compile is said as written. Raises CelError."""
     compiled = guarded(lex(text))
     try:
-        return environment.compile(compiled), compiled
+        program = environment.compile(compiled)
     except RuntimeError as error:
         if compiled == text:
             raise CelError(_compile_problem(str(error), scope)) from None
         try:
-            return environment.compile(text), text
+            program = environment.compile(text)
         except RuntimeError as as_written:
             raise CelError(_compile_problem(str(as_written), scope)) from None
+        if _NESTING.search(str(error)):  # as written it would give the runtime's answers
+            raise CelError(TOO_DEEP) from None
+        return program, text
+    return _carrying(program, compiled, environment, scope)
+
+
+_NESTING = re.compile(r"recursion (?:depth|limit)")
+TOO_DEEP = ("the expression nests too deep for quickq-guard to give Kubernetes' answers: it "
+            "writes some calls (string(), format(), timestamp(), the lists library) as more "
+            "CEL, and the runtime's parser stops at 32 levels of nesting; nest it less")
 
 
 def _compiled_as_written(text: str, scope: Scope) -> Any:
@@ -241,6 +287,11 @@ def compile_policy(scope: Scope, variables: Sequence[tuple[str, Source]],
                       for source, found in zip(sources, kinds, strict=False)):
         _diagnosed(scope, variables, sources)  # raises what is wrong, as written
         raise CelError(f"{sources[0].field}: {problem or 'does not compile'}")
+    try:
+        program, written = _carrying(program, written, environment, scope)
+    except CelError as error:
+        _diagnosed(scope, variables, sources)  # the expression at fault, when alone it is
+        raise CelError(f"{sources[0].field}: {error}") from None
     # What each variable reads and uses, with the variables it reads, worked out once.
     reads: dict[str, set[str]] = {}
     uses: dict[str, set[str]] = {}
@@ -258,6 +309,7 @@ def compile_policy(scope: Scope, variables: Sequence[tuple[str, Source]],
             raise CelError(f"{sources[0].field}: for several containers: "
                            f"{_compile_problem(str(error), scope)}") from None
     several = len(sources) > 1 or bool(batch)
+    timed = _makes_time(written)
     expressions = []
     for index, source in enumerate(sources):
         references = variable_references(source.text)
@@ -268,14 +320,15 @@ def compile_policy(scope: Scope, variables: Sequence[tuple[str, Source]],
         expressions.append(Expression(
             source.text, program, frozenset(references), frozenset(names),
             bound_text(source.text, texts) if references else "",
-            index if several else None, shared))
+            index if several else None, shared, timed))
     together = None
     if batch:
         parts = [expressions[index] for index in batch]
         together = Expression("\n".join(e.text for e in parts), program,
                               frozenset().union(*(e.references for e in parts)),
                               frozenset().union(*(e.names for e in parts)),
-                              "\n".join(e.bound or e.text for e in parts), len(sources), shared)
+                              "\n".join(e.bound or e.text for e in parts), len(sources), shared,
+                              timed)
     return expressions, together
 
 
@@ -432,8 +485,33 @@ def _activation(environment: Any, data: Mapping[str, Any]) -> Any:
 
 
 def evaluate(expression: Expression, bound: Any, container: int | None = None) -> Any:
-    """The expression's value as plain Python data; with `container`, the index of the
+    """The expression's value as plain Python data (a timestamp or duration in it exact, as a
+    webhook.engine.cel.moments Timestamp or Duration); with `container`, the index of the
     container judged in a containers_activation. Raises EvaluationError."""
+    written = moments.begin() if expression.moments else None
+    try:
+        value = _value(expression, bound, container)
+        try:
+            return moments.exported_value(value)
+        except ValueError as error:
+            raise EvaluationError(str(error)) from None
+    finally:
+        if written is not None:
+            moments.end(written)
+
+
+def evaluate_value(expression: Expression, bound: Any, container: int | None = None) -> Any:
+    """evaluate(), but the runtime's own Value (cel_expr_python's, with CEL's types: a uint is
+    no int there), for tools that need them. Raises EvaluationError."""
+    written = moments.begin() if expression.moments else None
+    try:
+        return _value(expression, bound, container)
+    finally:
+        if written is not None:
+            moments.end(written)
+
+
+def _value(expression: Expression, bound: Any, container: int | None) -> Any:
     program = expression.program
     at = None
     if container is not None:
@@ -453,7 +531,7 @@ def evaluate(expression: Expression, bound: Any, container: int | None = None) -
             _CONTAINER_INDEX.reset(at)
     if value.type().name() == "ERROR":
         raise EvaluationError(_clean(value.value(), expression.bound or expression.text))
-    return value.plain_value()
+    return value
 
 
 UNREPRESENTABLE = ("the object holds a value CEL cannot represent (a number beyond 64 bits, "

@@ -13,6 +13,11 @@ cel/expr/checked.proto and syntax.proto it needs.
 - An optional handed to a function served by Python (`[optional.of(1)].sum()`): the runtime
   cannot convert it and leaves the interpreter in a state that crashed it, so it is refused
   when the policy loads (Kubernetes' functions take no optional there either).
+- A `format()` argument whose type holds a timestamp or duration deeper than the guard of
+  format looks (webhook.engine.cel.go): Python would see it only to the microsecond.
+
+It also finds timestamp arithmetic (`time_arithmetic`), which webhook.engine.cel.go writes so
+that its result keeps the offset cel-go keeps.
 """
 
 from __future__ import annotations
@@ -21,13 +26,14 @@ import re
 from collections.abc import Callable, Iterator
 from typing import Any, NamedTuple
 
+from webhook.engine.cel.go import FORMAT_ARGUMENTS, FORMAT_LEVELS
 from webhook.engine.quantity import parse_quantity
 
 Fields = dict[int, list[Any]]
 
 # Field numbers of cel.expr: Any, CheckedExpr, Expr and its kinds, Type, SourceInfo.
 _ANY_VALUE = 2
-_CHECKED_TYPE_MAP, _CHECKED_EXPR, _CHECKED_SOURCE = 3, 4, 5
+_CHECKED_REFERENCES, _CHECKED_TYPE_MAP, _CHECKED_EXPR, _CHECKED_SOURCE = 2, 3, 4, 5
 _EXPR_ID, _IDENT, _SELECT, _CALL, _LIST, _STRUCT, _COMPREHENSION = 2, 4, 5, 6, 7, 8, 9
 _PRIMITIVES = {1: "bool", 2: "int", 3: "uint", 4: "double", 5: "string", 6: "bytes"}
 _WELL_KNOWN = {1: "any", 2: "timestamp", 3: "duration"}
@@ -153,11 +159,13 @@ def _unwrapped(type_: bytes) -> bytes:
 
 class Checked(NamedTuple):
     """A program's CheckedExpr, read once: its root expression, the type of each node by id,
-    and its source info (the positions)."""
+    its source info (the positions), and its reference map as it came (read by `overloads`
+    only where needed)."""
 
     root: Fields
     types: dict[int, bytes]
     source: Fields
+    references: list[bytes]
 
 
 def read(program: Any) -> Checked:
@@ -166,7 +174,19 @@ def read(program: Any) -> Checked:
     for entry in checked.get(_CHECKED_TYPE_MAP, []):
         pair = _fields(entry)
         types[pair.get(1, [0])[0]] = pair[2][0]
-    return Checked(_one(checked, _CHECKED_EXPR), types, _one(checked, _CHECKED_SOURCE))
+    return Checked(_one(checked, _CHECKED_EXPR), types, _one(checked, _CHECKED_SOURCE),
+                   checked.get(_CHECKED_REFERENCES, []))
+
+
+def overloads(checked: Checked) -> dict[int, set[str]]:
+    """The overloads the checker found for each call node (several where an argument is
+    dyn)."""
+    found: dict[int, set[str]] = {}
+    for entry in checked.references:
+        pair = _fields(entry)
+        reference = _fields(pair[2][0]) if 2 in pair else {}
+        found[pair.get(1, [0])[0]] = {bytes(name).decode() for name in reference.get(3, [])}
+    return found
 
 
 def checked_problem(program: Any, text: str, python: frozenset[str] = frozenset()
@@ -263,6 +283,11 @@ def _problems(expr: Fields, types: dict[int, bytes], python: frozenset[str]
                                  "take its value first (.value(), .orValue(...))")
                     return
         exempt = name in ("format", "qq__format")  # its argument list may mix types
+        if name == "format" and len(call.get(3, [])) == 1:  # as written (for the position)
+            found = _too_deep(_fields(call[3][0]), types)
+            if found:
+                yield found
+                return
         if name in ("isInteger", "asInteger") and call.get(1):
             written = _written_scale(_fields(call[1][0]), types)
             if written:
@@ -296,12 +321,63 @@ def _problems(expr: Fields, types: dict[int, bytes], python: frozenset[str]
     elif _COMPREHENSION in expr:
         comprehension = _fields(expr[_COMPREHENSION][0])
         children = [comprehension[n][0] for n in (2, 4, 5, 6, 7) if n in comprehension]
+        if comprehension.get(3) == [FORMAT_ARGUMENTS.encode()] and 4 in comprehension:
+            found = _too_deep(_fields(comprehension[4][0]), types)  # cel.bind(qq__fa, ...)
+            if found:
+                yield found
+                return
     else:
         return
     for child in children:
         for found in _problems(_fields(child), types, python):
             if not (exempt and found[1].startswith("expected type")):
                 yield found
+
+
+def _too_deep(arguments: Fields, types: dict[int, bytes]) -> tuple[int, str] | None:
+    """format()'s argument list, when its type holds a timestamp or duration deeper in an
+    argument than the guard of format looks (webhook.engine.cel.go)."""
+    node = arguments.get(_EXPR_ID, [0])[0]
+    deep = _time_depth(types[node]) if node in types else None
+    if deep is None or deep <= FORMAT_LEVELS + 1:
+        return None
+    return node, (f"format() is given a timestamp or duration {deep - 1} lists or maps deep in "
+                  f"an argument ({_name(types[node])}); quickq-guard sees one exactly only "
+                  f"{FORMAT_LEVELS} deep (below that the runtime hands it over to the "
+                  "microsecond, and its parser stops at 32 levels of nesting before the guard "
+                  "could look further): write each as string() first")
+
+
+def _time_depth(type_: bytes) -> int | None:
+    """How many lists or maps down a type holds a timestamp or duration (a list of them: 1),
+    or None when it holds none it shows (dyn shows nothing)."""
+    kind, value = _kind(type_)
+    if kind == 5 and value in (2, 3):  # well-known: timestamp, duration
+        return 0
+    if kind in (6, 7):
+        fields = _fields(value)
+        inner = _time_depth(fields[1][0] if kind == 6 else fields[2][0])
+        return None if inner is None else inner + 1
+    if kind == _ABSTRACT:
+        depths = [d for d in (_time_depth(p) for p in _fields(value).get(2, [])) if d is not None]
+        return max(depths) if depths else None
+    return None
+
+
+_ARITHMETIC = frozenset({"add_timestamp_duration", "add_duration_timestamp",
+                         "subtract_timestamp_duration"})
+
+
+def time_arithmetic(checked: Checked) -> list[int]:
+    """Where (code points into the text compiled) an operator `+` or `-` may compute a
+    timestamp from a timestamp and a duration, by the overloads the checker found for it
+    (several where an operand is dyn)."""
+    positions: dict[int, int] = {}
+    for entry in checked.source.get(4, []):
+        pair = _fields(entry)
+        positions[pair.get(1, [0])[0]] = pair.get(2, [0])[0]
+    return sorted(positions[node] for node, found in overloads(checked).items()
+                  if found & _ARITHMETIC and node in positions)
 
 
 def _written_scale(expr: Fields, types: dict[int, bytes]) -> str | None:

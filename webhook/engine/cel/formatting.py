@@ -4,25 +4,28 @@ Found by tests/cluster/test_cel_vs_vap.py on the real API server: Kubernetes pri
 and `%e` through a locale printer (`1,234.500000`; `1.234500`, a multiplication sign, `10`
 and the exponent in superscript digits; the precision of `%e` ignored), a list or map under
 `%s` as `[1, "a"]` and `{"a":1, "b":2}` (strings quoted as Go quotes them, doubles as `%f`,
-keys in the order of their text, durations as `duration("1s")`), and a duration as the
-shortest seconds (`1.5s`, where the runtime writes `1.500s`). Errors are Kubernetes' own
-words.
+keys in the order of their text, durations as `duration("1s")`), a duration as the shortest
+digits of its seconds (`1.5s`, where the runtime writes `1.500s`), and a timestamp in the
+offset it was written with. Errors are Kubernetes' own words.
 
-A timestamp or duration reaches Python only to the microsecond, so the guard of `format`
-(webhook.engine.cel.go) hands each one in the argument list, and in a list or map there, as
-the runtime's own text, which keeps the nanoseconds, in a marked map (`{"qq__timestamp":
-"...Z"}`); a map argument comes as `{"qq__map": [[key, value], ...]}` and a map in a list or
-map argument as `{"qq__plain": map}`, so that no map of the policy's is taken for a mark.
-format_string reads them back. One nested deeper is written to the microsecond.
+The arguments come exact: the guard of `format` (webhook.engine.cel.go) hands each timestamp
+and duration over as the runtime's text, read back as a Timestamp or Duration
+(webhook.engine.cel.moments), which is written with the offset Kubernetes keeps for it.
 """
 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
-from datetime import datetime, timedelta
 from decimal import Decimal
 from typing import Any
+
+from webhook.engine.cel.moments import (
+    DURATION_TYPE,
+    TIMESTAMP_TYPE,
+    Duration,
+    Timestamp,
+    with_offset,
+)
 
 _VERBS = "sdfexXob"
 _TIMES = "\u00d7"  # the multiplication sign of `1.234500×10⁰³`  # noqa: RUF003
@@ -31,39 +34,9 @@ _ESCAPES = {"\a": "\\a", "\b": "\\b", "\f": "\\f", "\n": "\\n", "\r": "\\r", "\t
             "\v": "\\v", "\\": "\\\\", '"': '\\"'}
 
 
-TIMESTAMP_MARK = "qq__timestamp"
-DURATION_MARK = "qq__duration"
-MAP_MARK = "qq__map"
-PLAIN_MARK = "qq__plain"
-
-
-@dataclass(frozen=True, slots=True)
-class Moment:
-    """A timestamp or duration handed over as text (see the module's docstring)."""
-
-    type: str  # google.protobuf.Timestamp or google.protobuf.Duration
-    text: str  # as Kubernetes writes it: 2024-01-01T00:00:00.123456789Z, 1.5s
-
-
-def _unmarked(value: Any, argument: bool) -> Any:
-    """An `argument` of format, or an item or value in one, with its marks read back."""
-    if isinstance(value, list):
-        return [_unmarked(item, False) for item in value] if argument else value
-    if not isinstance(value, dict) or len(value) != 1:
-        return value
-    [(key, inner)] = value.items()
-    if key == TIMESTAMP_MARK:
-        return Moment("google.protobuf.Timestamp", go_timestamp(inner))
-    if key == DURATION_MARK:
-        return Moment("google.protobuf.Duration", go_seconds(inner))
-    if key == MAP_MARK and argument:
-        return {entry[0]: _unmarked(entry[1], False) for entry in inner}
-    return inner if key == PLAIN_MARK else value
-
-
 def format_string(template: str, arguments: list[Any]) -> str:
-    """cel-go's strings.format: `%s %d %f %e %x %X %o %b`, `%.Nf`, `%%`."""
-    arguments = [_unmarked(argument, True) for argument in arguments]
+    """cel-go's strings.format: `%s %d %f %e %x %X %o %b`, `%.Nf`, `%%`; `arguments` with
+    their timestamps and durations exact (Timestamp, Duration)."""
     out: list[str] = []
     index = used = 0
     while index < len(template):
@@ -145,12 +118,9 @@ def _integer(value: Any) -> bool:
 def _type(value: Any) -> str:
     if isinstance(value, bool):
         return "bool"
-    if isinstance(value, Moment):
-        return value.type
     for kind, name in ((int, "int"), (float, "double"), (str, "string"),
                        (bytes | bytearray, "bytes"), (list, "list"), (dict, "map"),
-                       (timedelta, "google.protobuf.Duration"),
-                       (datetime, "google.protobuf.Timestamp")):
+                       (Duration, DURATION_TYPE), (Timestamp, TIMESTAMP_TYPE)):
         if isinstance(value, kind):
             return name
     return "null_type" if value is None else "type"
@@ -193,12 +163,10 @@ def _plain(value: Any) -> str:
         return "null"
     if isinstance(value, int):
         return str(value)
-    if isinstance(value, timedelta):
-        return go_duration(value)
-    if isinstance(value, datetime):
-        return _timestamp(value)
-    if isinstance(value, Moment):
-        return value.text
+    if isinstance(value, Duration):
+        return value.text()
+    if isinstance(value, Timestamp):
+        return with_offset(value).text()
     name = getattr(value, "name", None)
     return str(name()).lower() if callable(name) else str(value)
 
@@ -218,13 +186,9 @@ def _nested(value: Any) -> str:
         if math.isnan(value) or math.isinf(value):
             return '"' + ("NaN" if math.isnan(value) else "+Inf" if value > 0 else "-Inf") + '"'
         return format(value, ".6f")
-    if isinstance(value, timedelta):
-        return f'duration("{go_duration(value)}")'
-    if isinstance(value, datetime):
-        return f'timestamp("{_timestamp(value)}")'
-    if isinstance(value, Moment):
-        kind = "timestamp" if value.type == "google.protobuf.Timestamp" else "duration"
-        return f'{kind}("{value.text}")'
+    if isinstance(value, Duration | Timestamp):
+        kind = "duration" if isinstance(value, Duration) else "timestamp"
+        return f'{kind}("{_plain(value)}")'
     return _plain(value)
 
 
@@ -246,39 +210,6 @@ def _quote(text: str) -> str:
         else:
             out.append(f"\\U{code:08x}")
     return "".join(out) + '"'
-
-
-def go_duration(value: timedelta) -> str:
-    """Go's shortest seconds: `1.5s`, `0.0015s`, `-5400s`, `0s`."""
-    micros = (value.days * 86_400 + value.seconds) * 1_000_000 + value.microseconds
-    seconds = (Decimal(micros) / 1_000_000).normalize()
-    text = format(seconds, "f")
-    return ("0" if text in ("0", "-0") else text) + "s"
-
-
-def go_seconds(text: str) -> str:
-    """The runtime's text of a duration (`3661.500s`, `0.000000001s`) as Go's shortest
-    seconds (`3661.5s`)."""
-    if "." not in text:
-        return text
-    return text[:-1].rstrip("0").rstrip(".") + "s"
-
-
-def go_timestamp(text: str) -> str:
-    """The runtime's text of a timestamp (`2024-01-01T00:00:00.500Z`: three, six or nine
-    digits of fraction) as Go's RFC 3339 with nanoseconds writes it (`...00.5Z`)."""
-    if "." not in text or not text.endswith("Z"):
-        return text
-    whole, fraction = text[:-1].split(".", 1)
-    fraction = fraction.rstrip("0")
-    return f"{whole}.{fraction}Z" if fraction else f"{whole}Z"
-
-
-def _timestamp(value: datetime) -> str:
-    """RFC 3339 with the fraction's trailing zeros dropped, in UTC."""
-    fraction = f".{value.microsecond:06d}".rstrip("0") if value.microsecond else ""
-    return (f"{value.year:04d}-{value.month:02d}-{value.day:02d}T{value.hour:02d}:"
-            f"{value.minute:02d}:{value.second:02d}{fraction}Z")
 
 
 def go_float(value: float) -> str:

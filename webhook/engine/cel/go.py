@@ -16,44 +16,60 @@ here and in a real API server's ValidatingAdmissionPolicy:
 - `'abc'.indexOf('a', 4)`: cel-go gives -1 for an offset past the end, the runtime an error;
   and Kubernetes' lists library has `[1, 2].indexOf(2)` and `.lastIndexOf()`, names the
   runtime's strings extension owns: ours serve both.
-- `string(duration('1.5s'))`: cel-go writes the shortest seconds (1.5s), the runtime three,
-  six or nine decimals (1.500s); the guard drops the zeros of the runtime's own text, so a
-  duration of nanoseconds keeps them. So for a timestamp (`...00.5Z`, the runtime
-  `...00.500Z`). `string(double('Infinity'))`: +Inf there, inf here.
-- A timestamp or duration passed through Python loses its nanoseconds (Python's datetime
-  keeps microseconds): `timestamp()` and `duration()` of one are the runtime's own, and
-  `format`'s arguments hand them over as text (webhook.engine.cel.formatting).
+- `string(duration('1.5s'))`: cel-go writes the seconds as a double's shortest digits (1.5s),
+  the runtime three, six or nine decimals (1.500s); a timestamp as Go's RFC 3339 with
+  nanoseconds in the offset it was written with (`...00.5+01:00`), the runtime in UTC with
+  three, six or nine decimals. `string(double('Infinity'))`: +Inf there, inf here.
 - `'%e'.format([1234.5])`, `'%s'.format([[1, 'a']])`, `'%f'.format([1234.5])`: Kubernetes'
   format differs in many ways (webhook.engine.cel.formatting), which serves `format`.
 
-The guard is a function of ours around the argument (`int(qq__int(x))`: it checks a string
-and passes every other value through) or in place of the method (`qq__substring`). Only the
-compiled text is changed; an expression that does not compile is compiled as written again,
-so that its errors name what the policy wrote.
+The runtime hands a timestamp or duration to Python only to the microsecond, so no Python
+function reads one from that (webhook.engine.cel.moments): the guards hand a value over with
+the runtime's own text of each timestamp and duration in it beside it (`_texts`), a value
+Python returns is picked by CEL from the list it came from (min, max, slice) or is text the
+runtime reads (a sum of durations), and the equality of a list's indexOf is CEL's own.
+timestamp() of a string also records the offset it was written with, and timestamp arithmetic
+(`carried`, a second pass where the checker found any) gives its result its operand's.
+
+The guard is a function of ours around the argument (`int(qq__int(x))`: it checks a string),
+in place of the method (`qq__substring`), or CEL around the call that binds its receiver and
+arguments (`cel.bind(qq__r, list, ...)`) and computes the list's case exactly, the original
+call left in the other branch, where it is type-checked as written. Only the compiled text is
+changed; an expression that does not compile is compiled as written again, so that its
+errors name what the policy wrote.
 """
 
 from __future__ import annotations
 
+import itertools
 import re
+from collections.abc import Callable
 from datetime import datetime, timedelta
 from typing import Any
 
 from cel_expr_python import cel as _cel
 
-from webhook.engine.cel.formatting import (
-    DURATION_MARK,
-    MAP_MARK,
-    PLAIN_MARK,
-    TIMESTAMP_MARK,
-    format_string,
-    go_float,
-    go_seconds,
-    go_timestamp,
+from webhook.engine.cel.formatting import format_string, go_float
+from webhook.engine.cel.library import UNBOUND, slice_indexes
+from webhook.engine.cel.moments import (
+    DURATION_TYPE,
+    TIMESTAMP_TYPE,
+    Duration,
+    Timestamp,
+    attached,
+    carry,
+    duration_of,
+    offset_written,
+    record,
+    refuse_lossy,
+    timestamp_of,
+    with_offset,
 )
 
 T = _cel.Type
 
-# conversion -> the argument types it takes besides a string (passed through unchanged)
+# conversion -> the argument types it takes besides a string (type-checked, never run: only
+# a string reaches the guard)
 _CONVERSIONS = {
     "int": (T.INT, T.UINT, T.DOUBLE, T.TIMESTAMP),
     "uint": (T.INT, T.UINT, T.DOUBLE),
@@ -111,6 +127,21 @@ def _go_timestamp(text: str) -> str:
     return text
 
 
+def _written(runtime: str, text: str) -> str:
+    """timestamp() of `text`, which the runtime read as `runtime` (its string() of it): the
+    offset the text was written with is recorded for the instant (webhook.engine.cel.moments),
+    and the runtime's text handed back for it to read again."""
+    record(timestamp_of(runtime), offset_written(text))
+    return runtime
+
+
+def _carried(result: str, operand: str) -> str:
+    """A timestamp computed from the timestamp `operand` (the runtime's texts of both): it
+    keeps the operand's offset, as in cel-go."""
+    carry(timestamp_of(result), timestamp_of(operand))
+    return result
+
+
 _INT = re.compile(r"[+-]?[0-9]+")
 _UINT = re.compile(r"[0-9]+")
 _UNDERSCORES = re.compile(r"[+-]?[0-9]+(?:_[0-9]+)*(?:\.[0-9]+(?:_[0-9]+)*)?")
@@ -135,8 +166,9 @@ def _substring(text: str, start: int, end: int | None = None) -> str:
 
 def _index_of(where: str | list[Any], what: Any, offset: int = 0) -> int:
     """cel-go: a string's code points from `offset` (past the end: -1), or a list's first
-    equal item."""
+    equal item (where the receiver could not be bound: see `guarded`)."""
     if isinstance(where, list):
+        refuse_lossy([where, what], "indexOf()", UNBOUND)
         return next((i for i, item in enumerate(where) if _equal(item, what)), -1)
     if what == "":
         return offset
@@ -147,6 +179,7 @@ def _index_of(where: str | list[Any], what: Any, offset: int = 0) -> int:
 
 def _last_index_of(where: str | list[Any], what: Any, offset: int | None = None) -> int:
     if isinstance(where, list):
+        refuse_lossy([where, what], "lastIndexOf()", UNBOUND)
         return next((i for i in range(len(where) - 1, -1, -1) if _equal(where[i], what)), -1)
     if offset is None:
         if what == "":
@@ -170,11 +203,96 @@ def _equal(a: Any, b: Any) -> bool:
 
 def _milliseconds(value: timedelta | datetime) -> int:
     """cel-go: a duration's whole length in milliseconds (toward zero), a timestamp's
-    milliseconds within its second (UTC)."""
+    milliseconds within its second (UTC). Only where the receiver could not be bound (see
+    `guarded`); exact all the same, the runtime's microseconds being cut toward zero too."""
     if isinstance(value, timedelta):
         micros = (value.days * 86_400 + value.seconds) * 1_000_000 + value.microseconds
         return int(micros / 1000) if micros >= 0 else -int(-micros / 1000)
     return value.microsecond // 1000
+
+
+# --- the lists library on exact values (see `_LIST_CALLS`) ------------------------------------
+
+def _compare(a: Any, b: Any) -> int:
+    """cel-go's Compare for the comparable types of Kubernetes' lists library: numbers across
+    int, uint and double; otherwise two of one type. Raises ValueError."""
+    numbers = (int, float)
+    if isinstance(a, numbers) and isinstance(b, numbers) \
+            and not isinstance(a, bool) and not isinstance(b, bool):
+        return (a > b) - (a < b)
+    for kind in (bool, str, bytes | bytearray, Timestamp, Duration):
+        if isinstance(a, kind) and isinstance(b, kind):
+            return (a > b) - (a < b)  # type: ignore[operator]
+    raise ValueError("no such overload")
+
+
+def _items(items: list[Any], texts: list[Any]) -> list[Any]:
+    exact = attached(items, texts)
+    refuse_lossy(exact, "a list of the lists library")
+    assert isinstance(exact, list)
+    return exact
+
+
+def _sorted(items: list[Any], texts: list[Any]) -> bool:
+    exact = _items(items, texts)
+    return all(_compare(a, b) <= 0 for a, b in itertools.pairwise(exact))
+
+
+def _least(items: list[Any], texts: list[Any]) -> int:
+    """The index of the first smallest item (cel-go keeps the first of equal ones)."""
+    return _pick(_items(items, texts), 1, "min")
+
+
+def _greatest(items: list[Any], texts: list[Any]) -> int:
+    return _pick(_items(items, texts), -1, "max")
+
+
+def _pick(items: list[Any], replace_when: int, name: str) -> int:
+    if not items:
+        raise ValueError(f"{name} called on empty list")
+    best = 0
+    for index in range(1, len(items)):
+        if _compare(items[best], items[index]) == replace_when:
+            best = index
+    return best
+
+
+def _total(items: list[Any], texts: list[Any]) -> Any:
+    """Kubernetes' sum(): of numbers, or of durations (handed back as text the runtime
+    reads, in a map, which no sum is)."""
+    exact = _items(items, texts)
+    if exact and all(isinstance(item, Duration) for item in exact):
+        return {_SUM: Duration(sum(item.nanos for item in exact)).runtime_text()}
+    if any(isinstance(item, bool) or not isinstance(item, int | float) for item in exact):
+        raise ValueError("no such overload")
+    return sum(exact[1:], exact[0]) if exact else 0
+
+
+_SUM = "qq__duration"
+
+
+def _first(found: list[bool]) -> int:
+    return next((index for index, hit in enumerate(found) if hit), -1)
+
+
+def _last(found: list[bool]) -> int:
+    return next((index for index in range(len(found) - 1, -1, -1) if found[index]), -1)
+
+
+def _span(size: int, start: int, end: int) -> list[int]:
+    """The indexes of list.slice(start, end), for CEL to pick the items with."""
+    return list(slice_indexes(size, start, end))
+
+
+def _format(template: str, handed: list[Any]) -> str:
+    """format(), its arguments handed over with the texts of their timestamps and durations
+    (see `_FORMAT_ARGUMENTS`)."""
+    arguments, texts = handed
+    exact = attached(arguments, texts)
+    refuse_lossy(exact, "format()", f", nested more than {FORMAT_LEVELS} lists or maps deep "
+                 "in an argument (format each first, with string())")
+    assert isinstance(exact, list)
+    return format_string(template, exact)
 
 
 def _unused(value: Any) -> str:
@@ -193,6 +311,10 @@ def _declarations() -> list[Any]:
         overloads += [_cel.Overload(f"{GUARD_PREFIX}{name}_{kind.name().lower()}", kind, [kind],
                                     impl=_passed) for kind in others]
         declared.append(_cel.FunctionDecl(GUARD_PREFIX + name, overloads))
+    declared.append(_cel.FunctionDecl("qq__written", [
+        _cel.Overload("qq__written_string", T.STRING, [T.STRING, T.STRING], impl=_written)]))
+    declared.append(_cel.FunctionDecl("qq__carried", [
+        _cel.Overload("qq__carried_string", T.STRING, [T.STRING, T.STRING], impl=_carried)]))
     declared.append(_cel.FunctionDecl("qq__substring", [
         _cel.Overload("qq__substring_int", T.STRING, [T.STRING, T.INT], is_member=True,
                       impl=_substring),
@@ -214,18 +336,35 @@ def _declarations() -> list[Any]:
                             is_member=True, impl=impl) for kind, item in items.items())]))
     declared.append(_cel.FunctionDecl("qq__format", [
         _cel.Overload("qq__string_format", T.STRING, [T.STRING, lists], is_member=True,
-                      impl=format_string),
-        # only type-checked, never run (see _ARGUMENT): an optional argument is refused
+                      impl=_format),
+        # only type-checked, never run (see _FORMAT_ARGUMENTS): an optional argument is
+        # refused
         _cel.Overload("qq__format_checked", T.STRING, [T.DYN], impl=_unused)]))
+    exact: list[tuple[str, Any, Callable[..., Any]]] = [
+        ("qq__sorted", T.BOOL, _sorted), ("qq__least", T.INT, _least),
+        ("qq__greatest", T.INT, _greatest), ("qq__total", T.DYN, _total)]
+    for name, result, serve in exact:  # (a list, the texts of its timestamps and durations)
+        declared.append(_cel.FunctionDecl(name, [
+            _cel.Overload(f"{name}_list", result, [lists, lists], impl=serve)]))
+    for name, pick in (("qq__first", _first), ("qq__last", _last)):  # (a list of bools)
+        declared.append(_cel.FunctionDecl(name, [
+            _cel.Overload(f"{name}_list", T.INT, [lists], impl=pick)]))
+    declared.append(_cel.FunctionDecl("qq__span", [
+        _cel.Overload("qq__span_ints", T.List(T.INT), [T.INT, T.INT, T.INT], impl=_span)]))
     # string()'s guard type-checks each branch for the argument's type; only a double's runs
     declared.append(_cel.FunctionDecl("qq__float", [
         _cel.Overload("qq__float_double", T.STRING, [T.DOUBLE], impl=go_float),
         *(_cel.Overload(f"qq__float_{kind.name().lower()}", T.STRING, [kind], impl=_unused)
           for kind in (T.INT, T.UINT, T.BOOL, T.BYTES, T.STRING, T.TIMESTAMP, T.DURATION))]))
     declared.append(_cel.FunctionDecl("qq__seconds", [
-        _cel.Overload("qq__seconds_string", T.STRING, [T.STRING], impl=go_seconds)]))
+        _cel.Overload("qq__seconds_string", T.STRING, [T.STRING],
+                      impl=lambda text: duration_of(text).text())]))
     declared.append(_cel.FunctionDecl("qq__rfc3339", [
-        _cel.Overload("qq__rfc3339_string", T.STRING, [T.STRING], impl=go_timestamp)]))
+        _cel.Overload("qq__rfc3339_string", T.STRING, [T.STRING],
+                      impl=lambda text: with_offset(timestamp_of(text)).text())]))
+    declared.append(_cel.FunctionDecl("qq__ms", [
+        _cel.Overload("qq__ms_string", T.INT, [T.STRING],
+                      impl=lambda text: duration_of(text).milliseconds())]))
     declared.append(_cel.FunctionDecl("qq__getMilliseconds", [
         _cel.Overload("qq__duration_milliseconds", T.INT, [T.DURATION], is_member=True,
                       impl=_milliseconds),
@@ -238,46 +377,82 @@ GUARDS = _declarations()
 
 
 _S = GUARD_PREFIX + "s"  # string()'s argument, bound once
-_TIMESTAMP, _DURATION = "google.protobuf.Timestamp", "google.protobuf.Duration"
-_STRING = (f"), type({_S}) == {_DURATION} ? {GUARD_PREFIX}seconds(string({_S})) "
-           f": type({_S}) == {_TIMESTAMP} ? {GUARD_PREFIX}rfc3339(string({_S})) "
+_STRING = (f"), type({_S}) == {DURATION_TYPE} ? {GUARD_PREFIX}seconds(string({_S})) "
+           f": type({_S}) == {TIMESTAMP_TYPE} ? {GUARD_PREFIX}rfc3339(string({_S})) "
            f": type({_S}) == double ? {GUARD_PREFIX}float({_S}) : string({_S}))")
-# timestamp() and duration() of a value of their own type: the runtime's own conversion, so
-# that its nanoseconds never pass through Python (only a string is guarded)
+# A conversion's argument, bound once: only a string goes through the guard, so that no
+# timestamp or duration crosses into Python (timestamp() and duration() of one are the
+# runtime's own). timestamp() of a string or an int records the offset it was written with.
 _T = GUARD_PREFIX + "t"
-_SAME_TYPE = {name: (f"), type({_T}) == string ? {name}({GUARD_PREFIX}{name}({_T})) "
-                     f": {name}({_T}))") for name in ("timestamp", "duration")}
+_CONVERTED = {name: (f"), type({_T}) == string ? {name}({GUARD_PREFIX}{name}({_T})) "
+                     f": {name}({_T}))") for name in _CONVERSIONS}
+_CONVERTED["timestamp"] = (
+    f"), type({_T}) == string ? timestamp(qq__written(string(timestamp("
+    f"{GUARD_PREFIX}timestamp({_T}))), string({_T}))) "
+    f": type({_T}) == int ? timestamp(qq__written(string(timestamp({_T})), 'Z')) "
+    f": timestamp({_T}))")
 
 
-def _marked(value: str, otherwise: str) -> str:
-    """CEL that hands a timestamp or duration `value` to Python as the runtime's text (see
-    webhook.engine.cel.formatting), else gives `otherwise`."""
-    return (f"type({value}) == {_TIMESTAMP} ? dyn({{'{TIMESTAMP_MARK}': string(dyn({value}))}}) "
-            f": type({value}) == {_DURATION} ? dyn({{'{DURATION_MARK}': string(dyn({value}))}}) "
-            f": {otherwise}")
+def _texts(value: str, levels: int, depth: int = 0) -> str:
+    """CEL giving, for the value of the name `value` (dyn), the runtime's text of it when it is a
+    timestamp or duration (every nanosecond), '' when it is anything else, and, down to
+    `levels` lists or maps, a list of the texts of a list's items or of [key, texts] pairs of a
+    map's values: what webhook.engine.cel.moments.attached puts in place of the runtime's
+    microseconds. Written shallow, for the runtime's parser stops at 32 levels of nesting."""
+    leaf = (f"type({value}) == {TIMESTAMP_TYPE} || type({value}) == {DURATION_TYPE} "
+            f"? string({value}) : dyn('')")
+    if levels == 0:
+        return leaf
+    item, key, entry = (f"{GUARD_PREFIX}{letter}{depth}" for letter in "xky")
+    return (f"type({value}) == list ? {value}.map({item}, {_texts(item, levels - 1, depth + 1)})"
+            f" : type({value}) == map ? {value}.map({key}, cel.bind({entry}, {value}[{key}], "
+            f"[{key}, {_texts(entry, levels - 1, depth + 1)}])) : {leaf}")
 
 
-def _inner(value: str) -> str:
-    """An item of a list, or a value of a map, handed to format: marked, a map wrapped."""
-    return _marked(value, f"type({value}) == map ? dyn({{'{PLAIN_MARK}': {value}}}) "
-                          f": dyn({value})")
+# format's arguments, handed over as [arguments, texts] (see _texts): looked into two lists or
+# maps deep below each argument, which is as deep as the runtime's limit on nesting leaves
+# room for; checked.py refuses at load an argument whose type holds a timestamp or duration
+# deeper. The other branch is never run: it is there so that an optional argument is refused.
+FORMAT_LEVELS = 2
+FORMAT_ARGUMENTS = _FA = GUARD_PREFIX + "fa"
+_FORMAT_ARGUMENTS = (
+    f"(cel.bind({_FA}, ((", (
+        f") + []), true ? [dyn({_FA}), dyn(dyn({_FA}).map({GUARD_PREFIX}a, "
+        f"{_texts(GUARD_PREFIX + 'a', FORMAT_LEVELS)}))] "
+        f": [dyn({_FA}.map({GUARD_PREFIX}o, {GUARD_PREFIX}format({GUARD_PREFIX}o)))]))"))
 
-
-# format's arguments, each marked, and each item of a list or value of a map among them;
-# `qq__format(v)` is never run: it is there so that an optional argument is refused at load
-_V, _W, _K = (GUARD_PREFIX + name for name in ("v", "w", "k"))
-_ARGUMENT = _marked(_V, (
-    f"type({_V}) == list ? dyn(dyn({_V}).map({_W}, {_inner(_W)})) "
-    f": type({_V}) == map ? dyn({{'{MAP_MARK}': dyn({_V}).map({_K}, "
-    f"[dyn({_K}), {_inner(f'dyn({_V})[{_K}]')}])}}) "
-    f": true ? dyn({_V}) : dyn({GUARD_PREFIX}format({_V}))"))
-_FORMAT_ARGUMENTS = ("(((", f") + []).map({_V}, {_ARGUMENT}))")
+# Methods whose receiver is bound (`cel.bind(qq__r, receiver, ...)`, its arguments as qq__a0,
+# qq__a1): (method, arguments) -> CEL of R, the receiver, and A0, A1. A list goes to Python
+# with the texts of its timestamps and durations beside it, and Python's answer is an index
+# CEL picks the value with; the call as written stays in the other branch, where it is
+# type-checked (and run, for what is not a list).
+_R, _A0, _A1 = (GUARD_PREFIX + name for name in ("r", "a0", "a1"))
+_E = GUARD_PREFIX + "e"
+_ITEMS = f"{_R}, dyn({_R}).map({_E}, {_texts(_E, 0)})"
+_LIST_CALLS = {
+    ("isSorted", 0): f"type({_R}) == list ? qq__sorted({_ITEMS}) : {_R}.isSorted()",
+    ("min", 0): f"type({_R}) == list ? dyn({_R})[qq__least({_ITEMS})] : {_R}.min()",
+    ("max", 0): f"type({_R}) == list ? dyn({_R})[qq__greatest({_ITEMS})] : {_R}.max()",
+    ("sum", 0): (f"type({_R}) == list ? cel.bind(qq__n, qq__total({_ITEMS}), "
+                 f"type(qq__n) == map ? dyn(duration(dyn(qq__n)['{_SUM}'])) : qq__n) "
+                 f": {_R}.sum()"),
+    ("indexOf", 1): (f"type({_R}) == list ? qq__first(dyn({_R}).map({_E}, {_E} == {_A0})) "
+                     f": {_R}.qq__indexOf({_A0})"),
+    ("lastIndexOf", 1): (f"type({_R}) == list ? qq__last(dyn({_R}).map({_E}, {_E} == {_A0}))"
+                         f" : {_R}.qq__lastIndexOf({_A0})"),
+    ("slice", 2): (f"type({_R}) == list ? qq__span(size({_R}), {_A0}, {_A1}).map(qq__i, "
+                   f"dyn({_R})[qq__i]) : {_R}.slice({_A0}, {_A1})"),
+    ("getMilliseconds", 0): (f"type({_R}) == {DURATION_TYPE} ? qq__ms(string({_R})) "
+                             f": {_R}.getMilliseconds()"),
+}
+_BOUND_METHODS = {method for method, _ in _LIST_CALLS}
 
 
 def guarded(pieces: list[tuple[str, str]], strings: bool = True) -> str:
     """The expression (its tokens from webhook.engine.cel.lex) with every call the runtime
-    gets wrong guarded; the text unchanged when there is none. `strings`: guard string()
-    too (with cel.bind, which only quickq-guard's own environment has)."""
+    gets wrong guarded; the text unchanged when there is none. `strings`: guard what needs
+    cel.bind too (string(), the conversions' arguments, receivers, format), which only
+    quickq-guard's own environment has; without it the methods are only renamed."""
     out = [value for _, value in pieces]
     significant = [i for i, (kind, _) in enumerate(pieces) if kind != "space"]
     for position, index in enumerate(significant):
@@ -288,36 +463,303 @@ def guarded(pieces: list[tuple[str, str]], strings: bool = True) -> str:
         before = pieces[significant[position - 1]][1] if position else ""
         if after != "(":
             continue
+        opening = significant[position + 1]
         if before != "." and value == "string" and strings:
-            opening = significant[position + 1]
             closing = _closing(pieces, opening)
             if closing is not None:
                 out[index] = f"cel.bind({_S}, "
                 out[closing] = _STRING
-        elif before != "." and value in _SAME_TYPE and strings:
-            opening = significant[position + 1]
+        elif before != "." and value in _CONVERTED and strings:
             closing = _closing(pieces, opening)
             if closing is not None:
                 out[index] = f"cel.bind({_T}, "
-                out[closing] = _SAME_TYPE[value]
+                out[closing] = _CONVERTED[value]
         elif before != "." and value in _CONVERSIONS:
-            opening = significant[position + 1]
             closing = _closing(pieces, opening)
             if closing is not None:
                 out[opening] = f"({GUARD_PREFIX}{value}("
                 out[closing] = "))"
         elif before == "." and value == "format" and strings:
             out[index] = _METHODS[value]
-            opening = significant[position + 1]
             closing = _closing(pieces, opening)
             if closing is not None:
                 out[opening], out[closing] = _FORMAT_ARGUMENTS
+        elif before == "." and value in _BOUND_METHODS and strings \
+                and _bound_receiver(pieces, significant, position, out):
+            continue
         elif before == "." and value in _METHODS:
             out[index] = _METHODS[value]
         elif before == "." and value in _NO_ARGUMENT_METHODS and position + 2 < len(
                 significant) and pieces[significant[position + 2]][1] == ")":
             out[index] = _NO_ARGUMENT_METHODS[value]
     return "".join(out)
+
+
+def _bound_receiver(pieces: list[tuple[str, str]], significant: list[int], position: int,
+                    out: list[str]) -> bool:
+    """Write the method call whose name is at significant[position] as `cel.bind(qq__r,
+    receiver, cel.bind(qq__a0, argument, ...))` with its _LIST_CALLS case, into `out`;
+    False (nothing written) when its receiver or arguments cannot be told from the tokens."""
+    opening = significant[position + 1]
+    closing = _closing(pieces, opening)
+    start = _receiver_start(pieces, significant, position - 2)
+    if closing is None or start is None:
+        return False
+    commas = _top_level_commas(pieces, opening, closing)
+    empty = all(kind == "space" for kind, _ in pieces[opening + 1:closing])
+    count = 0 if empty else len(commas) + 1
+    call = _LIST_CALLS.get((pieces[significant[position]][1], count))
+    if call is None:
+        return False
+    dot = significant[position - 1]
+    out[start] = f"cel.bind({_R}, " + out[start]
+    out[dot] = ", "
+    out[significant[position]] = ""
+    if count == 0:
+        out[opening], out[closing] = "", f"{call})"
+        return True
+    out[opening] = f"cel.bind({_A0}, "
+    for number, comma in enumerate(commas, 1):
+        out[comma] = f", cel.bind({GUARD_PREFIX}a{number}, "
+    out[closing] = f", {call}" + ")" * count + ")"
+    return True
+
+
+# Timestamp arithmetic `a + b` (or `-`) as `cel.bind(qq__u, (a), cel.bind(qq__v, (b), ...))`:
+# the result, when a timestamp, keeps the offset of the operand that is one (moments.carry).
+_U, _V, _W = (GUARD_PREFIX + name for name in ("u", "v", "w"))
+_CARRY = (f"), cel.bind({_W}, {_U} {{operator}} {_V}, type({_W}) == {TIMESTAMP_TYPE} ? "
+          f"timestamp(qq__carried(string({_W}), string(type({_U}) == {TIMESTAMP_TYPE} "
+          f"? dyn({_U}) : dyn({_V})))) : {_W})))")
+
+
+def carried(pieces: list[tuple[str, str]], operators: list[int]) -> str | None:
+    """The compiled text (its tokens) with the operators at these code-point offsets (the
+    checker's timestamp arithmetic, webhook.engine.cel.checked.time_arithmetic) written so
+    that a timestamp they compute keeps its operand's offset; None when an operand cannot be
+    told from the tokens."""
+    out = [value for _, value in pieces]
+    significant = [i for i, (kind, _) in enumerate(pieces) if kind != "space"]
+    position_of = {index: position for position, index in enumerate(significant)}
+    at: dict[int, int] = {}
+    offset = 0
+    for index, (_, value) in enumerate(pieces):
+        at[offset] = index
+        offset += len(value)
+    for operator_offset in sorted(operators):  # left to right: an outer one wraps an inner
+        found = at.get(operator_offset)
+        if found is None or pieces[found] not in (("other", "+"), ("other", "-")):
+            return None
+        index = found
+        position = position_of[index]
+        start = _left_start(pieces, significant, position)
+        end = _right_end(pieces, significant, position)
+        if start is None or end is None:
+            return None
+        out[significant[start]] = f"cel.bind({_U}, (" + out[significant[start]]
+        out[index] = f"), cel.bind({_V}, ("
+        out[significant[end]] += _CARRY.format(operator=pieces[index][1])
+    return "".join(out)
+
+
+def _ends_operand(piece: tuple[str, str]) -> bool:
+    kind, value = piece
+    return (kind == "name" and value not in _WORDS) or kind == "string" \
+        or value in (")", "]", "}") or value.isdigit()
+
+
+def _left_start(pieces: list[tuple[str, str]], significant: list[int],
+                operator: int) -> int | None:
+    """Where the left operand of the additive operator at significant[operator] starts: back
+    over operands joined by + - * / % (it binds to the left), and unary - and !."""
+    last = operator - 1
+    while True:
+        start = _operand_start(pieces, significant, last)
+        if start is None:
+            return None
+        while start > 0 and pieces[significant[start - 1]][1] in ("-", "!") and not (
+                start > 1 and _ends_operand(pieces[significant[start - 2]])):
+            start -= 1  # unary
+        before = start - 1
+        if before > 0 and pieces[significant[before]][0] == "other" \
+                and pieces[significant[before]][1] in "+-*/%" \
+                and _ends_operand(pieces[significant[before - 1]]):
+            last = before - 1
+            continue
+        return start
+
+
+def _right_end(pieces: list[tuple[str, str]], significant: list[int],
+               operator: int) -> int | None:
+    """Where the right operand of the additive operator at significant[operator] ends:
+    operands joined by * / % (which bind tighter), each maybe after unary - and !."""
+    first = operator + 1
+    while True:
+        while first < len(significant) and pieces[significant[first]][1] in ("-", "!"):
+            first += 1
+        end = _operand_end(pieces, significant, first)
+        if end is None:
+            return None
+        after = end + 1
+        if after < len(significant) and pieces[significant[after]][1] in ("*", "/", "%"):
+            first = after + 1
+            continue
+        return end
+
+
+def _operand_end(pieces: list[tuple[str, str]], significant: list[int],
+                 first: int) -> int | None:
+    """Where the postfix expression starting at significant[first] ends."""
+    if first >= len(significant):
+        return None
+    kind, value = pieces[significant[first]]
+    following = pieces[significant[first + 1]][1] if first + 1 < len(significant) else ""
+    end: int | None
+    if kind == "string":
+        end = first
+    elif kind == "name" and value not in _WORDS:
+        end = _closing_position(pieces, significant, first + 1) \
+            if following in ("(", "{") else first
+    elif kind == "other" and value in ("(", "[", "{"):
+        end = _closing_position(pieces, significant, first)
+    elif value.isdigit():
+        end = _number_end(pieces, significant, first)
+    else:
+        return None
+    while end is not None and end + 1 < len(significant):
+        after = pieces[significant[end + 1]][1]
+        if after == ".":
+            name = end + 2
+            if name < len(significant) and pieces[significant[name]][1] == "?":
+                name += 1
+            if name >= len(significant) or pieces[significant[name]][0] != "name":
+                return None
+            end = name
+            if name + 1 < len(significant) and pieces[significant[name + 1]][1] == "(":
+                end = _closing_position(pieces, significant, name + 1)
+        elif after == "[":
+            end = _closing_position(pieces, significant, end + 1)
+        else:
+            break
+    return end
+
+
+def _number_end(pieces: list[tuple[str, str]], significant: list[int], first: int) -> int:
+    """A number's last token: digits, `.`, and letters (1.5, 1e3, 2u), with no space."""
+    index = significant[first]
+    while index + 1 < len(pieces) and pieces[index + 1][0] != "space" and (
+            pieces[index + 1][1].isdigit() or pieces[index + 1][1] == "."
+            or pieces[index + 1][0] == "name"):
+        index += 1
+    return significant.index(index)
+
+
+def _closing_position(pieces: list[tuple[str, str]], significant: list[int],
+                      first: int) -> int | None:
+    """The position in `significant` of the bracket that closes the one at `first`."""
+    depth = 0
+    for position in range(first, len(significant)):
+        kind, value = pieces[significant[position]]
+        if kind != "other":
+            continue
+        if value in "([{":
+            depth += 1
+        elif value in ")]}":
+            depth -= 1
+            if depth == 0:
+                return position
+    return None
+
+
+# Names that end no operand (the operator `in`, and CEL's reserved words).
+_WORDS = frozenset({"in", "as", "break", "const", "continue", "else", "for", "function", "if",
+                    "import", "let", "loop", "package", "namespace", "return", "var", "void",
+                    "while"})
+
+
+def _receiver_start(pieces: list[tuple[str, str]], significant: list[int],
+                    last: int) -> int | None:
+    """The index in `pieces` of the first token of the operand that ends at
+    significant[last]: the receiver of a method call (`a.b[0].f(x)`, `(x + y)`, `[1, 2]`,
+    `'s'`), or None when it cannot be told (a number, an operator)."""
+    try:
+        found = _operand_start(pieces, significant, last)
+    except RecursionError:
+        return None
+    return None if found is None else significant[found]
+
+
+def _operand_start(pieces: list[tuple[str, str]], significant: list[int],
+                   last: int) -> int | None:
+    """The position in `significant` where the postfix expression ending at `last` starts."""
+    if last < 0:
+        return None
+    kind, value = pieces[significant[last]]
+    if kind == "string":
+        return last
+    if kind == "name":
+        if value in _WORDS or (significant[last] > 0 and pieces[significant[last] - 1][1]
+                               .isdigit()):
+            return None  # an operator, or a number's suffix (1u, 1e3)
+        return _selected_start(pieces, significant, last)
+    if value not in (")", "]", "}"):
+        return None
+    first = _opening_position(pieces, significant, last)
+    if first is None:
+        return None
+    opened = pieces[significant[first]][1]
+    before = pieces[significant[first - 1]] if first > 0 else ("other", "")
+    named = before[0] == "name" and before[1] not in _WORDS
+    if opened == "(" and named:  # a call: f(x), x.f(x)
+        return _selected_start(pieces, significant, first - 1)
+    if opened == "[" and (named or before[0] == "string" or before[1] in (")", "]", "}")):
+        return _operand_start(pieces, significant, first - 1)  # an index: x[0], x[?0]
+    if opened == "{" and named:  # a message: Type{...}
+        return _selected_start(pieces, significant, first - 1)
+    return first  # parentheses, a list or a map
+
+
+def _selected_start(pieces: list[tuple[str, str]], significant: list[int],
+                    name: int) -> int | None:
+    """Where a name that may be selected from something (`x.name`, `x.?name`) starts."""
+    dot = name - 1
+    if dot >= 1 and pieces[significant[dot]][1] == "?":
+        dot -= 1
+    if dot >= 0 and pieces[significant[dot]][1] == ".":
+        return _operand_start(pieces, significant, dot - 1)
+    return name
+
+
+def _opening_position(pieces: list[tuple[str, str]], significant: list[int],
+                      last: int) -> int | None:
+    depth = 0
+    for position in range(last, -1, -1):
+        kind, value = pieces[significant[position]]
+        if kind != "other":
+            continue
+        if value in ")]}":
+            depth += 1
+        elif value in "([{":
+            depth -= 1
+            if depth == 0:
+                return position
+    return None
+
+
+def _top_level_commas(pieces: list[tuple[str, str]], opening: int, closing: int) -> list[int]:
+    commas = []
+    depth = 0
+    for index in range(opening + 1, closing):
+        kind, value = pieces[index]
+        if kind != "other":
+            continue
+        if value in "([{":
+            depth += 1
+        elif value in ")]}":
+            depth -= 1
+        elif value == "," and depth == 0:
+            commas.append(index)
+    return commas
 
 
 def _closing(pieces: list[tuple[str, str]], opening: int) -> int | None:

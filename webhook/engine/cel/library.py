@@ -20,6 +20,7 @@ from urllib.parse import parse_qs, urlsplit
 import re2
 from cel_expr_python import cel as _cel
 
+from webhook.engine.cel.moments import refuse_lossy
 from webhook.engine.quantity import parse_quantity
 
 STRING, BOOL, INT, DOUBLE, DYN = (_cel.Type.STRING, _cel.Type.BOOL, _cel.Type.INT,
@@ -230,37 +231,53 @@ def _contains_cidr(network: str, other: str) -> bool:
     return inner.version == outer.version and inner.subnet_of(outer)  # type: ignore[arg-type]
 
 
-# --- lists: .isSorted(), .sum(), .min(), .max() -------------------------------------------
+# --- lists: .isSorted(), .sum(), .min(), .max(), .slice() ----------------------------------
+# These run where webhook.engine.cel.go could not bind the call's receiver (it otherwise hands
+# them over with their timestamps and durations exact); a timestamp or duration here has only
+# the runtime's microseconds, so it is refused rather than compared.
+
+UNBOUND = " (its list could not be told apart in the expression's text)"
+
 
 def _is_sorted(items: list[Any]) -> bool:
+    refuse_lossy(items, "isSorted()", UNBOUND)
     return all(a <= b for a, b in itertools.pairwise(items))
 
 
 def _sum(items: list[Any]) -> Any:
+    refuse_lossy(items, "sum()", UNBOUND)
     return sum(items[1:], items[0]) if items else 0
 
 
-def _slice(items: list[Any], start: int, end: int) -> list[Any]:
-    """Kubernetes' lists library: items[start:end], refusing what Python would forgive."""
+def slice_indexes(size: int, start: int, end: int) -> range:
+    """The indexes list.slice(start, end) takes from a list of `size` items, refusing what
+    Python would forgive, as Kubernetes does."""
     if start < 0 or end < 0:
         raise ValueError(f"cannot slice({start}, {end}), negative indexes not supported")
     if start > end:
         raise ValueError(f"cannot slice({start}, {end}), start index must be less than or "
                          "equal to end index")
-    if end > len(items):
-        raise ValueError(f"cannot slice({start}, {end}), list is length {len(items)}")
-    return items[start:end]
+    if end > size:
+        raise ValueError(f"cannot slice({start}, {end}), list is length {size}")
+    return range(start, end)
+
+
+def _slice(items: list[Any], start: int, end: int) -> list[Any]:
+    refuse_lossy(items, "slice()", UNBOUND)
+    return [items[index] for index in slice_indexes(len(items), start, end)]
 
 
 def _min(items: list[Any]) -> Any:
+    refuse_lossy(items, "min()", UNBOUND)
     if not items:
-        raise ValueError("min() of an empty list")
+        raise ValueError("min called on empty list")
     return min(items)
 
 
 def _max(items: list[Any]) -> Any:
+    refuse_lossy(items, "max()", UNBOUND)
     if not items:
-        raise ValueError("max() of an empty list")
+        raise ValueError("max called on empty list")
     return max(items)
 
 

@@ -27,6 +27,7 @@ from webhook.engine.cel import (
     evaluate,
     selects_only,
 )
+from webhook.engine.cel.moments import Duration, Timestamp, json_value
 from webhook.engine.cost import Budget, Meter, Sizes
 from webhook.engine.hidden import hidden_values, hide, redacted
 from webhook.engine.patch import PatchError, Path, apply_patch, pointer, split_pointer
@@ -450,7 +451,7 @@ def _operations(value: Any, base: Path, where: str) -> list[tuple[dict[str, Any]
         relative = split_pointer(item["path"])
         operation = {"op": item["op"], "path": pointer((*base, *relative))}
         if "value" in item:
-            operation["value"] = item["value"]
+            operation["value"] = json_value(item["value"])
         found.append((operation, relative))
     return found
 
@@ -514,7 +515,7 @@ def _run(expression: Expression, bound: Any, where: str, meter: Meter, at: int |
 
 def _type(value: Any) -> str:
     names = {dict: "a map", list: "a list", str: "a string", int: "an int", float: "a double",
-             type(None): "null"}
+             type(None): "null", Timestamp: "a timestamp", Duration: "a duration"}
     return names.get(type(value), type(value).__name__)
 
 
