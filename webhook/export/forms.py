@@ -24,10 +24,6 @@ FORMS_DIR = default_policies_dir() / "cel-forms"
 # table. A lookup no admission policy can make, a finding CEL cannot word or place the same,
 # or a form not written yet.
 PYTHON_ONLY = {
-    "disallow-root-user": (
-        "a pod-level runAsUser: 0 is a finding for each container, naming it, at the pod's "
-        "field, which a CEL validation (one fieldPath, the container's or the pod's) cannot "
-        "give; no CEL form"),
     "gpu-claim-usage": (
         "it reads the ResourceClaims and ResourceClaimTemplates a pod names, which an "
         "admission policy cannot look up"),
