@@ -44,6 +44,51 @@ PROBES = st.one_of(st.none(), st.sampled_from(["x", []]), st.fixed_dictionaries(
     optional={"periodSeconds": PROBE_FIELDS, "failureThreshold": PROBE_FIELDS}))
 
 
+# Env entries: names that name a secret or refer to one, by every way the rule splits and
+# compares words (camelCase, pairs, suffixes, the letters whose upper case is ASCII), and
+# values that are or are not secrets, each with white space around it or not. Not an empty
+# name, which the API server refuses (a NodeTemplate's by its CRD's minLength): the engine
+# writes a CEL message on one line, so the rule's "env  holds" would read "env holds".
+ENV_NAMES = st.sampled_from([
+    "DB_PASSWORD", "dbPassword", "db-password", "db.password", "PASSWORD", "Secret",
+    "GITHUB_TOKEN", "githubToken", "OAuthToken", "API_KEY", "APIKey", "apiKey", "APIKEY",
+    "AWS_SECRET_ACCESS_KEY", "SSH_PRIVATE_KEY", "USE_API_KEY", "API_KEY_HEADER", "X-API-Key",
+    "SECRET_NAME", "TOKEN_URL", "TOKENIZER_PATH", "PASSWORD_FILE", "SECRETS_DIR", "TOKEN_REF",
+    "HF_TOKEN_ENDPOINT", "KEY_URI", "PASSWORD_MIN_LENGTH", "TOKEN_TTL", "PASSWORDLESS",
+    "GCP_CREDENTIALS", "git-credential", "MYSQL_PASSWD", "ENCRYPTION_KEY", "CACHE_KEY", "KEY",
+    "MONKEY", "SIGNING_KEY_V2", "KEY_PATH", "DATABASE_URL", "REDIS_URL", "LOG_LEVEL",
+    "paßword", "DB_PA\u017fSWORD", "ACCEßKEY", "AWS_ACCEß_KEY", "Ap\u0131Key", "PASSWORD_ﬁle",
+    "\u017fecret", "TOKEN1", "token2Secret", "a1B2", "$PASSWORD", "MY PASSWORD", "PASSWORD_",
+    "_TOKEN_"])
+ENV_VALUES = st.sampled_from([
+    None, "", " ", "hunter2", "pl4nted-S3cret-value-93f1", "true", "False", " yes ", "On",
+    "NO", "off", "ye\u017f", "$(POSTGRES_PASSWORD)", "$(USER):$(PASSWORD)", "$(A)$(B)", "$()",
+    "$(PASSWORD", "$$(X)", "12", "123456", "-1", "+5", "0.75", ".5", "5.", "1e9", "12a",
+    "\u0663\u0664", " 3600\n", "/var/secrets/google/key.json", "/var/run/x", "/a", "/ключ/файл",
+    "/kQ8vX2mZp4Lr7Tn1Wy6Bc3Hd9Fg5Js0AeUoIiYt/x", "https://auth.example.com/oauth/token",
+    "https://user:pw@auth.example.com/token", "postgres://user:pw@host/db",
+    "postgres://app:$(DB_PASSWORD)@db:5432/app", "redis://:hunter2@redis:6379/0",
+    "postgres://db.example.com:5432/app", "https://hooks.example.com/x?token=abc123",
+    "https://h/x?S\u0131g=1", "https://h/x?SIG=", "https://h/x?a=1&apiKEY=2", "https://u@h/x",
+    "s://u:$(a@b)@h", "https://h/x y", "\u2003https://u:p@h\u2003", "a://b://c@d", "ftp://h",
+    "0123456789abcdef0123456789abcdef01234567", "0x" + "1F" * 16, "0" * 40,
+    "9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08",
+    "kQ8vX2mZp4Lr7Tn1Wy6Bc3Hd9Fg5Js0AeUoIiYt", "kq8vx2mzp4lr7tn1wy6bc3hd9fg5js0aeuoiiyt",
+    "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaAAAA1111", " kQ8vX2mZp4Lr7Tn1Wy6Bc3Hd9Fg5Js0AeUoIiYt==\t",
+    "x" * 40, "a b c d e f g h i j k l m n o p q r s t u v w x y z"])
+# What the API server refuses (so an object holding one is judged offline only, by both).
+REFUSED_ENTRIES = st.sampled_from(["not-a-map", {"value": "no-name"}, {"name": 7},
+                                   {"name": "DB_PASSWORD", "value": 42},
+                                   {"name": "TOKEN", "value": True}, {"name": "KEY", "value": []}])
+ENV_ENTRIES = st.integers(0, 19).flatmap(lambda n: REFUSED_ENTRIES if n == 0 else st.one_of(
+    st.builds(lambda name, value: {"name": name} if value is None else
+              {"name": name, "value": value}, ENV_NAMES, ENV_VALUES),
+    st.builds(lambda name, which, value: {"name": name, "value": value, "valueFrom": {
+        which: {"name": "cfg", "key": "k"}}}, ENV_NAMES,
+        st.sampled_from(["configMapKeyRef", "secretKeyRef", "fieldRef"]),
+        st.sampled_from([None, "", "x"]))))
+
+
 # Labels: the keys the shipped require-labels asks for (either will do), others, null values.
 LABELS = st.sampled_from([
     None, {}, {"app": "web"}, {"app.kubernetes.io/name": "web"}, {"app": None},
@@ -97,6 +142,9 @@ def with_images(draw: Any) -> dict[str, Any]:
                 probe = draw(PROBES)
                 if probe is not None:
                     node["livenessProbe"] = probe
+                env = draw(st.one_of(st.none(), st.lists(ENV_ENTRIES, max_size=4)))
+                if env is not None:
+                    node["env"] = env
             for value in node.values():
                 walk(value)
         elif isinstance(node, list):
@@ -121,7 +169,8 @@ def with_images(draw: Any) -> dict[str, Any]:
 def pairs(tmp_path_factory: pytest.TempPathFactory) -> list[tuple[PolicySet, PolicySet]]:
     """(the shipped built-in rule, its CEL form) for each form."""
     assert CEL_FORMS == ["disallow-latest-tag", "disallow-root-user",
-                         "liveness-probe-tolerance", "require-labels", "require-requests"]
+                         "liveness-probe-tolerance", "no-plaintext-secrets", "require-labels",
+                         "require-requests"]
     out = []
     for name in CEL_FORMS:
         folders = []
@@ -171,6 +220,54 @@ def test_the_cel_defaults_give_the_built_in_rules_findings(pairs, obj, old):
                 == _findings(evaluate(obj, rule, **update)), (obj, old)
 
 
+@st.composite
+def with_env(draw: Any) -> dict[str, Any]:
+    """A Pod or NodeTemplate whose containers carry env entries of every sort (ENV_ENTRIES)."""
+    envs = [draw(st.lists(ENV_ENTRIES, min_size=1, max_size=6)) for _ in range(draw(
+        st.integers(1, 2)))]
+    if draw(st.booleans()):
+        return {"apiVersion": "quickq.io/v1", "kind": "NodeTemplate",
+                "metadata": {"name": "nt", "namespace": "default"},
+                "spec": {"image": "registry.example.com/app:1.0", "env": envs[0]}}
+    return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p", "namespace": "default"},
+            "spec": {"containers": [{"name": f"c{index}", "image": "app:1.0", "env": env}
+                                    for index, env in enumerate(envs)]}}
+
+
+@pytest.fixture(scope="module")
+def exported(pairs: list[tuple[PolicySet, PolicySet]]) -> dict[str, dict[str, Any]]:
+    """Each form's ValidatingAdmissionPolicy, by policy id."""
+    return {key: vap for _, cel in pairs
+            for key, (vap, _) in _vap_pairs(export(cel).objects).items()}
+
+
+@pytest.fixture(autouse=True)
+def _long_expressions(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A form's variables written into each exported expression make it longer than a
+    policy file's may be; the API server takes up to 100,000 characters."""
+    monkeypatch.setattr(cel_module, "MAX_EXPRESSION_LENGTH", 100_000)
+
+
+@settings(max_examples=400, deadline=None,
+          suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
+@given(obj=with_env())
+def test_the_secrets_form_judges_every_sort_of_env_entry_as_the_rule(pairs, exported, obj):
+    """no-plaintext-secrets' form on names and values of every sort the rule tells apart: the
+    same findings in the engine, and as exported, the same messages (see the test below)."""
+    [(rule, cel)] = [(r, c) for r, c in pairs if c.policies[0].id == "no-plaintext-secrets"]
+    decision = evaluate(obj, rule)
+    assert _findings(evaluate(obj, cel)) == _findings(decision), obj
+    served, refused = normalize(obj)
+    if refused or any(r.policy is None for r in decision.results):
+        return
+    vap = exported["no-plaintext-secrets"]
+    findings = [found.message for result in decision.results for found in result.findings]
+    failed = _native(vap, served, "default")
+    assert bool(failed) == bool(findings) and None not in failed, (obj, failed)
+    assert all(_joined(message, findings) for message in failed), (failed, findings)
+    assert len("; ".join(failed)) == len("; ".join(str(m) for m in findings)), failed
+
+
 @pytest.fixture(scope="module")
 def corpus() -> list[dict[str, Any]]:
     """The policy test suites' objects, the examples, the real ML and other workloads of
@@ -198,19 +295,15 @@ def test_the_corpus_of_examples_workloads_and_the_benchmark_is_judged_the_same(p
             assert _findings(evaluate(doc, cel)) == _findings(evaluate(doc, rule)), doc
 
 
-def test_the_exported_forms_give_the_rules_findings_as_their_messages(pairs, corpus,
-                                                                     monkeypatch):
+def test_the_exported_forms_give_the_rules_findings_as_their_messages(pairs, exported, corpus):
     """Each exported form, evaluated as the API server evaluates it, on each object of the
     exported kinds as the API server hands it over: it fails exactly where the rule finds
     something, and its messages (one per failing validation, each the failing containers'
     findings joined by '; ') are together every finding of the rule, in the rule's order
     within each: what tests/cluster/test_native_proof.py asks of the API server's answers."""
-    # A form's variables written into each expression make it longer than a policy file's
-    # may be; the API server has no such limit.
-    monkeypatch.setattr(cel_module, "MAX_EXPRESSION_LENGTH", 100_000)
     judged = Counter[str]()
     for rule, cel in pairs:
-        [(vap, _)] = [pair for pair in _vap_pairs(export(cel).objects).values()]
+        vap = exported[cel.policies[0].id]
         for doc in corpus:
             if not _exported_kind(doc) or not _covered(cel, doc):
                 continue

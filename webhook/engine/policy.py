@@ -569,7 +569,8 @@ def for_each_sources(item: ValidationSpec, field: str) -> list[cel.Source]:
         cel.Source(f"{field}.expression", f"{items}.all(each, {check})", "bool"),
         cel.Source(f"{field}.forEach", f"{items}.map(each, {check})"),
         cel.Source(f"{field}.forEach keys",
-                   f"type({items}) == map ? {items}.map(each, each) : {items}.map(each, null)")]
+                   f"type({items}) == map ? dyn({items}.map(each, each)) "
+                   f": dyn({items}.map(each, null))")]
     if item.messageExpression:
         sources.append(cel.Source(f"{field}.messageExpression",
                                   f"{items}.map(each, ({item.messageExpression}))"))

@@ -33,10 +33,6 @@ PYTHON_ONLY = {
     "gpu-resource-claims": (
         "it judges ResourceClaims and ResourceClaimTemplates, whose kinds the export does not "
         "cover; no CEL form written"),
-    "no-plaintext-secrets": (
-        "values read from a ConfigMap need a lookup no admission policy can make, and names "
-        "are split into words and values sorted into references, paths and URLs by rules no "
-        "CEL form is written for"),
     "require-gpu-limits": (
         "a finding is at the field of the GPU resource it is about "
         "(resources.limits[nvidia.com/mig-1g.5gb]), and the shipped accelerator globs "
