@@ -527,8 +527,7 @@ def _build_cel(spec: PolicyFile, where: str, config: Config) -> Policy:
         per_container=item.perContainer,
         each=None if item.forEach is None else Each(
             item.forEach, item.expression, item.messageExpression,
-            compiled[f"validations[{index}].forEach"],
-            compiled[f"validations[{index}].forEach keys"], paths[index][1]))
+            compiled[f"validations[{index}].forEach"], paths[index][1]))
         for index, item in enumerate(spec.validations)]
     mutations = [Mutation(compiled[f"mutations[{index}].jsonPatch.expression"],
                           mutation.jsonPatch.expression)
@@ -562,18 +561,18 @@ def _build_cel(spec: PolicyFile, where: str, config: Config) -> Policy:
 def for_each_sources(item: ValidationSpec, field: str) -> list[cel.Source]:
     """A forEach validation as the expressions the policy's program holds: the check of every
     item (its `expression`, so that it is judged, batched and exported like any other), and,
-    read only when that fails, the verdict of each item, what each item is keyed by (a map's
-    key, nothing for a list's item: its index is its position) and each item's message."""
+    read only when that fails, whether the items are a map's keys and each item with its
+    verdict, and with its message."""
     items, check = f"({item.forEach})", f"({item.expression})"
-    sources = [
-        cel.Source(f"{field}.expression", f"{items}.all(each, {check})", "bool"),
-        cel.Source(f"{field}.forEach", f"{items}.map(each, {check})"),
-        cel.Source(f"{field}.forEach keys",
-                   f"type({items}) == map ? dyn({items}.map(each, each)) "
-                   f": dyn({items}.map(each, null))")]
+
+    def each(value: str) -> str:
+        return f"[dyn(type({items}) == map), dyn({items}.map(each, [dyn(each), dyn({value})]))]"
+
+    sources = [cel.Source(f"{field}.expression", f"{items}.all(each, {check})", "bool"),
+               cel.Source(f"{field}.forEach", each(check))]
     if item.messageExpression:
         sources.append(cel.Source(f"{field}.messageExpression",
-                                  f"{items}.map(each, ({item.messageExpression}))"))
+                                  each(f"({item.messageExpression})")))
     return sources
 
 

@@ -95,14 +95,13 @@ class MatchCondition:
 class Each:
     """A validation's forEach: the list or map whose items are judged one by one. The texts
     as written (`items`, `check`, `message`: the export writes them out), and, compiled in the
-    policy's program, the verdict of each item and what each is keyed by (see
-    policy.for_each_sources). `at`: the step of the fieldPath that is the item's index or key."""
+    policy's program, each item's key and verdict (see policy.for_each_sources). `at`: the
+    step of the fieldPath that is the item's index or key."""
 
     items: str
     check: str
     message: str | None
     verdicts: Expression
-    keys: Expression
     at: int | None = None
 
 
@@ -392,16 +391,15 @@ class CelPolicy:
         each = validation.each
         assert each is not None
         where = f"validations[{index}].forEach"
-        verdicts = _run(each.verdicts, bound, where, meter, at, sizes)
-        keys = _run(each.keys, bound, where, meter, at, sizes)
-        if not isinstance(verdicts, list) or not isinstance(keys, list) \
-                or len(verdicts) != len(keys):
-            raise EvaluationError(f"{where}: yields {_type(verdicts)}, not a list or a map")
-        messages = self._item_messages(validation, keys, shown, meter, at, sizes)
+        verdicts = _pairs(_run(each.verdicts, bound, where, meter, at, sizes))
+        if verdicts is None:
+            raise EvaluationError(f"{where}: yields no list or map")
+        messages = self._item_messages(validation, [key for key, _ in verdicts], shown, meter,
+                                       at, sizes)
         fallback = _one_line(validation.message) if validation.message \
             else f"failed expression: {_one_line(each.check)}"
         failed = []
-        for position, (verdict, key) in enumerate(zip(verdicts, keys, strict=True)):
+        for position, (key, verdict) in enumerate(verdicts):
             if verdict is True:
                 continue
             if verdict is not False:
@@ -420,8 +418,6 @@ class CelPolicy:
         """Each item's messageExpression, seen on the object with its values hidden (as a
         messageExpression always is); None where it yields no string, for every item when
         the hidden object's items are not the same items."""
-        each = validation.each
-        assert each is not None
         none: list[str | None] = [None] * len(keys)
         if validation.message_expression is None:
             return none
@@ -429,15 +425,14 @@ class CelPolicy:
             hidden = shown()
             if hidden is False:
                 return none
-            texts = _run(validation.message_expression, hidden, "messageExpression", meter,
-                         at, sizes)
-            same = _run(each.keys, hidden, "messageExpression", meter, at, sizes)
+            texts = _pairs(_run(validation.message_expression, hidden, "messageExpression",
+                                meter, at, sizes))
         except EvaluationError:
             return none
-        if not isinstance(texts, list) or same != keys:
+        if texts is None or [key for key, _ in texts] != keys:
             return none
         return [_one_line(text) if isinstance(text, str) and text.strip() else None
-                for text in texts]
+                for _, text in texts]
 
     def _together(self, bound: Any, at: int | None, sizes: Sizes | None,
                   meter: Meter) -> list[Any] | None:
@@ -477,6 +472,17 @@ class CelPolicy:
         if validation.message:
             return _one_line(validation.message)
         return f"failed expression: {_one_line(validation.expression.text)}"
+
+
+def _pairs(value: Any) -> list[tuple[Any, Any]] | None:
+    """A forEach's [whether the items are a map's keys, [item, value] of each item] as (key,
+    value) of each item, the key None for a list's item (its index is its position); None
+    when it is not that."""
+    if not isinstance(value, list) or len(value) != 2 or not isinstance(value[1], list) \
+            or not all(isinstance(pair, list) and len(pair) == 2 for pair in value[1]):
+        return None
+    keyed = value[0] is True
+    return [(pair[0] if keyed else None, pair[1]) for pair in value[1]]
 
 
 _OPERATIONS = frozenset({"add", "replace", "remove"})
