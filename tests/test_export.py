@@ -215,6 +215,8 @@ def test_the_command_writes_yaml_names_refusals_and_sets_its_exit_code(tmp_path)
         ("ValidatingAdmissionPolicyBinding", "quickq-guard-liveness-probe-tolerance"),
         ("ValidatingAdmissionPolicy", "quickq-guard-no-plaintext-secrets"),
         ("ValidatingAdmissionPolicyBinding", "quickq-guard-no-plaintext-secrets"),
+        ("ValidatingAdmissionPolicy", "quickq-guard-require-gpu-limits"),
+        ("ValidatingAdmissionPolicyBinding", "quickq-guard-require-gpu-limits"),
         ("ValidatingAdmissionPolicy", "quickq-guard-require-labels"),
         ("ValidatingAdmissionPolicyBinding", "quickq-guard-require-labels"),
         ("ValidatingAdmissionPolicy", "quickq-guard-require-requests"),

@@ -33,12 +33,6 @@ PYTHON_ONLY = {
     "gpu-resource-claims": (
         "it judges ResourceClaims and ResourceClaimTemplates, whose kinds the export does not "
         "cover; no CEL form written"),
-    "require-gpu-limits": (
-        "a finding is at the field of the GPU resource it is about "
-        "(resources.limits[nvidia.com/mig-1g.5gb]), and the shipped accelerator globs "
-        "(nvidia.com/mig-*, amd.com/*px_nps*) match names no fixed CEL fieldPath can name; "
-        "the API server itself refuses a fractional GPU count, a GPU request without a "
-        "limit and one unequal to its limit (a count of 0 is what it lets through)"),
     "require-kueue-queue": (
         "a GPU workload that gets its GPUs through DRA claims is found by reading the claims, "
         "which an admission policy cannot look up; off by default"),
