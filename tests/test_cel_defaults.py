@@ -13,6 +13,7 @@ from typing import Any
 
 import pytest
 import yaml
+from builders import workload
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from test_cel_examples import container_fields, objects
@@ -22,11 +23,12 @@ from test_export import pairs as _vap_pairs
 from webhook import Decision, evaluate, load_policies
 from webhook.engine import cel as cel_module
 from webhook.engine.apiserver import REFUSED
+from webhook.engine.claims import claims_from
 from webhook.engine.normalize import normalize
 from webhook.engine.policy import PolicySet
 from webhook.engine.workload import BUILT_IN
 from webhook.export.forms import FORMS_DIR
-from webhook.export.vap import EXPORTED_KINDS, export
+from webhook.export.vap import export
 from webhook.loader import default_policies_dir
 
 CEL_FORMS = sorted(path.stem for path in FORMS_DIR.glob("*.yaml"))
@@ -167,7 +169,7 @@ def with_images(draw: Any) -> dict[str, Any]:
 @pytest.fixture(scope="module")
 def pairs(tmp_path_factory: pytest.TempPathFactory) -> list[tuple[PolicySet, PolicySet]]:
     """(the shipped built-in rule, its CEL form) for each form."""
-    assert CEL_FORMS == ["disallow-latest-tag", "disallow-root-user",
+    assert CEL_FORMS == ["disallow-latest-tag", "disallow-root-user", "gpu-priority-class",
                          "liveness-probe-tolerance", "no-plaintext-secrets", "require-gpu-limits",
                          "require-labels", "require-requests"]
     out = []
@@ -184,8 +186,9 @@ def pairs(tmp_path_factory: pytest.TempPathFactory) -> list[tuple[PolicySet, Pol
 
 
 # The forms that judge only the kinds the export covers: the webhook keeps the rule for the
-# ML workload kinds, whose labels are in maps and lists of templates.
-EXPORTED_ONLY = {"require-labels"}
+# ML workload kinds, whose labels are in maps and lists of templates and whose several pod
+# specs are each a GPU pod or not.
+EXPORTED_ONLY = {"require-labels", "gpu-priority-class"}
 # disallow-root-user's form judges every kind as the rule does but Argo's workflows, whose
 # templates inherit the workflow's spec.securityContext where only the rule looks (the export
 # covers no Argo kind).
@@ -209,7 +212,7 @@ def _covered(cel: PolicySet, obj: dict[str, Any], rule: Decision | None = None) 
         return False
     if form in NOT_ARGO:
         return not str(obj.get("apiVersion", "")).startswith("argoproj.io/")
-    return form not in EXPORTED_ONLY or obj.get("kind") in EXPORTED_KINDS
+    return form not in EXPORTED_ONLY or _exported_kind(obj)
 
 
 def _findings(decision: Decision) -> tuple[str, list[tuple[str, str | None, str, bool]]]:
@@ -274,19 +277,27 @@ def with_gpus(draw: Any) -> dict[str, Any]:
         return {"apiVersion": "quickq.io/v1", "kind": "NodeTemplate",
                 "metadata": {"name": "nt", "namespace": "default"},
                 "spec": {"image": "registry.example.com/app:1.0", "resources": resources()}}
-    return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p", "namespace": "default"},
-            "spec": {"containers": [{"name": f"c{index}", "image": "app:1.0",
-                                     "resources": resources()}
-                                    for index in range(draw(st.integers(1, 2)))]}}
+    spec = {"containers": [{"name": f"c{index}", "image": "app:1.0", "resources": resources()}
+                           for index in range(draw(st.integers(1, 2)))]}
+    if draw(st.booleans()):
+        spec["initContainers"] = [{"name": "init", "image": "app:1.0", "resources": resources()}]
+    priority = draw(st.sampled_from([None, "", "gpu-high"]))
+    if priority is not None:
+        spec["priorityClassName"] = priority
+    kind = draw(st.sampled_from(["Pod", "Deployment", "CronJob"]))
+    return workload(kind, *spec.pop("containers"), **spec) if kind != "Pod" else {
+        "apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p", "namespace": "default"},
+        "spec": spec}
 
 
 @settings(max_examples=400, deadline=None,
           suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
 @given(obj=with_gpus())
 def test_the_gpu_limits_form_judges_every_sort_of_count_as_the_rule(pairs, exported, obj):
-    """require-gpu-limits' form on GPU counts of every sort: the same findings in the engine,
-    and as exported, the same messages."""
+    """require-gpu-limits' and gpu-priority-class's forms on GPU counts of every sort: the
+    same findings in the engine, and as exported, the same messages."""
     _same_as_exported("require-gpu-limits", pairs, exported, obj)
+    _same_as_exported("gpu-priority-class", pairs, exported, obj)
 
 
 @pytest.fixture(scope="module")
@@ -358,6 +369,25 @@ def test_the_corpus_of_examples_workloads_and_the_benchmark_is_judged_the_same(p
             decision = evaluate(doc, rule)
             if _covered(cel, doc, decision):
                 assert _findings(evaluate(doc, cel)) == _findings(decision), doc
+
+
+def test_gpu_pods_through_dra_claims_are_the_one_gap_of_the_priority_class_form(pairs, corpus):
+    """gpu-priority-class's form reads no DRA claim (no admission policy can look one up):
+    with the corpus's ResourceClaims and ResourceClaimTemplates resolved, the rule asks a
+    priority class of pods that get their GPUs through a claim and the form does not. Those
+    are the only objects where the two differ, as `export` and README state."""
+    [(rule, cel)] = [(r, c) for r, c in pairs if c.policies[0].id == "gpu-priority-class"]
+    claims = claims_from(corpus)
+    gap = []
+    for doc in corpus:
+        if not _covered(cel, doc):
+            continue
+        resolved = evaluate(doc, rule, claims=claims)
+        if _findings(resolved) != _findings(evaluate(doc, cel)):
+            gap.append(doc["metadata"]["name"])
+            assert _findings(evaluate(doc, rule)) == _findings(evaluate(doc, cel)), doc
+            assert "resourceClaims" in str(doc["spec"]), doc
+    assert gap == ["per-pod", "shared-claim"]
 
 
 def test_the_exported_forms_give_the_rules_findings_as_their_messages(pairs, exported, corpus):

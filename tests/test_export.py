@@ -35,7 +35,7 @@ from test_cel_examples import objects
 from webhook import Config, evaluate, load_policies
 from webhook.engine import cel
 from webhook.engine.policy import PolicySet
-from webhook.export.forms import FORMS_DIR, PYTHON_ONLY, with_cel_forms
+from webhook.export.forms import FORM_GAPS, FORMS_DIR, PYTHON_ONLY, with_cel_forms
 from webhook.export.vap import RESOURCES, export, translate
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -211,6 +211,8 @@ def test_the_command_writes_yaml_names_refusals_and_sets_its_exit_code(tmp_path)
         ("ValidatingAdmissionPolicyBinding", "quickq-guard-disallow-latest-tag"),
         ("ValidatingAdmissionPolicy", "quickq-guard-disallow-root-user"),
         ("ValidatingAdmissionPolicyBinding", "quickq-guard-disallow-root-user"),
+        ("ValidatingAdmissionPolicy", "quickq-guard-gpu-priority-class"),
+        ("ValidatingAdmissionPolicyBinding", "quickq-guard-gpu-priority-class"),
         ("ValidatingAdmissionPolicy", "quickq-guard-liveness-probe-tolerance"),
         ("ValidatingAdmissionPolicyBinding", "quickq-guard-liveness-probe-tolerance"),
         ("ValidatingAdmissionPolicy", "quickq-guard-no-plaintext-secrets"),
@@ -375,6 +377,10 @@ def test_each_default_validate_rule_has_a_cel_form_or_a_reason_in_readme():
     readme = (ROOT / "README.md").read_text()
     for policy, why in PYTHON_ONLY.items():
         assert why in refused[policy]
+        assert f"| `{policy}` |" in readme, policy
+    # What an exported form leaves to the webhook is said by `export` and README.
+    for policy, left in FORM_GAPS.items():
+        assert policy in forms and f"{policy}: {left}" in exported.notes
         assert f"| `{policy}` |" in readme, policy
 
 

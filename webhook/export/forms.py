@@ -14,9 +14,10 @@ from __future__ import annotations
 
 import json
 from dataclasses import replace
+from pathlib import Path
 from typing import Any
 
-from webhook.engine.policy import PolicySet
+from webhook.engine.policy import Policy, PolicySet
 from webhook.loader import default_policies_dir, load_policies
 
 FORMS_DIR = default_policies_dir() / "cel-forms"
@@ -26,9 +27,6 @@ FORMS_DIR = default_policies_dir() / "cel-forms"
 PYTHON_ONLY = {
     "gpu-claim-usage": (
         "it reads the ResourceClaims and ResourceClaimTemplates a pod names, which an "
-        "admission policy cannot look up"),
-    "gpu-priority-class": (
-        "a pod that gets GPUs through DRA claims is found by reading the claims, which an "
         "admission policy cannot look up"),
     "gpu-resource-claims": (
         "it judges ResourceClaims and ResourceClaimTemplates, whose kinds the export does not "
@@ -40,6 +38,23 @@ PYTHON_ONLY = {
         "no CEL form needed: the API server itself refuses an invalid quantity (decoding) "
         "and a request above its limit (validation) before any admission policy runs"),
 }
+
+
+# What an exported form leaves to the webhook: a lookup no admission policy can make. `export`
+# says it (a note) and README's table does.
+FORM_GAPS = {
+    "gpu-priority-class": (
+        "pods that get GPUs only through DRA claims are not asked for a priority class by the "
+        "exported policy (whether a claim hands out GPUs is its device class, and it cannot "
+        "look the claim up); the webhook asks"),
+}
+
+
+def gap(policy: Policy) -> str:
+    """What the policy, exported from its CEL form, leaves to the webhook ('' for nothing)."""
+    if policy.cel is None or Path(policy.source).parent != FORMS_DIR:
+        return ""
+    return FORM_GAPS.get(policy.id, "")
 
 
 def with_cel_forms(policies: PolicySet) -> PolicySet:

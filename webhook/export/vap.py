@@ -41,7 +41,7 @@ from webhook.engine.globs import glob_regex
 from webhook.engine.policy import Config, Policy, PolicySet
 from webhook.engine.rules.cel import Each
 from webhook.engine.workload import BUILT_IN, IN_TEMPLATE, api_group
-from webhook.export import kubernetes_cel
+from webhook.export import forms, kubernetes_cel
 from webhook.export.forms import PYTHON_ONLY
 
 API_VERSION = "admissionregistration.k8s.io/v1"  # GA since Kubernetes 1.30
@@ -99,6 +99,9 @@ def export(policies: PolicySet) -> Exported:
             expected = policy.cel is None or policy.type != "validate" or policy.action == "off"
             refusals.append(Refusal(policy.id, str(error), expected))
             continue
+        left_to_webhook = forms.gap(policy)
+        if left_to_webhook:
+            notes.append(f"{policy.id}: {left_to_webhook}")
         left_out = [kind for kind in policy.match.kinds if kind not in EXPORTED_KINDS]
         if left_out:
             notes.append(f"{policy.id}: exported for {', '.join(_exported_kinds(policy))} "
