@@ -20,7 +20,7 @@ from test_cel_examples import container_fields, objects
 from test_export import bindings, compiled
 from test_export import pairs as _vap_pairs
 
-from webhook import Decision, evaluate, load_policies
+from webhook import Config, Decision, evaluate, load_policies
 from webhook.engine import cel as cel_module
 from webhook.engine.apiserver import REFUSED
 from webhook.engine.claims import claims_from
@@ -168,19 +168,23 @@ def with_images(draw: Any) -> dict[str, Any]:
 
 @pytest.fixture(scope="module")
 def pairs(tmp_path_factory: pytest.TempPathFactory) -> list[tuple[PolicySet, PolicySet]]:
-    """(the shipped built-in rule, its CEL form) for each form."""
+    """(the shipped built-in rule, its CEL form) for each form; require-kueue-queue, off as
+    shipped, switched on (audit)."""
     assert CEL_FORMS == ["disallow-latest-tag", "disallow-root-user", "gpu-priority-class",
                          "liveness-probe-tolerance", "no-plaintext-secrets", "require-gpu-limits",
-                         "require-labels", "require-requests"]
+                         "require-kueue-queue", "require-labels", "require-requests"]
     out = []
     for name in CEL_FORMS:
+        config = Config.model_validate(
+            {"policies": {name: {"action": "audit"}}} if name == "require-kueue-queue" else {})
         folders = []
         for which, source in (("rule", default_policies_dir()), ("cel", FORMS_DIR)):
             folder = tmp_path_factory.mktemp(f"{name}-{which}")
             (folder / f"{name}.yaml").write_text((source / f"{name}.yaml").read_text())
-            folders.append(load_policies(folder))
+            folders.append(load_policies(folder, config))
         rule, cel = folders
         assert rule.policies[0].rule is not None and cel.policies[0].cel is not None
+        assert rule.policies[0].action != "off" and cel.policies[0].action != "off"
         out.append((rule, cel))
     return out
 
@@ -188,7 +192,7 @@ def pairs(tmp_path_factory: pytest.TempPathFactory) -> list[tuple[PolicySet, Pol
 # The forms that judge only the kinds the export covers: the webhook keeps the rule for the
 # ML workload kinds, whose labels are in maps and lists of templates and whose several pod
 # specs are each a GPU pod or not.
-EXPORTED_ONLY = {"require-labels", "gpu-priority-class"}
+EXPORTED_ONLY = {"require-labels", "gpu-priority-class", "require-kueue-queue"}
 # disallow-root-user's form judges every kind as the rule does but Argo's workflows, whose
 # templates inherit the workflow's spec.securityContext where only the rule looks (the export
 # covers no Argo kind).
@@ -285,19 +289,29 @@ def with_gpus(draw: Any) -> dict[str, Any]:
     if priority is not None:
         spec["priorityClassName"] = priority
     kind = draw(st.sampled_from(["Pod", "Deployment", "CronJob"]))
-    return workload(kind, *spec.pop("containers"), **spec) if kind != "Pod" else {
+    obj = workload(kind, *spec.pop("containers"), **spec) if kind != "Pod" else {
         "apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p", "namespace": "default"},
         "spec": spec}
+    # Kueue's label, and an owner that is (or is not) the object's controller.
+    obj["metadata"]["labels"] = draw(st.sampled_from([
+        {"app": "p"}, {"app": "p", "kueue.x-k8s.io/queue-name": "team-a"}]))
+    owner = draw(st.sampled_from([None, True, False]))
+    if owner is not None:
+        obj["metadata"]["ownerReferences"] = [{"apiVersion": "batch/v1", "kind": "Job",
+                                               "name": "j", "uid": "u", "controller": owner}]
+    return obj
 
 
 @settings(max_examples=400, deadline=None,
           suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
 @given(obj=with_gpus())
 def test_the_gpu_limits_form_judges_every_sort_of_count_as_the_rule(pairs, exported, obj):
-    """require-gpu-limits' and gpu-priority-class's forms on GPU counts of every sort: the
-    same findings in the engine, and as exported, the same messages."""
+    """The GPU policies' forms (require-gpu-limits, gpu-priority-class, require-kueue-queue)
+    on GPU counts of every sort: the same findings in the engine, and as exported, the same
+    messages."""
     _same_as_exported("require-gpu-limits", pairs, exported, obj)
     _same_as_exported("gpu-priority-class", pairs, exported, obj)
+    _same_as_exported("require-kueue-queue", pairs, exported, obj)
 
 
 @pytest.fixture(scope="module")
@@ -371,12 +385,14 @@ def test_the_corpus_of_examples_workloads_and_the_benchmark_is_judged_the_same(p
                 assert _findings(evaluate(doc, cel)) == _findings(decision), doc
 
 
-def test_gpu_pods_through_dra_claims_are_the_one_gap_of_the_priority_class_form(pairs, corpus):
-    """gpu-priority-class's form reads no DRA claim (no admission policy can look one up):
-    with the corpus's ResourceClaims and ResourceClaimTemplates resolved, the rule asks a
-    priority class of pods that get their GPUs through a claim and the form does not. Those
-    are the only objects where the two differ, as `export` and README state."""
-    [(rule, cel)] = [(r, c) for r, c in pairs if c.policies[0].id == "gpu-priority-class"]
+@pytest.mark.parametrize("form", ["gpu-priority-class", "require-kueue-queue"])
+def test_gpu_pods_through_dra_claims_are_the_one_gap_of_the_gpu_workload_forms(
+        pairs, corpus, form):
+    """The forms read no DRA claim (no admission policy can look one up): with the corpus's
+    ResourceClaims and ResourceClaimTemplates resolved, the rule asks a priority class (a
+    queue) of pods that get their GPUs through a claim and the form does not. Those are the
+    only objects where the two differ, as `export` and README state."""
+    [(rule, cel)] = [(r, c) for r, c in pairs if c.policies[0].id == form]
     claims = claims_from(corpus)
     gap = []
     for doc in corpus:

@@ -31,9 +31,6 @@ PYTHON_ONLY = {
     "gpu-resource-claims": (
         "it judges ResourceClaims and ResourceClaimTemplates, whose kinds the export does not "
         "cover; no CEL form written"),
-    "require-kueue-queue": (
-        "a GPU workload that gets its GPUs through DRA claims is found by reading the claims, "
-        "which an admission policy cannot look up; off by default"),
     "valid-resource-quantities": (
         "no CEL form needed: the API server itself refuses an invalid quantity (decoding) "
         "and a request above its limit (validation) before any admission policy runs"),
@@ -47,6 +44,10 @@ FORM_GAPS = {
         "pods that get GPUs only through DRA claims are not asked for a priority class by the "
         "exported policy (whether a claim hands out GPUs is its device class, and it cannot "
         "look the claim up); the webhook asks"),
+    "require-kueue-queue": (
+        "workloads whose pods get GPUs only through DRA claims are not asked for a Kueue queue "
+        "by the exported policy (whether a claim hands out GPUs is its device class, and it "
+        "cannot look the claim up); the webhook asks"),
 }
 
 
