@@ -339,6 +339,16 @@ def test_exported_policies_judge_as_the_engine_does(exported_sets, obj, privileg
                 assert found.message in text
 
 
+@pytest.mark.parametrize("name", ["namespace", "package", "var"])
+def test_a_variable_named_with_a_word_kubernetes_reserves_is_not_exported(tmp_path, name):
+    """The API server refuses a ValidatingAdmissionPolicy whose variable is named `namespace`
+    (a reserved word of CEL), though quickq-guard's CEL reads it as `variables.namespace`."""
+    folder = write(tmp_path, policy(variables=[{"name": name, "expression": "1"}],
+                                    validations=[{"expression": f"variables.{name} == 1"}]))
+    [refusal] = export(load(folder)).refusals
+    assert f"a variable named {name}, a word Kubernetes 1.35 and 1.36 reserve" in refusal.reason
+
+
 def test_translate_keeps_object_scope_expressions_as_written(tmp_path):
     folder = write(tmp_path, policy(validations=[{
         "expression": "object.metadata.name.startsWith('a') // a comment\n && true",

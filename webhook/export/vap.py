@@ -143,6 +143,11 @@ def translate(policy: Policy, config: Config) -> list[dict[str, Any]]:
         if reserved in defined:
             raise NotExportable(f"it defines a variable named {reserved}, the name the "
                                 f"export gives quickq-guard's {reserved}")
+    for variable in program.variables:
+        if variable.name in kubernetes_cel.RESERVED:
+            raise NotExportable(f"it defines a variable named {variable.name}, a word "
+                                f"{kubernetes_cel.KUBERNETES_VERSIONS} reserve in CEL: the API "
+                                "server refuses it as a variable's name")
     rules = _resource_rules(policy, config)
     if not rules:
         raise NotExportable(f"it judges only {', '.join(policy.match.kinds)}: the export "
