@@ -52,8 +52,8 @@ def test_the_chart_file_is_the_export_of_the_shipped_policies() -> None:
 def test_enabled_installs_the_shipped_policies_with_the_charts_exclusions() -> None:
     docs = native(helm_template(ON, extra=MAP_API))
     assert sorted(doc["kind"] for doc in docs) == ["MutatingAdmissionPolicy"] * 2 + [
-        "MutatingAdmissionPolicyBinding"] * 2 + ["ValidatingAdmissionPolicy"] * 4 + [
-        "ValidatingAdmissionPolicyBinding"] * 4
+        "MutatingAdmissionPolicyBinding"] * 2 + ["ValidatingAdmissionPolicy"] * 8 + [
+        "ValidatingAdmissionPolicyBinding"] * 8
     shipped = {(doc["kind"], doc["metadata"]["name"]): doc
                for doc in yaml.safe_load_all(chart.NATIVE_FILE.read_text()) if doc}
     for doc in docs:

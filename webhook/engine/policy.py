@@ -24,6 +24,7 @@ from webhook.engine.rules import RULES, Rule
 from webhook.engine.rules._base import Params
 from webhook.engine.rules.cel import (
     CelPolicy,
+    Each,
     MatchCondition,
     Mutation,
     Validation,
@@ -105,13 +106,19 @@ class MatchConditionSpec(Model):
 
 class ValidationSpec(Model):
     """One CEL check, in ValidatingAdmissionPolicy's words; `fieldPath` names the field a
-    finding points at, relative to the container in `scope: container`."""
+    finding points at, relative to the container in `scope: container`. quickq-guard's own:
+    `forEach` (a list or map: the check is judged for each item, bound as `each`, a finding
+    per item that fails, and a `[*]` step of fieldPath is the item's index or key) and
+    `perContainer` (a fieldPath at the pod spec still gives a finding for each container,
+    naming it)."""
 
     expression: str
     message: str | None = None
     messageExpression: str | None = None
     reason: Literal["Unauthorized", "Forbidden", "Invalid", "RequestEntityTooLarge"] | None = None
     fieldPath: str | None = None
+    forEach: str | None = None
+    perContainer: bool = False
 
 
 class JSONPatchSpec(Model):
@@ -482,6 +489,9 @@ def _build_cel(spec: PolicyFile, where: str, config: Config) -> Policy:
         variables.append((variable.name, cel.Source(field, variable.expression)))
     sources: list[cel.Source] = []
     for index, item in enumerate(spec.validations):
+        if item.forEach is not None:
+            sources += for_each_sources(item, f"validations[{index}]")
+            continue
         sources.append(cel.Source(f"validations[{index}].expression", item.expression, "bool"))
         if item.messageExpression:
             sources.append(cel.Source(f"validations[{index}].messageExpression",
@@ -492,12 +502,16 @@ def _build_cel(spec: PolicyFile, where: str, config: Config) -> Policy:
                                   literals=False))
     for source in sources:
         _known_variables(source.text, seen, where, source.field)
-    paths = []
+    paths: list[tuple[tuple[str | int, ...], int | None]] = []
     for index, item in enumerate(spec.validations):
         try:
-            paths.append(parse_field_path(item.fieldPath) if item.fieldPath else ())
+            paths.append(parse_field_path(item.fieldPath, each=item.forEach is not None)
+                         if item.fieldPath else ((), None))
         except ValueError as error:
             raise PolicyError(f"{where}: validations[{index}].fieldPath: {error}") from None
+        if item.perContainer and scope != "container":
+            raise PolicyError(f"{where}: validations[{index}].perContainer: only a policy "
+                              "with `scope: container` names containers")
     checks = [index for index, source in enumerate(sources) if source.kind == "bool"]
     try:
         expressions, together = cel.compile_policy(scope, variables, sources, checks)
@@ -509,7 +523,11 @@ def _build_cel(spec: PolicyFile, where: str, config: Config) -> Policy:
         message=item.message,
         message_expression=compiled.get(f"validations[{index}].messageExpression"),
         reason=item.reason,
-        field_path=paths[index])
+        field_path=paths[index][0],
+        per_container=item.perContainer,
+        each=None if item.forEach is None else Each(
+            item.forEach, item.expression, item.messageExpression,
+            compiled[f"validations[{index}].forEach"], paths[index][1]))
         for index, item in enumerate(spec.validations)]
     mutations = [Mutation(compiled[f"mutations[{index}].jsonPatch.expression"],
                           mutation.jsonPatch.expression)
@@ -538,6 +556,24 @@ def _build_cel(spec: PolicyFile, where: str, config: Config) -> Policy:
                   params=CelParams.model_validate(params), match=spec.match, message=None,
                   source=where, cel=program,
                   claims=bool(CLAIM_KINDS.intersection(spec.match.kinds)))
+
+
+def for_each_sources(item: ValidationSpec, field: str) -> list[cel.Source]:
+    """A forEach validation as the expressions the policy's program holds: the check of every
+    item (its `expression`, so that it is judged, batched and exported like any other), and,
+    read only when that fails, whether the items are a map's keys and each item with its
+    verdict, and with its message."""
+    items, check = f"({item.forEach})", f"({item.expression})"
+
+    def each(value: str) -> str:
+        return f"[dyn(type({items}) == map), dyn({items}.map(each, [dyn(each), dyn({value})]))]"
+
+    sources = [cel.Source(f"{field}.expression", f"{items}.all(each, {check})", "bool"),
+               cel.Source(f"{field}.forEach", each(check))]
+    if item.messageExpression:
+        sources.append(cel.Source(f"{field}.messageExpression",
+                                  each(f"({item.messageExpression})")))
+    return sources
 
 
 def _known_variables(text: str, defined: set[str], where: str, field: str) -> None:

@@ -67,7 +67,7 @@ def _parse_text(text: str) -> Decimal | None:
     if number < 0:
         return None
     suffix = match.group("suffix") or ""
-    if suffix[:1] in ("e", "E"):
+    if len(suffix) > 1 and suffix[0] in "eE":  # an exponent; E alone is exa
         exponent = int(suffix[1:])
         # Far beyond any real amount, and beyond what Decimal represents without trapping.
         if abs(exponent) > 1000:
@@ -113,7 +113,7 @@ def _canonical_text(text: str) -> str | None:
         return None
     suffix = match.group("suffix") or ""
     amount = Decimal(match.group("number"))
-    if suffix[:1] in ("e", "E"):
+    if len(suffix) > 1 and suffix[0] in "eE":
         exponent = int(suffix[1:])
         if abs(exponent) > 1000:
             return None

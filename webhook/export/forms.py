@@ -14,9 +14,10 @@ from __future__ import annotations
 
 import json
 from dataclasses import replace
+from pathlib import Path
 from typing import Any
 
-from webhook.engine.policy import PolicySet
+from webhook.engine.policy import Policy, PolicySet
 from webhook.loader import default_policies_dir, load_policies
 
 FORMS_DIR = default_policies_dir() / "cel-forms"
@@ -24,36 +25,37 @@ FORMS_DIR = default_policies_dir() / "cel-forms"
 # table. A lookup no admission policy can make, a finding CEL cannot word or place the same,
 # or a form not written yet.
 PYTHON_ONLY = {
-    "disallow-root-user": (
-        "a pod-level runAsUser: 0 is a finding for each container, naming it, at the pod's "
-        "field, which a CEL validation (one fieldPath, the container's or the pod's) cannot "
-        "give; no CEL form"),
     "gpu-claim-usage": (
         "it reads the ResourceClaims and ResourceClaimTemplates a pod names, which an "
-        "admission policy cannot look up"),
-    "gpu-priority-class": (
-        "a pod that gets GPUs through DRA claims is found by reading the claims, which an "
         "admission policy cannot look up"),
     "gpu-resource-claims": (
         "it judges ResourceClaims and ResourceClaimTemplates, whose kinds the export does not "
         "cover; no CEL form written"),
-    "no-plaintext-secrets": (
-        "values read from a ConfigMap need a lookup no admission policy can make, and names "
-        "are split into words and values sorted into references, paths and URLs by rules no "
-        "CEL form is written for"),
-    "require-gpu-limits": (
-        "a finding is at the field of the GPU resource it is about "
-        "(resources.limits[nvidia.com/mig-1g.5gb]), and the shipped accelerator globs "
-        "(nvidia.com/mig-*, amd.com/*px_nps*) match names no fixed CEL fieldPath can name; "
-        "the API server itself refuses a fractional GPU count, a GPU request without a "
-        "limit and one unequal to its limit (a count of 0 is what it lets through)"),
-    "require-kueue-queue": (
-        "a GPU workload that gets its GPUs through DRA claims is found by reading the claims, "
-        "which an admission policy cannot look up; off by default"),
     "valid-resource-quantities": (
         "no CEL form needed: the API server itself refuses an invalid quantity (decoding) "
         "and a request above its limit (validation) before any admission policy runs"),
 }
+
+
+# What an exported form leaves to the webhook: a lookup no admission policy can make. `export`
+# says it (a note) and README's table does.
+FORM_GAPS = {
+    "gpu-priority-class": (
+        "pods that get GPUs only through DRA claims are not asked for a priority class by the "
+        "exported policy (whether a claim hands out GPUs is its device class, and it cannot "
+        "look the claim up); the webhook asks"),
+    "require-kueue-queue": (
+        "workloads whose pods get GPUs only through DRA claims are not asked for a Kueue queue "
+        "by the exported policy (whether a claim hands out GPUs is its device class, and it "
+        "cannot look the claim up); the webhook asks"),
+}
+
+
+def gap(policy: Policy) -> str:
+    """What the policy, exported from its CEL form, leaves to the webhook ('' for nothing)."""
+    if policy.cel is None or Path(policy.source).parent != FORMS_DIR:
+        return ""
+    return FORM_GAPS.get(policy.id, "")
 
 
 def with_cel_forms(policies: PolicySet) -> PolicySet:

@@ -40,6 +40,11 @@ from webhook.engine.cel.go import GUARDS, guarded
 from webhook.engine.rules.cel import CelPolicy
 
 KUBERNETES_VERSIONS = "Kubernetes 1.35 and 1.36"
+# The words an admission policy's variable may not be named (CEL's reserved words, which the
+# API server checks a variable's name against).
+RESERVED = frozenset({"true", "false", "null", "in", "as", "break", "const", "continue", "else",
+                      "for", "function", "if", "import", "let", "loop", "package", "namespace",
+                      "return", "var", "void", "while"})
 T = _cel.Type
 S, B, N, D, DYN = T.STRING, T.BOOL, T.INT, T.DOUBLE, T.DYN  # N: an int
 Q = T.AbstractType("kubernetes.Quantity")

@@ -39,8 +39,9 @@ from webhook.engine.cel import lex
 from webhook.engine.evaluate import MIRROR_POD_ANNOTATION
 from webhook.engine.globs import glob_regex
 from webhook.engine.policy import Config, Policy, PolicySet
+from webhook.engine.rules.cel import Each
 from webhook.engine.workload import BUILT_IN, IN_TEMPLATE, api_group
-from webhook.export import kubernetes_cel
+from webhook.export import forms, kubernetes_cel
 from webhook.export.forms import PYTHON_ONLY
 
 API_VERSION = "admissionregistration.k8s.io/v1"  # GA since Kubernetes 1.30
@@ -98,6 +99,9 @@ def export(policies: PolicySet) -> Exported:
             expected = policy.cel is None or policy.type != "validate" or policy.action == "off"
             refusals.append(Refusal(policy.id, str(error), expected))
             continue
+        left_to_webhook = forms.gap(policy)
+        if left_to_webhook:
+            notes.append(f"{policy.id}: {left_to_webhook}")
         left_out = [kind for kind in policy.match.kinds if kind not in EXPORTED_KINDS]
         if left_out:
             notes.append(f"{policy.id}: exported for {', '.join(_exported_kinds(policy))} "
@@ -139,6 +143,11 @@ def translate(policy: Policy, config: Config) -> list[dict[str, Any]]:
         if reserved in defined:
             raise NotExportable(f"it defines a variable named {reserved}, the name the "
                                 f"export gives quickq-guard's {reserved}")
+    for variable in program.variables:
+        if variable.name in kubernetes_cel.RESERVED:
+            raise NotExportable(f"it defines a variable named {variable.name}, a word "
+                                f"{kubernetes_cel.KUBERNETES_VERSIONS} reserve in CEL: the API "
+                                "server refuses it as a variable's name")
     rules = _resource_rules(policy, config)
     if not rules:
         raise NotExportable(f"it judges only {', '.join(policy.match.kinds)}: the export "
@@ -167,14 +176,19 @@ def translate(policy: Policy, config: Config) -> list[dict[str, Any]]:
     any_per_container = False
     for validation in program.validations:
         expression = _rewrite(validation.expression.text, as_variables, inline)
-        message = validation.message or f"failed expression: {validation.expression.text}"
+        each = validation.each
+        message = validation.message or \
+            f"failed expression: {each.check if each else validation.expression.text}"
         message_expression = (_rewrite(validation.message_expression.text, as_variables, inline)
                               if validation.message_expression is not None else None)
         item: dict[str, str] = {}
         per_container = program.scope == "container" and any(
             _reads(text, _CONTAINER_NAMES) for text in (expression, message_expression or ""))
         any_per_container = any_per_container or per_container
-        if per_container:
+        if each is not None:
+            item["expression"], item["messageExpression"] = _for_each(
+                each, as_variables, inline, message, item_name if per_container else None)
+        elif per_container:
             item["expression"], item["messageExpression"] = _per_container(
                 expression, message_expression, message, item_name)
         else:
@@ -337,6 +351,29 @@ def _per_container(expression: str, message_expression: str | None, message: str
     return (f"variables.containers.all({item}, {bound})",
             f"variables.containers.filter({item}, !({bound}))"
             f".map({item}, {item}.label + ': ' + ({text})).join('; ')")
+
+
+def _for_each(each: Each, as_variables: Mapping[str, str], inline: Mapping[str, str],
+              message: str, item: str | None) -> tuple[str, str]:
+    """A forEach validation: every item of the list or map checked (over every container of
+    the object with `item`, the name of one), and a message that gives each failing item's
+    message, after its container's name in container scope, as the engine's findings do."""
+    names = {} if item is None else {"container": f"{item}.container",
+                                     "containerGroup": f"{item}.group"}
+
+    def written(text: str) -> str:
+        return _rewrite(_rewrite(text, as_variables, inline), names, {})
+
+    items, check = f"({written(each.items)})", f"({written(each.check)})"
+    text = f"({written(each.message)})" if each.message is not None \
+        else _literal(" ".join(message.split()))
+    every = f"{items}.all(each, {check})"
+    if item is None:
+        return every, f"{items}.filter(each, !{check}).map(each, {text}).join('; ')"
+    return (f"variables.containers.all({item}, {every})",
+            f"variables.containers.filter({item}, !({every})).map({item}, "
+            f"{items}.filter(each, !{check}).map(each, {item}.label + ': ' + {text})"
+            f".join('; ')).join('; ')")
 
 
 def _free_name(texts: Iterable[str], wanted: str) -> str:

@@ -93,14 +93,33 @@ class MatchCondition:
 
 
 @dataclass(frozen=True, slots=True)
+class Each:
+    """A validation's forEach: the list or map whose items are judged one by one. The texts
+    as written (`items`, `check`, `message`: the export writes them out), and, compiled in the
+    policy's program, each item's key and verdict (see policy.for_each_sources). `at`: the
+    step of the fieldPath that is the item's index or key."""
+
+    items: str
+    check: str
+    message: str | None
+    verdicts: Expression
+    at: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
 class Validation:
-    """One check; `field_path` is relative to the container in container scope."""
+    """One check; `field_path` is relative to the container in container scope. With `each`,
+    the check is judged for every item of a list or map, a finding per item that fails, and
+    `message_expression` yields the message of each item. `per_container`: a finding at the
+    pod spec's field still names the container (see _about)."""
 
     expression: Expression
     message: str | None = None
     message_expression: Expression | None = None
     reason: str | None = None
     field_path: Path = ()
+    per_container: bool = False
+    each: Each | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -355,13 +374,66 @@ class CelPolicy:
                 continue
             if value is not False:
                 raise EvaluationError(f"{where}: yields {_type(value)}, not a bool")
-            message = self._message(validation, shown, meter, at, sizes)
-            path = _field(validation.field_path, pod_spec_path, container)
-            found = finding(_about(validation.field_path, container), message, path)
-            if validation.reason:
-                found = replace(found, denial_reason=validation.reason)
-            findings.append(found)
+            about = _about(validation, container)
+            for message, path in (
+                    self._each(validation, index, bound, shown, meter, at, sizes)
+                    if validation.each is not None
+                    else [(self._message(validation, shown, meter, at, sizes),
+                           validation.field_path)]):
+                found = finding(about, message, _field(path, pod_spec_path, container))
+                if validation.reason:
+                    found = replace(found, denial_reason=validation.reason)
+                findings.append(found)
         return findings
+
+    def _each(self, validation: Validation, index: int, bound: Any, shown: Callable[[], Any],
+              meter: Meter, at: int | None, sizes: Sizes | None) -> list[tuple[str, Path]]:
+        """(message, fieldPath) of each item of a forEach that fails its check, in order."""
+        each = validation.each
+        assert each is not None
+        where = f"validations[{index}].forEach"
+        verdicts = _pairs(_run(each.verdicts, bound, where, meter, at, sizes))
+        if verdicts is None:
+            raise EvaluationError(f"{where}: yields no list or map")
+        messages = self._item_messages(validation, [key for key, _ in verdicts], shown, meter,
+                                       at, sizes)
+        fallback = _one_line(validation.message) if validation.message \
+            else f"failed expression: {_one_line(each.check)}"
+        failed = []
+        for position, (key, verdict) in enumerate(verdicts):
+            if verdict is True:
+                continue
+            if verdict is not False:
+                raise EvaluationError(f"validations[{index}].expression: yields "
+                                      f"{_type(verdict)} for an item, not a bool")
+            path = validation.field_path
+            if each.at is not None:
+                step = position if key is None else key
+                path = (*path[:each.at], step, *path[each.at + 1:])
+            failed.append((messages[position] or fallback, path))
+        return failed
+
+    def _item_messages(self, validation: Validation, keys: list[Any],
+                       shown: Callable[[], Any], meter: Meter, at: int | None,
+                       sizes: Sizes | None) -> list[str | None]:
+        """Each item's messageExpression, seen on the object with its values hidden (as a
+        messageExpression always is); None where it yields no string, for every item when
+        the hidden object's items are not the same items."""
+        none: list[str | None] = [None] * len(keys)
+        if validation.message_expression is None:
+            return none
+        try:
+            hidden = shown()
+            if hidden is False:
+                return none
+            texts = _pairs(_run(validation.message_expression, hidden, "messageExpression",
+                                meter, at, sizes))
+        except EvaluationError:
+            return none
+        if texts is None or [key for key, _ in texts] != keys:
+            return none
+        return [_one_line(text) if isinstance(text, str) and text.strip() else None
+                for _, text in texts]
 
     def _together(self, bound: Any, at: int | None, sizes: Sizes | None,
                   meter: Meter) -> list[Any] | None:
@@ -401,6 +473,17 @@ class CelPolicy:
         if validation.message:
             return _one_line(validation.message)
         return f"failed expression: {_one_line(validation.expression.text)}"
+
+
+def _pairs(value: Any) -> list[tuple[Any, Any]] | None:
+    """A forEach's [whether the items are a map's keys, [item, value] of each item] as (key,
+    value) of each item, the key None for a list's item (its index is its position); None
+    when it is not that."""
+    if not isinstance(value, list) or len(value) != 2 or not isinstance(value[1], list) \
+            or not all(isinstance(pair, list) and len(pair) == 2 for pair in value[1]):
+        return None
+    keyed = value[0] is True
+    return [(pair[0] if keyed else None, pair[1]) for pair in value[1]]
 
 
 _OPERATIONS = frozenset({"add", "replace", "remove"})
@@ -486,11 +569,15 @@ def _field(path: Path, pod_spec_path: Path, container: Container | None) -> Path
     return (*container.path, *path) if container is not None else path
 
 
-def _about(path: Path, container: Container | None) -> Container | None:
+def _about(validation: Validation, container: Container | None) -> Container | None:
     """The container a finding names: none when its fieldPath points at the pod spec or the
     object (a pod-level setting such as spec.securityContext.runAsUser), even in container
-    scope, so that a pod-level violation is reported once and not once per container."""
-    return None if path[:1] in (("podSpec",), ("object",)) else container
+    scope, so that a pod-level violation is reported once and not once per container; unless
+    the validation is `perContainer` (a pod-level runAsUser: 0 that each container inherits,
+    each a finding of its own)."""
+    if validation.per_container:
+        return container
+    return None if validation.field_path[:1] in (("podSpec",), ("object",)) else container
 
 
 def _hidden_activation(make: Callable[[], Any]) -> Any:
@@ -523,13 +610,17 @@ def _one_line(text: str) -> str:
     return " ".join(text.split())
 
 
-_FIELD = re.compile(r"\.?([A-Za-z_$][A-Za-z0-9_$-]*)|\[(\d+)\]|\['([^']*)'\]|\[\"([^\"]*)\"\]")
+_FIELD = re.compile(r"\.?([A-Za-z_$][A-Za-z0-9_$-]*)|\[(\d+)\]|\['([^']*)'\]|\[\"([^\"]*)\"\]"
+                    r"|(\[\*\])")
 
 
-def parse_field_path(text: str) -> Path:
+def parse_field_path(text: str, each: bool = False) -> tuple[Path, int | None]:
     """`securityContext.privileged`, `ports[0].hostPort`, `limits['nvidia.com/gpu']` (a
-    leading dot, as in ValidatingAdmissionPolicy's fieldPath, is allowed). Raises ValueError."""
+    leading dot, as in ValidatingAdmissionPolicy's fieldPath, is allowed); with `each` (a
+    forEach validation's), one `[*]` step, the item's index or key: (the path, where that
+    step is, None without one). Raises ValueError."""
     path: list[str | int] = []
+    at = None
     position = 0
     text = text.strip()
     while position < len(text):
@@ -537,8 +628,15 @@ def parse_field_path(text: str) -> Path:
         if match is None or (position > 0 and match.group(1) and text[position] != "."):
             raise ValueError(f"not a field path at character {position + 1}: "
                              f"{text[position:position + 20]!r}")
-        name, index, single, double = match.groups()
-        path.append(int(index) if index is not None else
-                    next(part for part in (name, single, double) if part is not None))
+        name, index, single, double, star = match.groups()
+        if star is not None:
+            if not each or at is not None:
+                raise ValueError(f"[*] at character {position + 1}: only a forEach "
+                                 "validation's fieldPath has one, for the item's index or key")
+            at = len(path)
+            path.append("*")
+        else:
+            path.append(int(index) if index is not None else
+                        next(part for part in (name, single, double) if part is not None))
         position = match.end()
-    return tuple(path)
+    return tuple(path), at
