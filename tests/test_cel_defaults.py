@@ -203,8 +203,8 @@ NOT_ARGO = {"disallow-root-user"}
 # the rule, nulls and all), and leaves to the API server what it refuses: in a Pod or pod
 # template a fractional GPU count or a request without a limit or unequal to it (the rule
 # judges such an object offline, noting that the API server refuses it), in a NodeTemplate a
-# quantity that is neither an int nor a string (its CRD's x-kubernetes-int-or-string); and a
-# null quantity, which the API server decodes as 0 (see _not_int_or_string).
+# quantity that is neither an int nor a string (its CRD's x-kubernetes-int-or-string; see
+# _not_int_or_string).
 API_REFUSED = {"require-gpu-limits"}
 
 
@@ -467,9 +467,8 @@ def _native(vap: dict[str, Any], obj: dict[str, Any], namespace: str) -> list[st
 
 def _not_int_or_string(obj: dict[str, Any]) -> bool:
     """Whether some request or limit is neither an int nor a string: a NodeTemplate's CRD
-    refuses it; in a Pod or pod template the API server refuses a YAML true (no quantity) and
-    decodes a null as 0, where the offline model keeps the null (a 0.5 it reads as 500m, as
-    the offline model does)."""
+    refuses it; in a Pod or pod template the API server refuses a YAML true (no quantity) (a
+    0.5 it reads as 500m and a null as 0, as the offline model does)."""
     node_template = obj.get("kind") == "NodeTemplate"
     found = False
 
@@ -481,7 +480,7 @@ def _not_int_or_string(obj: dict[str, Any]) -> bool:
                 for which in ("requests", "limits"):
                     values = resources.get(which)
                     if isinstance(values, dict) and any(
-                            value is None or isinstance(value, bool)
+                            isinstance(value, bool)
                             or (node_template and not isinstance(value, int | str))
                             for value in values.values()):
                         found = True

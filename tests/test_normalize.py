@@ -82,6 +82,13 @@ def test_empty_values_and_nulls_are_dropped_where_the_api_server_drops_them() ->
     assert "privileged" not in context
 
 
+def test_a_null_quantity_is_the_zero_the_api_server_stores() -> None:
+    obj = pod(container(resources={"requests": {"cpu": None, "memory": "1Gi"},
+                                   "limits": {"memory": None}}))
+    resources = normalized(obj)["spec"]["containers"][0]["resources"]
+    assert resources == {"requests": {"cpu": "0", "memory": "1Gi"}, "limits": {"memory": "0"}}
+
+
 def test_whole_floats_in_integer_fields_are_integers() -> None:
     obj = workload("Deployment", container(livenessProbe=probe(period=20)))
     obj["spec"]["replicas"] = 3.0

@@ -288,6 +288,8 @@ def generated_container(draw: st.DrawFn, name: str) -> dict[str, Any]:
         ["registry.example.com/app:1.2", "registry.example.com/app", "app:latest",
          "registry.example.com/app@sha256:" + "b" * 64, "registry.example.com:5000/app"])))
     requests = {"cpu": draw(QUANTITY), "memory": draw(QUANTITY)}
+    if draw(st.integers(0, 9)) == 0:  # a null quantity: the API server stores "0"
+        requests[draw(st.sampled_from(["cpu", "memory", "ephemeral-storage"]))] = None
     limits = {k: v for k, v in requests.items() if draw(st.booleans())}
     item["resources"] = {"requests": requests} if not limits else (
         {"limits": limits} if draw(st.booleans()) else {"requests": requests, "limits": limits})

@@ -196,16 +196,18 @@ class _Walk:
 
     def _quantities(self, item: Any, shape: str, path: Path) -> Any:
         """A quantity, or a map or list of them, in canonical form; a map or list of
-        another shape is a problem (`limits: ["1"]`)."""
+        another shape is a problem (`limits: ["1"]`). A null in a map or list decodes to
+        the zero Quantity, which the API server stores as "0" (`requests: {cpu: null}`)."""
         if shape == "quantity":
             return canonical_quantity(item)
         if shape == "{}quantity":
             if schema.is_mapping(item):
-                return {key: canonical_quantity(value) for key, value in item.items()}
+                return {key: "0" if value is None else canonical_quantity(value)
+                        for key, value in item.items()}
             return self._wrong_shape(item, "a mapping", path)
         if shape == "[]quantity":
             if isinstance(item, list):
-                return [canonical_quantity(value) for value in item]
+                return ["0" if value is None else canonical_quantity(value) for value in item]
             return self._wrong_shape(item, "a list", path)
         return item
 
