@@ -2,14 +2,14 @@
 engine (webhook.engine.cel) and by the real API server's ValidatingAdmissionPolicy, and the
 two must agree on the value, on an error, and on an expression that does not compile.
 
-One policy per expression, each matching one ConfigMap by name. Where the engine gives a
-value v, the policy's validation is `type(E) == T && E == v` (denied: the server's value
-differs, and its messageExpression reads the server's value back); where the engine fails,
-it is `[E].size() == 0`, which the server must fail too ("resulted in error", or, for a
-call on constants, by refusing the policy); where the engine does not compile E, the API
-server must refuse the policy (`[E].size() == 1`). A ConfigMap per expression is then created
-with server-side dry-run, in one kubectl call. Known differences and quickq-guard's own
-extensions are listed, each checked to still be one.
+One policy per expression, each matching one ConfigMap by name (its rule's resourceNames).
+Where the engine gives a value v, the policy's validation is `type(E) == T && E == v`
+(denied: the server's value differs, and its messageExpression reads the server's value
+back); where the engine fails, it is `[E].size() == 0`, which the server must fail too
+("resulted in error", or, for a call on constants, by refusing the policy); where the engine
+does not compile E, the API server must refuse the policy (`[E].size() == 1`). A ConfigMap
+per expression is then created with server-side dry-run, in one kubectl call. Known
+differences and quickq-guard's own extensions are listed, each checked to still be one.
 """
 
 from __future__ import annotations
@@ -395,11 +395,11 @@ def policy(index: int, expression: str, check: str, read_back: bool) -> list[dic
         "metadata": {"name": name},
         "spec": {
             "failurePolicy": "Fail",
+            # by name in its rule, not a matchCondition: the API server then looks at each
+            # ConfigMap's policy only, not at every one of the ~550 policies
             "matchConstraints": {"resourceRules": [{
                 "apiGroups": [""], "apiVersions": ["v1"], "operations": ["CREATE"],
-                "resources": ["configmaps"]}]},
-            "matchConditions": [{"name": "this-case",
-                                 "expression": f"object.metadata.name == 'c{index:03d}'"}],
+                "resources": ["configmaps"], "resourceNames": [f"c{index:03d}"]}]},
             "validations": [rule],
         }}, {
         "apiVersion": "admissionregistration.k8s.io/v1",
