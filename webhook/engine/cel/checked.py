@@ -15,9 +15,12 @@ cel/expr/checked.proto and syntax.proto it needs.
   when the policy loads (Kubernetes' functions take no optional there either).
 - A `format()` argument whose type holds a timestamp or duration deeper than the guard of
   format looks (webhook.engine.cel.go): Python would see it only to the microsecond.
+- A call of the lists library whose list its guard (webhook.engine.cel.go) could not bind:
+  only the guard gives Kubernetes' answer (a uint sum, an empty list's zero).
 
 It also finds timestamp arithmetic (`time_arithmetic`), which webhook.engine.cel.go writes so
-that its result keeps the offset cel-go keeps.
+that its result keeps the offset cel-go keeps, and the sums whose list the checker typed
+(`sum_zeros`), whose empty list's zero is that type's in Kubernetes.
 """
 
 from __future__ import annotations
@@ -26,7 +29,8 @@ import re
 from collections.abc import Callable, Iterator
 from typing import Any, NamedTuple
 
-from webhook.engine.cel.go import FORMAT_ARGUMENTS, FORMAT_LEVELS
+from webhook.engine.cel.go import FORMAT_ARGUMENTS, FORMAT_LEVELS, TYPED_AS, ZERO_WIDTH
+from webhook.engine.cel.library import LIST_METHODS
 from webhook.engine.quantity import parse_quantity
 
 Fields = dict[int, list[Any]]
@@ -282,6 +286,16 @@ def _problems(expr: Fields, types: dict[int, bytes], python: frozenset[str]
                     yield node, (f"{shown}() is given an optional ({_name(types[node])}); "
                                  "take its value first (.value(), .orValue(...))")
                     return
+        if python and call.get(1) and (name in LIST_METHODS or name in _LIST_INDEXES):
+            target = _fields(call[1][0])
+            if _ident(target) != _RECEIVER and \
+                    _name(types.get(target.get(_EXPR_ID, [0])[0], b"")) != "string":
+                shown = name.removeprefix("qq__")
+                yield expr.get(_EXPR_ID, [0])[0], (
+                    f"quickq-guard cannot tell the list of this {shown}() apart in the "
+                    "expression's text, to give Kubernetes' answer; put it in parentheses or "
+                    "a variable")
+                return
         exempt = name in ("format", "qq__format")  # its argument list may mix types
         if name == "format" and len(call.get(3, [])) == 1:  # as written (for the position)
             found = _too_deep(_fields(call[3][0]), types)
@@ -311,7 +325,7 @@ def _problems(expr: Fields, types: dict[int, bytes], python: frozenset[str]
         entries = [_fields(entry) for entry in created.get(2, [])]
         keys = [(_one(entry, 3), False) for entry in entries if 3 in entry]
         values = [(_one(entry, 4), bool(entry.get(5, [0])[0])) for entry in entries]
-        if not created.get(1):  # a map literal, not a message
+        if not created.get(1) and not _typed_as(keys):  # a map literal, not a message
             found = _mixed(keys, types) or _mixed(values, types)
             if found:
                 yield found
@@ -455,3 +469,86 @@ def _mixed(items: list[tuple[Fields, bool]], types: dict[int, bytes]
             return node, (f"expected type '{_name(first)}' but found '{_name(type_)}' "
                           f"{MIXED_HINT}")
     return None
+
+
+_RECEIVER = "qq__r"  # the name a guard binds a list's receiver to (webhook.engine.cel.go)
+_LIST_INDEXES = ("qq__indexOf", "qq__lastIndexOf")
+
+
+def _ident(expr: Fields) -> str | None:
+    """The name an identifier expression reads, else None."""
+    if _IDENT not in expr:
+        return None
+    return bytes(_fields(expr[_IDENT][0]).get(1, [b""])[0]).decode()
+
+
+def _string_constant(expr: Fields) -> str | None:
+    if 3 not in expr:  # const_expr
+        return None
+    constant = _fields(expr[3][0])
+    return bytes(constant[6][0]).decode() if 6 in constant else None
+
+
+def _typed_as(keys: list[tuple[Fields, bool]]) -> bool:
+    """Whether a map literal is a sum's guard, which types its value by the list it sums
+    (webhook.engine.cel.go's TYPED_AS): not a literal a policy wrote."""
+    return bool(keys) and _string_constant(keys[0][0]) == TYPED_AS
+
+
+def _walk(expr: Fields) -> Iterator[Fields]:
+    """Every expression under `expr`, itself first."""
+    yield expr
+    children: list[bytes] = []
+    if _CALL in expr:
+        call = _fields(expr[_CALL][0])
+        children = call.get(1, []) + call.get(3, [])
+    elif _LIST in expr:
+        children = _fields(expr[_LIST][0]).get(1, [])
+    elif _STRUCT in expr:
+        entries = [_fields(entry) for entry in _fields(expr[_STRUCT][0]).get(2, [])]
+        children = [entry[n][0] for entry in entries for n in (3, 4) if n in entry]
+    elif _SELECT in expr:
+        children = _fields(expr[_SELECT][0]).get(1, [])
+    elif _COMPREHENSION in expr:
+        comprehension = _fields(expr[_COMPREHENSION][0])
+        children = [comprehension[n][0] for n in (2, 4, 5, 6, 7) if n in comprehension]
+    for child in children:
+        yield from _walk(_fields(child))
+
+
+_ZEROS = {"list_int_sum": "0", "list_uint_sum": "0u", "list_double_sum": "0.0",
+          "list_duration_sum": "duration('0s')"}
+
+
+def sum_zeros(checked: Checked) -> list[tuple[int, str]]:
+    """Where (code points into the text compiled) a sum's guard has the zero of an empty list,
+    and the zero Kubernetes gives there, where the checker found the list's items ints, uints,
+    doubles or durations (one overload of sum, whose zero Kubernetes gives; otherwise the
+    guard's dyn(0)): [(offset, zero written in the guard's width)]."""
+    found = overloads(checked)
+    positions: dict[int, int] | None = None
+    zeros = []
+    for expr in _walk(checked.root):
+        call = _fields(expr[_CALL][0]) if _CALL in expr else {}
+        arguments = [_fields(child) for child in call.get(3, [])]
+        if call.get(2) != [b"_?_:_"] or len(arguments) != 3 or _CALL not in arguments[2]:
+            continue
+        otherwise = _fields(arguments[2][_CALL][0])
+        if otherwise.get(2) != [b"sum"] or not otherwise.get(1) or \
+                _ident(_fields(otherwise[1][0])) != _RECEIVER:
+            continue
+        chosen = found.get(arguments[2].get(_EXPR_ID, [0])[0], set()) & set(_ZEROS)
+        inner = _fields(arguments[1][_CALL][0]) if _CALL in arguments[1] else {}
+        empty = [_fields(child) for child in inner.get(3, [])]
+        if len(chosen) != 1 or inner.get(2) != [b"_?_:_"] or len(empty) != 3:
+            continue
+        if positions is None:
+            positions = {}
+            for entry in checked.source.get(4, []):
+                pair = _fields(entry)
+                positions[pair.get(1, [0])[0]] = pair.get(2, [0])[0]
+        node = empty[1].get(_EXPR_ID, [0])[0]
+        if node in positions:  # the `(` of dyn(0): the checker places a call at its `(`
+            zeros.append((positions[node] - len("dyn"),
+                          _ZEROS[chosen.pop()].ljust(ZERO_WIDTH)))
+    return zeros

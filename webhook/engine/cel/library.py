@@ -9,7 +9,7 @@ string methods. docs/cel.md lists what is supported and what is not.
 from __future__ import annotations
 
 import ipaddress
-import itertools
+import json
 import re
 from collections.abc import Callable
 from decimal import Decimal
@@ -20,7 +20,6 @@ from urllib.parse import parse_qs, urlsplit
 import re2
 from cel_expr_python import cel as _cel
 
-from webhook.engine.cel.moments import refuse_lossy
 from webhook.engine.quantity import parse_quantity
 
 STRING, BOOL, INT, DOUBLE, DYN = (_cel.Type.STRING, _cel.Type.BOOL, _cel.Type.INT,
@@ -231,22 +230,29 @@ def _contains_cidr(network: str, other: str) -> bool:
     return inner.version == outer.version and inner.subnet_of(outer)  # type: ignore[arg-type]
 
 
-# --- lists: .isSorted(), .sum(), .min(), .max(), .slice() ----------------------------------
-# These run where webhook.engine.cel.go could not bind the call's receiver (it otherwise hands
-# them over with their timestamps and durations exact); a timestamp or duration here has only
-# the runtime's microseconds, so it is refused rather than compared.
+# --- lists: .isSorted(), .sum(), .min(), .max(), .slice(), .indexOf(), .lastIndexOf() -----
+# Declared with Kubernetes' overloads (its lists library, and cel-go's slice), so that the type
+# checker refuses what the API server refuses when a policy is created: `['a'].sum()`,
+# `[[1]].min()`, `[1].indexOf('a')` ("found no matching overload"), and types the result as
+# Kubernetes does (`[1u, 2u].sum()` is a uint). Type parameters (`list<~A>`) can only be
+# declared through the runtime's environment config, so the whole library is declared there
+# (`config`). Every call is evaluated by its guard (webhook.engine.cel.go), which binds the
+# list and hands it to Python with its timestamps and durations exact; a call whose list the
+# guard cannot bind is refused at load (webhook.engine.cel.checked). The runtime still needs an
+# implementation of each function to plan a program: one overload per function, of a list
+# type no expression has (UNBOUND_LIST), serves every list at run time; it is never reached.
 
-UNBOUND = " (its list could not be told apart in the expression's text)"
+COMPARABLE = ("int", "uint", "double", "bool", "duration", "timestamp", "string", "bytes")
+SUMMABLE = ("int", "uint", "double", "duration")
+UNBOUND_LIST = "list<qq__unbound>"
+LIST_METHODS = ("isSorted", "sum", "min", "max", "slice")
+
+# name -> (overload id, signature, result, implementation or None: only type-checked)
+Declarations = dict[str, list[tuple[str, str, str, Callable[..., Any] | None]]]
 
 
-def _is_sorted(items: list[Any]) -> bool:
-    refuse_lossy(items, "isSorted()", UNBOUND)
-    return all(a <= b for a, b in itertools.pairwise(items))
-
-
-def _sum(items: list[Any]) -> Any:
-    refuse_lossy(items, "sum()", UNBOUND)
-    return sum(items[1:], items[0]) if items else 0
+def _unbound(*_: Any) -> Any:
+    raise ValueError("no such overload (a lists library call whose list was not bound)")
 
 
 def slice_indexes(size: int, start: int, end: int) -> range:
@@ -262,23 +268,32 @@ def slice_indexes(size: int, start: int, end: int) -> range:
     return range(start, end)
 
 
-def _slice(items: list[Any], start: int, end: int) -> list[Any]:
-    refuse_lossy(items, "slice()", UNBOUND)
-    return [items[index] for index in slice_indexes(len(items), start, end)]
+LISTS: Declarations = {
+    "isSorted": [*((f"list_{kind}_is_sorted", f"list<{kind}>.isSorted()", "bool", None)
+                   for kind in COMPARABLE),
+                 ("qq__is_sorted_unbound", f"{UNBOUND_LIST}.isSorted()", "bool", _unbound)],
+    "sum": [*((f"list_{kind}_sum", f"list<{kind}>.sum()", kind, None) for kind in SUMMABLE),
+            ("qq__sum_unbound", f"{UNBOUND_LIST}.sum()", "dyn", _unbound)],
+    **{name: [*((f"list_{kind}_{name}", f"list<{kind}>.{name}()", kind, None)
+                for kind in COMPARABLE),
+              (f"qq__{name}_unbound", f"{UNBOUND_LIST}.{name}()", "dyn", _unbound)]
+       for name in ("min", "max")},
+    "slice": [("list_slice", "list<~T>.slice(int, int)", "list<~T>", None),
+              ("qq__slice_unbound", f"{UNBOUND_LIST}.slice(int, int)", "dyn", _unbound)],
+}
 
 
-def _min(items: list[Any]) -> Any:
-    refuse_lossy(items, "min()", UNBOUND)
-    if not items:
-        raise ValueError("min called on empty list")
-    return min(items)
-
-
-def _max(items: list[Any]) -> Any:
-    refuse_lossy(items, "max()", UNBOUND)
-    if not items:
-        raise ValueError("max called on empty list")
-    return max(items)
+def config(*declared: Declarations) -> tuple[Any, dict[str, Callable[..., Any]]]:
+    """The runtime's environment config declaring these functions, and the implementations
+    by overload id (NewEnv's `config` and `function_impls`)."""
+    functions = [{"name": name, "overloads": [
+        {"id": overload, "signature": signature, "return": result}
+        for overload, signature, result, _ in overloads]}
+        for declarations in declared for name, overloads in declarations.items()]
+    impls = {overload: impl for declarations in declared
+             for overloads in declarations.values()
+             for overload, _, _, impl in overloads if impl is not None}
+    return _cel.NewEnvConfigFromYaml(json.dumps({"functions": functions})), impls
 
 
 # --- regular expressions: .find(), .findAll() ---------------------------------------------
@@ -380,11 +395,6 @@ _KUBERNETES = [
                         lambda c: str(_network(c)))),
     _declare("prefixLength", ("cidr_prefix_length", INT, [STRING], True,
                               lambda c: _network(c).prefixlen)),
-    _declare("isSorted", ("list_is_sorted", BOOL, [LIST], True, _is_sorted)),
-    _declare("slice", ("list_slice", LIST, [LIST, INT, INT], True, _slice)),
-    _declare("sum", ("list_sum", DYN, [LIST], True, _sum)),
-    _declare("min", ("list_min", DYN, [LIST], True, _min)),
-    _declare("max", ("list_max", DYN, [LIST], True, _max)),
     _declare("jsonpatch.escapeKey", ("jsonpatch_escape_key", STRING, [STRING], False,
                                      lambda key: key.replace("~", "~0").replace("/", "~1"))),
     _declare("find", ("string_find", STRING, [STRING, STRING], True, _find)),
@@ -397,7 +407,7 @@ KUBERNETES_FUNCTIONS = [declared for _, declared in _KUBERNETES]
 # Served by Python: the runtime must not hand them an optional (it cannot convert one). So
 # is format, through its guard (webhook.engine.cel.go), named so that a refusal says where
 # the expression as written has the optional.
-PYTHON_FUNCTIONS = frozenset((*(name for name, _ in _KUBERNETES), "format"))
+PYTHON_FUNCTIONS = frozenset((*(name for name, _ in _KUBERNETES), *LISTS, "format"))
 
 
 def _global_unicast(address: ipaddress.IPv4Address | ipaddress.IPv6Address) -> bool:
