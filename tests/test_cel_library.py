@@ -36,6 +36,11 @@ TRUE = [
     "quantity('1').add(quantity('500m')) == quantity('1.5')",
     "quantity('1').sub(2).sign() == -1",
     "isQuantity('256Mi') && !isQuantity('1GB') && !isQuantity('500mi')",
+    # as the API server reads them: E and Ei are suffixes, a nano is the least amount, a
+    # binary amount is capped at int64's largest
+    "isQuantity('1Ei') && quantity('1E').isGreaterThan(quantity('1P'))",
+    "quantity('1.5n') == quantity('2n') && quantity('1e-1000').isGreaterThan(quantity('0'))",
+    "quantity('16Ei').compareTo(quantity('9223372036854775807')) == 0",
     "container.resources.limits.all(r, quantity(container.resources.requests[r])"
     ".compareTo(quantity(container.resources.limits[r])) <= 0)",
     "url('https://example.com:8443/a/b?x=1&x=2').getHostname() == 'example.com'",

@@ -270,6 +270,10 @@ CASES = [
     "quantity(object.data.mem).isInteger()", "quantity('9223372036854775808').isInteger()",
     "[optional.of(1)].sum()", "'%s'.format([optional.of(1)])",
     "quantity('1Ki').asInteger()", "quantity('9223372036854775807').add(1).asInteger()",
+    "isQuantity('1Ei')", "isQuantity('1E')", "quantity('1E').isGreaterThan(quantity('1P'))",
+    "quantity('1.5n') == quantity('2n')", "quantity('1e-1000').isGreaterThan(quantity('0'))",
+    "quantity('16Ei').compareTo(quantity('9223372036854775807'))", "isQuantity('1Zi')",
+    "quantity('1Gi').compareTo(quantity('1Ei'))", "isQuantity('5.')", "isQuantity('1e+3')",
     # --- URLs ---
     "url(object.data.url).getHost()", "url(object.data.url).getHostname()",
     "url(object.data.url).getPort()", "url(object.data.url).getScheme()",

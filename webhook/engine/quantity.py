@@ -67,13 +67,21 @@ def _parse_text(text: str) -> Decimal | None:
     if number < 0:
         return None
     suffix = match.group("suffix") or ""
-    if suffix[:1] in ("e", "E"):
+    if suffix not in _MULTIPLIERS:  # a decimal exponent: 1e3, 1E-3 (1E and 1Ei are suffixes)
         exponent = int(suffix[1:])
         # Far beyond any real amount, and beyond what Decimal represents without trapping.
         if abs(exponent) > 1000:
             return None
-        return number.scaleb(exponent)
-    return number * _MULTIPLIERS[suffix]
+        amount = number.scaleb(exponent)
+    else:
+        amount = number * _MULTIPLIERS[suffix]
+    # As the API server reads it: precision beyond a nano-unit is rounded up, away from zero,
+    # and a binary amount is capped at the largest int64.
+    if _exponent(amount) < -9:
+        amount = amount.quantize(_NANO, rounding="ROUND_UP")
+    if suffix.endswith("i") and amount > _MAX_INT64:
+        amount = _MAX_INT64
+    return amount
 
 
 def is_whole(amount: Decimal) -> bool:
@@ -85,6 +93,7 @@ _DECIMAL_SUFFIXES = {-9: "n", -6: "u", -3: "m", 0: "", 3: "k", 6: "M", 9: "G", 1
                      15: "P", 18: "E"}
 _BINARY_SUFFIXES = {0: "", 1: "Ki", 2: "Mi", 3: "Gi", 4: "Ti", 5: "Pi", 6: "Ei"}
 _NANO = Decimal("1e-9")
+_MAX_INT64 = Decimal(2**63 - 1)
 
 
 def canonical_quantity(value: object) -> object:
@@ -113,7 +122,7 @@ def _canonical_text(text: str) -> str | None:
         return None
     suffix = match.group("suffix") or ""
     amount = Decimal(match.group("number"))
-    if suffix[:1] in ("e", "E"):
+    if suffix not in _MULTIPLIERS:  # a decimal exponent (1E and 1Ei are suffixes)
         exponent = int(suffix[1:])
         if abs(exponent) > 1000:
             return None
@@ -126,6 +135,8 @@ def _canonical_text(text: str) -> str | None:
         amount = amount.quantize(_NANO, rounding="ROUND_UP")
     if amount == 0:
         return "0"
+    if style == "binary" and amount > _MAX_INT64:  # the API server caps a binary amount
+        amount = _MAX_INT64
     if style == "binary" and (-1024 < amount < 1024 or amount != amount.to_integral_value()):
         style = "decimal"
     if style == "binary":
