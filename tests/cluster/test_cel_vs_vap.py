@@ -287,6 +287,17 @@ CASES = [
     "cidr('10.0.0.0/8').containsIP(ip('10.1.2.3'))",
     "isCIDR('10.0.0.0/33')", "ip('::1').isLoopback()", "ip.isCanonical('2001:db8::0:1')",
     "string(cidr('10.0.0.1/8').masked())", "double('1_000') == 1000.0",
+    "ip('ff12::1').isLinkLocalMulticast()", "ip('ff05::1').isLinkLocalMulticast()",
+    "cidr('10.0.0.0/8').containsIP('10.0.0.1/32')", "isCIDR('1.2.3.4/08')",
+    "isCIDR('1.2.3.4/0')", "cidr('0.0.0.0/0').containsIP('::1')", "isIP('::1.2.3.4')",
+    "string(ip('::1.2.3.4'))", "ip.isCanonical('2001:0db8::1')",
+    "ip('240.0.0.1').isGlobalUnicast()", "cidr('10.0.0.0/8').containsCIDR('10.0.0.0/7')",
+    "ip('::ffff:127.0.0.1').isLoopback()",
+    # regular expressions as Go's regexp: successive matches, its syntax
+    "'aaa'.findAll('a*')", "'abc'.findAll('$')", "'abc'.findAll('')", "'aaa'.findAll('a??')",
+    "'abab'.findAll('ab', 0)", "'a😀b'.findAll('.')", "'abc'.matches('\\\\C')",
+    "'abc'.find('\\\\C')", "'abc'.matches(object.data.n + '\\\\C')", "'xyz'.find('[')",
+    "'abc'.matches('a{2,1}')", "'١٢٣'.matches('^\\\\d+$')", "'abc'.find('(?P<x>b)')",
     # --- macros and misc ---
     "cel.bind(x, 2, x * x)", "[1, 2, 3].exists(x, x == 2) ? 'y' : 'n'",
     "type(1) == int", "type('a') == string", "type(1u) == uint", "type([]) == list",

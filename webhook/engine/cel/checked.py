@@ -30,7 +30,7 @@ from collections.abc import Callable, Iterator
 from typing import Any, NamedTuple
 
 from webhook.engine.cel.go import FORMAT_ARGUMENTS, FORMAT_LEVELS, TYPED_AS, ZERO_WIDTH
-from webhook.engine.cel.library import LIST_METHODS
+from webhook.engine.cel.library import LIST_METHODS, regex_problem
 from webhook.engine.quantity import parse_quantity
 
 Fields = dict[int, list[Any]]
@@ -295,6 +295,14 @@ def _problems(expr: Fields, types: dict[int, bytes], python: frozenset[str]
                     f"quickq-guard cannot tell the list of this {shown}() apart in the "
                     "expression's text, to give Kubernetes' answer; put it in parentheses or "
                     "a variable")
+                return
+        if name in ("matches", "find", "findAll"):  # a literal pattern: checked now, as there
+            arguments = call.get(3, [])
+            at = 0 if call.get(1) else 1
+            pattern = _string_constant(_fields(arguments[at])) if at < len(arguments) else None
+            problem = None if pattern is None else regex_problem(pattern)
+            if problem:
+                yield expr.get(_EXPR_ID, [0])[0], f"invalid {name} argument: {problem}"
                 return
         exempt = name in ("format", "qq__format")  # its argument list may mix types
         if name == "format" and len(call.get(3, [])) == 1:  # as written (for the position)

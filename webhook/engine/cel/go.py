@@ -51,7 +51,13 @@ from typing import Any
 from cel_expr_python import cel as _cel
 
 from webhook.engine.cel.formatting import format_string, go_float
-from webhook.engine.cel.library import COMPARABLE, SUMMABLE, Declarations, slice_indexes
+from webhook.engine.cel.library import (
+    COMPARABLE,
+    SUMMABLE,
+    Declarations,
+    regex_matches,
+    slice_indexes,
+)
 from webhook.engine.cel.moments import (
     DURATION_TYPE,
     TIMESTAMP_TYPE,
@@ -383,6 +389,11 @@ def _declarations() -> list[Any]:
         _cel.Overload("qq__substring_int_int", T.STRING, [T.STRING, T.INT, T.INT],
                       is_member=True, impl=_substring)]))
     lists = T.List(T.DYN)
+    declared.append(_cel.FunctionDecl(f"{GUARD_PREFIX}matches", [
+        _cel.Overload(f"{GUARD_PREFIX}string_matches", T.BOOL, [T.STRING, T.STRING],
+                      is_member=True, impl=regex_matches),
+        _cel.Overload(f"{GUARD_PREFIX}matches_string", T.BOOL, [T.STRING, T.STRING],
+                      impl=regex_matches)]))
     declared.append(_cel.FunctionDecl("qq__format", [
         _cel.Overload("qq__string_format", T.STRING, [T.STRING, lists], is_member=True,
                       impl=_format),
@@ -561,10 +572,28 @@ def guarded(pieces: list[tuple[str, str]], strings: bool = True) -> str:
             continue
         elif before == "." and value in _METHODS:
             out[index] = _METHODS[value]
+        elif value == "matches" and not _literal_pattern(pieces, opening, before == "."):
+            out[index] = f"{GUARD_PREFIX}matches"
         elif before == "." and value in _NO_ARGUMENT_METHODS and position + 2 < len(
                 significant) and pieces[significant[position + 2]][1] == ")":
             out[index] = _NO_ARGUMENT_METHODS[value]
     return "".join(out)
+
+
+def _literal_pattern(pieces: list[tuple[str, str]], opening: int, member: bool) -> bool:
+    """Whether the pattern of the matches() call opening at `opening` is a string literal
+    (checked when the policy loads: webhook.engine.cel.checked), or the call cannot be told."""
+    closing = _closing(pieces, opening)
+    if closing is None:
+        return True
+    bounds = [opening, *_top_level_commas(pieces, opening, closing), closing]
+    argument = 0 if member else 1
+    if argument + 1 >= len(bounds):
+        return True
+    tokens = [(kind, value) for kind, value in pieces[bounds[argument] + 1:bounds[argument + 1]]
+              if kind != "space"]
+    return len(tokens) == 1 and tokens[0][0] == "string" and \
+        "b" not in tokens[0][1][:2].lower()
 
 
 def _bound_receiver(pieces: list[tuple[str, str]], significant: list[int], position: int,

@@ -195,7 +195,8 @@ def _address(text: str) -> ipaddress.IPv4Address | ipaddress.IPv6Address:
 
 def _network(text: str) -> ipaddress.IPv4Network | ipaddress.IPv6Network:
     address, slash, length = text.partition("/")
-    if not slash or not (length.isascii() and length.isdigit()):
+    if not slash or not (length.isascii() and length.isdigit()) or (
+            length.startswith("0") and length != "0"):  # Go's netip: no leading zero
         raise ValueError(f"{_shown(text)} is not a CIDR")
     _address(address)
     try:
@@ -222,7 +223,7 @@ def is_cidr(text: str) -> bool:
 
 
 def _contains_ip(network: str, address: str) -> bool:
-    return _address(address.partition("/")[0]) in _network(network)
+    return _address(address) in _network(network)
 
 
 def _contains_cidr(network: str, other: str) -> bool:
@@ -302,6 +303,9 @@ def config(*declared: Declarations) -> tuple[Any, dict[str, Callable[..., Any]]]
 
 @lru_cache(maxsize=256)
 def _regex(pattern: str) -> Any:
+    problem = go_regex_problem(pattern)
+    if problem:
+        raise ValueError(f"invalid regular expression: {problem}")
     options = re2.Options()
     options.log_errors = False  # a bad pattern is the policy's error, not a log line
     try:
@@ -314,14 +318,66 @@ def _regex(pattern: str) -> Any:
         raise ValueError(f"invalid regular expression: {message.split(':')[0]}") from None
 
 
+def go_regex_problem(pattern: str) -> str | None:
+    """What Go's regexp refuses in a pattern RE2 takes: `\\C` (any byte), which Kubernetes
+    refuses as an invalid escape sequence. None when there is nothing."""
+    index = 0
+    while index < len(pattern):
+        if pattern[index] != "\\":
+            index += 1
+            continue
+        following = pattern[index + 1:index + 2]
+        if following == "Q":  # literal text up to \E
+            end = pattern.find("\\E", index + 2)
+            index = len(pattern) if end < 0 else end + 2
+            continue
+        if following == "C":
+            return "invalid escape sequence: \\C"
+        index += 2
+    return None
+
+
+def regex_problem(pattern: str) -> str | None:
+    """Why a pattern does not compile, as Go's regexp and RE2 both must take it, or None."""
+    try:
+        _regex(pattern)
+    except ValueError as error:
+        return str(error)
+    return None
+
+
+def regex_matches(text: str, pattern: str) -> bool:
+    """`matches` with a pattern that is not a literal (a literal one is checked at load and
+    run by the runtime's own RE2): as Go's regexp, which refuses `\\C`."""
+    return _regex(pattern).search(text) is not None
+
+
 def _find(text: str, pattern: str) -> str:
     found = _regex(pattern).search(text)
     return str(found.group()) if found else ""
 
 
 def _find_all(text: str, pattern: str, limit: int = -1) -> list[str]:
-    matches = [str(m.group()) for m in _regex(pattern).finditer(text)]
-    return matches if limit < 0 else matches[:limit]
+    """Go's FindAllString(text, limit): successive matches, but an empty match right where
+    the previous one ended is not one (`'aaa'.findAll('a*')` is ["aaa"], not ["aaa", ""])."""
+    regex = _regex(pattern)
+    found: list[str] = []
+    position, previous_end = 0, -1
+    while (limit < 0 or len(found) < limit) and position <= len(text):
+        match = regex.search(text, position)
+        if match is None:
+            break
+        start, end = match.span()
+        accepted = True
+        if end == position:  # an empty match
+            accepted = start != previous_end
+            position += 1
+        else:
+            position = end
+        previous_end = end
+        if accepted:
+            found.append(str(match.group()))
+    return found
 
 
 def _shown(text: Any) -> str:
@@ -378,10 +434,8 @@ _KUBERNETES = [
                                lambda a: _address(a).is_unspecified)),
     _declare("isLoopback", ("ip_is_loopback", BOOL, [STRING], True,
                             lambda a: _address(a).is_loopback)),
-    _declare("isLinkLocalMulticast", (
-        "ip_is_link_local_multicast", BOOL, [STRING], True,
-        lambda a: _address(a).is_multicast and _address(a) in ipaddress.ip_network(
-            "224.0.0.0/24" if _address(a).version == 4 else "ff02::/16"))),
+    _declare("isLinkLocalMulticast", ("ip_is_link_local_multicast", BOOL, [STRING], True,
+                                      lambda a: _link_local_multicast(_address(a)))),
     _declare("isLinkLocalUnicast", ("ip_is_link_local_unicast", BOOL, [STRING], True,
                                     lambda a: _address(a).is_link_local)),
     _declare("isGlobalUnicast", ("ip_is_global_unicast", BOOL, [STRING], True,
@@ -408,6 +462,14 @@ KUBERNETES_FUNCTIONS = [declared for _, declared in _KUBERNETES]
 # is format, through its guard (webhook.engine.cel.go), named so that a refusal says where
 # the expression as written has the optional.
 PYTHON_FUNCTIONS = frozenset((*(name for name, _ in _KUBERNETES), *LISTS, "format"))
+
+
+def _link_local_multicast(address: ipaddress.IPv4Address | ipaddress.IPv6Address) -> bool:
+    """Go's netip: 224.0.0.0/24, or an IPv6 multicast address of link-local scope, whatever
+    its flags (ff02::1, ff12::1)."""
+    if address.version == 4:
+        return address in ipaddress.ip_network("224.0.0.0/24")
+    return int(address) >> 112 & 0xFF0F == 0xFF02
 
 
 def _global_unicast(address: ipaddress.IPv4Address | ipaddress.IPv6Address) -> bool:
