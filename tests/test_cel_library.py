@@ -49,6 +49,19 @@ TRUE = [
     "url('https://example.com/a%20b?x=1&x=2').getQuery()['x'] == ['1', '2']",
     "url('http://example.com/a%20b').getEscapedPath() == '/a%20b'",
     "isURL('/relative/ok') && !isURL('not a url')",
+    # as Go's net/url reads and writes them: the host unescaped, the path escaped, the query
+    # without a malformed pair, == on the URL Go writes, an opaque URL, any digits as port
+    "url('https://[fe80::1%25en0]:8080/').getHost() == '[fe80::1%en0]:8080'",
+    "url('https://example.com/a b').getEscapedPath() == '/a%20b'",
+    "url('https://example.com/ü').getEscapedPath() == '/%C3%BC'",
+    "url('https://example.com/?a;b=1&q=%zz&c=3').getQuery() == {'c': ['3']}",
+    "url('HTTPS://Example.COM/') == url('https://Example.COM/')",
+    "url('mailto:a@example.com').getScheme() == 'mailto' && "
+    "url('mailto:a@example.com').getHost() == ''",
+    "url('https://example.com:99999/').getPort() == '99999'",
+    "!isURL('http://a:b:80/') && isURL('ftp://a:b:80/') && !isURL('https://[1.2.3.4]/')",
+    # Go's strings.Split: an empty string split by an empty one has no item
+    "''.split('') == [] && ''.split('', 2) == [] && ''.split(',') == ['']",
     # as Go's url.ParseRequestURI, which Kubernetes' isURL asks
     "isURL('mailto:ops@example.com') && isURL('https://') && isURL('https://a.example:8443/x')",
     "!isURL('https://a b.example/') && !isURL('https://a.example:port/') && !isURL('/a%zz')",

@@ -525,6 +525,9 @@ _LIST_CALLS = {
                          f" : {_R}.qq__lastIndexOf({_A0})"),
     ("slice", 2): (f"type({_R}) == list ? qq__span(size({_R}), {_A0}, {_A1}).map(qq__i, "
                    f"{_R}[qq__i]) : {_R}.slice({_A0}, {_A1})"),
+    # Go's strings.Split and SplitN give no item for an empty string split by an empty one
+    ("split", 1): f"{_R} == '' && {_A0} == '' ? [] : {_R}.split({_A0})",
+    ("split", 2): f"{_R} == '' && {_A0} == '' ? [] : {_R}.split({_A0}, {_A1})",
     ("getMilliseconds", 0): (f"type({_R}) == {DURATION_TYPE} ? qq__ms(string({_R})) "
                              f": {_R}.getMilliseconds()"),
 }

@@ -10,16 +10,15 @@ from __future__ import annotations
 
 import ipaddress
 import json
-import re
 from collections.abc import Callable
 from decimal import Decimal
 from functools import lru_cache
 from typing import Any
-from urllib.parse import parse_qs, urlsplit
 
 import re2
 from cel_expr_python import cel as _cel
 
+from webhook.engine.cel import urls
 from webhook.engine.quantity import parse_quantity
 
 STRING, BOOL, INT, DOUBLE, DYN = (_cel.Type.STRING, _cel.Type.BOOL, _cel.Type.INT,
@@ -89,94 +88,25 @@ def _sign(text: str) -> int:
 
 
 # --- URLs: url('https://...'), isURL(), .getScheme(), .getHost(), ... ----------------------
+# As Go's net/url has them (webhook.engine.cel.urls): a URL is the text Go's String() writes,
+# so that `==` compares what Kubernetes compares.
 
 def url(text: str) -> str:
-    """Kubernetes accepts an absolute URL or an absolute path, nothing relative."""
+    """Kubernetes accepts what url.ParseRequestURI does: an absolute URL or path."""
     try:
-        parts = urlsplit(text)
-        parts.port  # noqa: B018 - a bad port raises here
+        urls.parse_request_uri(text)
+        return urls.parse(text).text()
     except ValueError:
-        raise ValueError(f"{_shown(text)} is not a URL") from None
-    if not (parts.scheme and parts.netloc) and not text.startswith("/"):
-        raise ValueError(f"{_shown(text)} is not an absolute URL or path")
-    return text
+        raise ValueError(f"{_shown(text)} is not an absolute URL or path") from None
 
 
 def is_url(text: str) -> bool:
-    """Kubernetes' isURL: whether Go's url.ParseRequestURI accepts the text. An absolute URL
-    (`https://` with no host too), an opaque one (`mailto:a@example.com`), or an absolute
-    path; a host with a space, a bad port or a bad %-escape is refused."""
-    if any(ord(c) < 0x20 or ord(c) == 0x7F for c in text):
-        return False
-    scheme = _URL_SCHEME.match(text)
-    rest = text[scheme.end():] if scheme else text
-    if scheme is None and not rest.startswith("/"):
-        return False  # no scheme: only an absolute path will do
-    rest = rest.split("?", 1)[0]
-    if not rest.startswith("/"):
-        return True  # opaque: mailto:a@example.com
-    if scheme is not None and rest.startswith("//"):
-        authority, slash, path = rest[2:].partition("/")
-        rest = slash + path
-        userinfo, at, host = authority.rpartition("@")
-        if at and not all(c.isalnum() or c in _USERINFO for c in userinfo):
-            return False
-        if not _valid_host(host):
-            return False
-    return _valid_escapes(rest)
+    """Kubernetes' isURL: whether Go's url.ParseRequestURI accepts the text."""
+    return _parses(urls.parse_request_uri, text)
 
 
-_URL_SCHEME = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*:")
-_USERINFO = "-._:~!$&'()*+,;=%@"
-_HOST_CHARS = "-._~!$&'()*+,;=:[]<>\"%"
-
-
-def _valid_host(host: str) -> bool:
-    if host.startswith("["):
-        end = host.find("]")
-        if end < 0:
-            return False
-        port = host[end + 1:]
-        valid_port = port in ("", ":") or (port.startswith(":") and port[1:].isdigit())
-        return valid_port and _valid_escapes(host[:end])
-    name, colon, port = host.rpartition(":") if ":" in host else (host, "", "")
-    if colon and port and not port.isdigit():
-        return False
-    return all(ord(c) >= 0x80 or c.isalnum() or c in _HOST_CHARS for c in name) \
-        and _valid_escapes(name)
-
-
-def _valid_escapes(text: str) -> bool:
-    """Every % starts a two-digit hexadecimal escape."""
-    index = text.find("%")
-    while index >= 0:
-        pair = text[index + 1:index + 3]
-        if len(pair) < 2 or any(c not in "0123456789abcdefABCDEF" for c in pair):
-            return False
-        index = text.find("%", index + 3)
-    return True
-
-
-def _host(text: str) -> str:
-    host = urlsplit(url(text)).netloc.rpartition("@")[2]
-    return host
-
-
-def _hostname(text: str) -> str:
-    host = _host(text)
-    if host.startswith("["):
-        return host[1:host.index("]")]
-    return host.rsplit(":", 1)[0] if ":" in host else host
-
-
-def _port(text: str) -> str:
-    host = _host(text)
-    tail = host.rsplit("]", 1)[-1]
-    return tail.rsplit(":", 1)[1] if ":" in tail else ""
-
-
-def _query(text: str) -> dict[str, list[str]]:
-    return parse_qs(urlsplit(url(text)).query, keep_blank_values=True)
+def _url(text: str) -> urls.URL:
+    return urls.parse(url(text))
 
 
 # --- IPs and CIDRs: ip('10.0.0.1'), cidr('10.0.0.0/8').containsIP(...), ... --------------
@@ -416,14 +346,15 @@ _KUBERNETES = [
     _declare("url", ("url_string", STRING, [STRING], False, url)),
     _declare("isURL", ("is_url_string", BOOL, [STRING], False, is_url)),
     _declare("getScheme", ("url_get_scheme", STRING, [STRING], True,
-                           lambda u: urlsplit(url(u)).scheme)),
-    _declare("getHost", ("url_get_host", STRING, [STRING], True, _host)),
-    _declare("getHostname", ("url_get_hostname", STRING, [STRING], True, _hostname)),
-    _declare("getPort", ("url_get_port", STRING, [STRING], True, _port)),
+                           lambda u: _url(u).scheme)),
+    _declare("getHost", ("url_get_host", STRING, [STRING], True, lambda u: _url(u).host)),
+    _declare("getHostname", ("url_get_hostname", STRING, [STRING], True,
+                             lambda u: _url(u).hostname())),
+    _declare("getPort", ("url_get_port", STRING, [STRING], True, lambda u: _url(u).port())),
     _declare("getEscapedPath", ("url_get_escaped_path", STRING, [STRING], True,
-                                lambda u: urlsplit(url(u)).path)),
+                                lambda u: _url(u).escaped_path())),
     _declare("getQuery", ("url_get_query", _cel.Type.Map(STRING, LIST), [STRING], True,
-                          _query)),
+                          lambda u: _url(u).query())),
     _declare("ip", ("ip_string", STRING, [STRING], False, ip),
              ("cidr_ip", STRING, [STRING], True, lambda c: str(_address(c.partition("/")[0])))),
     _declare("isIP", ("is_ip_string", BOOL, [STRING], False, is_ip)),
