@@ -212,6 +212,22 @@ CASES = [
     "'%s'.format([['é\\u0001\\t']])", "'%s'.format([[duration('1.5ms'), duration('-90m')]])",
     "'%s'.format([[timestamp('2024-01-01T00:00:00.123456789Z')]])",
     "'%s'.format([duration('-1.25s')])", "'%s'.format([[type(1), type('a')]])",
+    "'%f'.format([-0.0])", "'%e'.format([-0.0])", "'%.1f'.format([-0.01])", "'%f'.format(['NaN'])",
+    "'%e'.format(['-Infinity'])", "'%f'.format(['x'])", "'%s'.format([b'\\xff'])",
+    "'%s'.format([[b'\\xff']])", "'%s'.format([b'\\xc3\\xa9'])", "'%.20f'.format([0.1])",
+    "'%f'.format([1e300])", "'%.2f'.format([2.675])", "'%.0f'.format([2.5])",
+    "'%x'.format([18446744073709551615u])", "'%X'.format([-1])", "'%x'.format(['héllo'])",
+    "'%s'.format([['\\u00e9\\u2028']])", "'%s'.format([[1.0, -1.5, 1e21, 1e-7]])",
+    "'%.3s'.format(['abcdef'])", "'%c'.format([65])", "'%5s'.format(['a'])", "'%%s'.format(['a'])",
+    "'a%'.format([])", "'%s'.format([])",
+    # the strings extension on empty and unicode input, out of range
+    "''.split('')", "'😀a'.charAt(1)", "'héllo'.charAt(6)", "'a😀a'.lastIndexOf('😀')",
+    "'abc'.lastIndexOf('', 4)", "'abc'.indexOf('', 4)", "'Straße'.upperAscii()",
+    "' \\u00a0x\\u2003 '.trim()", "'\\u200bx'.trim()", "'\\u0085x\\u0085'.trim()",
+    "'a,b,c'.split(',', -2)", "'aaa'.replace('', 'x', 2)", "'😀ab'.substring(1)",
+    "strings.quote('\\u0000')", "strings.quote('\\u2028')", "strings.quote('\\x7f')",
+    "strings.quote('\\t\\r\\n\\v\\f\\b\\a')", "strings.quote('\\ufffd')",
+    "strings.quote('\\u00ad')", "strings.quote('😀')", "[1, 2].join(',')", "'abc'.substring(-1, 2)",
     # --- regular expressions ---
     "'abc'.matches('^a')", "'abc'.matches('b')", "'ab'.matches('(')",
     "'x1y22'.find('[0-9]+')", "'x1y22'.findAll('[0-9]+')", "'x1y22'.findAll('[0-9]+', 1)",
@@ -258,6 +274,19 @@ CASES = [
     "object.data.?n.value()", "[1, 2].?[5].orValue(0)", "optional.ofNonZeroValue('').hasValue()",
     "optional.of(1).or(optional.of(2)).value()", "optional.none().value()",
     "{?'a': optional.of(1), ?'b': optional.none()}", "[?optional.none(), ?optional.of(2)]",
+    "optional.unwrap([optional.of(1), optional.none()])", "optional.unwrap([dyn(1)])",
+    "[optional.of(1), optional.none(), optional.of(3)].unwrapOpt()", "[1].unwrapOpt()",
+    "optional.ofNonZeroValue(timestamp(0)).hasValue()", "[1, 2].first().value()",
+    "optional.ofNonZeroValue(timestamp('0001-01-01T00:00:00Z')).hasValue()",
+    "optional.ofNonZeroValue(-0.0).hasValue()", "optional.ofNonZeroValue(b'').hasValue()",
+    "optional.ofNonZeroValue(duration('0s')).hasValue()", "[].last().hasValue()",
+    "optional.of(1).optMap(x, x + 1).value()", "optional.none().optMap(x, x + 1).hasValue()",
+    "optional.of(1).optFlatMap(x, optional.of(x * 2)).value()", "[1, 2][?-1].hasValue()",
+    "[1, 2][?1u].value()", "{1: 'a'}[?1.0].value()", "optional.of(1) == optional.of(1.0)",
+    "type(optional.none()) == optional_type", "dyn(optional.none()).hasValue()",
+    # an optional held in a value of dyn, near format() (quickq-guard refuses it: REFUSED_HERE)
+    "'%s'.format([{'a': 1, 'b': optional.none()}])", "'%s'.format([[dyn(optional.none())]])",
+    "[dyn(optional.none())].min()", "[dyn(optional.of(1))].sum()",
     # --- quantities ---
     "quantity('0.5').isLessThan(quantity('1'))", "quantity('1Gi') == quantity('1024Mi')",
     "quantity('1Gi').compareTo(quantity('1G'))", "quantity(object.data.mem).asInteger()",
@@ -335,13 +364,16 @@ EXTENSIONS = {
 KNOWN: dict[str, str] = {}
 # Kubernetes runs these, and quickq-guard refuses them at load, since it cannot give the same
 # answer: the runtime keeps a quantity as its value, and Kubernetes' isInteger() also looks
-# at the scale it was written or summed with; and the runtime's parser stops at 32 levels of
-# nesting, before the guard of format could look for a timestamp 3 lists deep in an argument.
+# at the scale it was written or summed with; the runtime's parser stops at 32 levels of
+# nesting, before the guard of format could look for a timestamp 3 lists deep in an argument;
+# and the runtime fails converting an optional held in a list or map for format() (a
+# segmentation fault), so one held in a value of dyn where format() is called is refused
+# (Kubernetes' format() fails on an optional when it runs, or refuses it among constants).
 REFUSED_HERE = {
     "quantity('500m').add(quantity('500m')).isInteger()", "quantity('1000m').isInteger()",
     "quantity('1.0').isInteger()", "quantity('0.5Gi').asInteger()",
     "quantity(object.data.cpu).add(quantity('1')).isInteger()",
-    "'%s'.format([[[[timestamp(object.data.nanos)]]]])",
+    "'%s'.format([[[[timestamp(object.data.nanos)]]]])", "'%s'.format([[dyn(optional.none())]])",
 }
 # Kubernetes evaluates these, and quickq-guard fails them when it evaluates them: one instant
 # read with two offsets (here from the object and from the text), the runtime keeping one

@@ -37,7 +37,7 @@ from cel_expr_python.ext import ext_optional, ext_strings
 from webhook.engine.cel import BOUND, bound_names, lex
 from webhook.engine.cel.checked import MIXED_HINT, checked_problem
 from webhook.engine.cel.go import GUARD_CONFIG, GUARDS, guarded
-from webhook.engine.cel.library import LISTS, config
+from webhook.engine.cel.library import LISTS, Declarations, config
 from webhook.engine.rules.cel import CelPolicy
 
 KUBERNETES_VERSIONS = "Kubernetes 1.35 and 1.36"
@@ -78,6 +78,12 @@ _MUTATING: dict[str, list[tuple[Any, list[Any], bool]]] = {
     "jsonpatch.escapeKey": [(S, [S], False)],
     "qq__jsonpatch": [(JSON_PATCH, [T.Map(S, DYN)], False)],  # a JSONPatch{...} literal
 }
+# cel-go's optional library (version 2, which Kubernetes has) beyond the runtime's
+_OPTIONALS: Declarations = {
+    "optional.unwrap": [("k8s_optional_unwrap", "optional\\.unwrap(list<optional_type<~T>>)",
+                         "list<~T>", None)],
+    "unwrapOpt": [("k8s_unwrap_opt", "list<optional_type<~T>>.unwrapOpt()", "list<~T>", None)],
+}
 _VARIABLES = ("object", "oldObject", "request", "params", "namespaceObject", "variables",
               "podSpec", "container", "containerGroup")  # the last three: quickq-guard's
 
@@ -93,7 +99,7 @@ def _environment(mutating: bool, variables: tuple[tuple[str, Any], ...] = ()) ->
     """Kubernetes' admission policy environment; `variables`: (name, type) of the policy's
     variables defined so far, declared as BOUND + name."""
     functions = _declared({**_LIBRARY, **(_MUTATING if mutating else {})})
-    declared, served = config(LISTS, GUARD_CONFIG)  # the lists library: Kubernetes' overloads
+    declared, served = config(LISTS, GUARD_CONFIG, _OPTIONALS)  # with type parameters
     return _cel.NewEnv(config=declared, function_impls=served,
                        variables={**dict.fromkeys(_VARIABLES, DYN),
                                   **{BOUND + name: type_ for name, type_ in variables}},

@@ -169,10 +169,11 @@ def compile_expression(text: str, scope: Scope, kind: Kind = "any",
     program, compiled = _compiled(text, _ENVIRONMENTS[scope], scope)
     problem = checked_problem(program, compiled, PYTHON_FUNCTIONS)
     if problem and (literals or "expected type" not in problem):
-        # said where the text as written has it, when it compiles as written
+        # said where the text as written has it, when it compiles as written (where no
+        # list of the lists library is bound: that is the guard's, which it was)
         if compiled != text:
             problem = checked_problem(_compiled_as_written(text, scope), text,
-                                      PYTHON_FUNCTIONS) or problem
+                                      PYTHON_FUNCTIONS - LISTS.keys()) or problem
         raise CelError(problem)
     result = program.return_type().name().lower()
     wanted = _WANTED[kind]
@@ -562,7 +563,11 @@ def _value(expression: Expression, bound: Any, container: int | None) -> Any:
         if at is not None:
             _CONTAINER_INDEX.reset(at)
     if value.type().name() == "ERROR":
-        raise EvaluationError(_clean(value.value(), expression.bound or expression.text))
+        try:
+            message = value.value()
+        except TypeError:  # an optional, which the runtime's binding has no Python value for
+            raise EvaluationError(moments.OPTIONAL) from None
+        raise EvaluationError(_clean(message, expression.bound or expression.text))
     return value
 
 

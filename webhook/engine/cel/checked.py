@@ -25,6 +25,7 @@ that its result keeps the offset cel-go keeps, and the sums whose list the check
 
 from __future__ import annotations
 
+import itertools
 import re
 from collections.abc import Callable, Iterator
 from typing import Any, NamedTuple
@@ -207,7 +208,10 @@ def problem_in(checked: Checked, text: str, python: frozenset[str] = frozenset()
     """checked_problem of a program read; `allowed(offset, problem)`: a problem let through
     at that offset of `text` (in code points)."""
     offsets: dict[int, int] | None = None
-    for node, problem in _problems(checked.root, checked.types, python):
+    found = _problems(checked.root, checked.types, python)
+    if "format(" in text:
+        found = itertools.chain(found, _hidden_optionals(checked))
+    for node, problem in found:
         if offsets is None:
             offsets = {}
             for entry in checked.source.get(4, []):  # positions: id -> offset in code points
@@ -286,7 +290,8 @@ def _problems(expr: Fields, types: dict[int, bytes], python: frozenset[str]
                     yield node, (f"{shown}() is given an optional ({_name(types[node])}); "
                                  "take its value first (.value(), .orValue(...))")
                     return
-        if python and call.get(1) and (name in LIST_METHODS or name in _LIST_INDEXES):
+        if call.get(1) and ((name in LIST_METHODS and name in python)
+                            or (name in _LIST_INDEXES and python)):
             target = _fields(call[1][0])
             if _ident(target) != _RECEIVER and \
                     _name(types.get(target.get(_EXPR_ID, [0])[0], b"")) != "string":
@@ -560,3 +565,41 @@ def sum_zeros(checked: Checked) -> list[tuple[int, str]]:
             zeros.append((positions[node] - len("dyn"),
                           _ZEROS[chosen.pop()].ljust(ZERO_WIDTH)))
     return zeros
+
+
+_HIDING = (b"dyn", b"_?_:_", b"orValue")  # calls whose value may hold their argument's
+
+
+def _hidden_optionals(checked: Checked) -> Iterator[tuple[int, str]]:
+    """Where an optional is put into a value whose type does not show it (`dyn(x.?a)`, a
+    list literal of dyn, a conditional joined to dyn): from there it may reach format(), which
+    hands its arguments to Python, and the runtime crashes converting an optional in a list
+    or map (the optional's own type is refused where format() is given it: `_problems`)."""
+    types = checked.types
+    for expr in _walk(checked.root):
+        node = expr.get(_EXPR_ID, [0])[0]
+        own = types.get(node)
+        if own is None or _has_optional(own):
+            continue
+        parts: list[tuple[Fields, bool]] = []
+        if _CALL in expr:
+            call = _fields(expr[_CALL][0])
+            if call.get(2, [b""])[0] in _HIDING:
+                parts = [(_fields(child), False) for child in call.get(3, [])]
+        elif _LIST in expr:
+            listed = _fields(expr[_LIST][0])
+            optional = _packed(listed, 2)
+            parts = [(_fields(item), index in optional)
+                     for index, item in enumerate(listed.get(1, []))]
+        elif _STRUCT in expr:
+            entries = [_fields(entry) for entry in _fields(expr[_STRUCT][0]).get(2, [])]
+            parts = [(_one(entry, 4), bool(entry.get(5, [0])[0])) for entry in entries]
+        for part, unwrap in parts:
+            held = types.get(part.get(_EXPR_ID, [0])[0])
+            if held is not None and _has_optional(_unwrapped(held) if unwrap else held):
+                yield part.get(_EXPR_ID, [0])[0], (
+                    f"an optional ({_name(held)}) is held here in a value whose type does not "
+                    "show it, and the expression calls format(): quickq-guard's runtime "
+                    "cannot hand such a value to format() (it fails converting an optional "
+                    "in a list or map); take its value first (.value(), .orValue(...))")
+                return

@@ -217,12 +217,17 @@ def _milliseconds(value: timedelta | datetime) -> int:
 Typed = tuple[str, Any]  # (the item's CEL type, its value)
 
 
-def _typed(items: list[Any], texts: list[str]) -> list[Typed]:
-    """A list handed over by its guard with, beside each item, the runtime's text of a
-    timestamp or duration, `_UINT_ITEM` for a uint (Python sees an int) or ''."""
-    exact = attached(items, texts)
-    assert isinstance(exact, list)
-    return [(_type_of(item, text), item) for item, text in zip(exact, texts, strict=True)]
+def _typed(pairs: list[list[Any]]) -> list[Typed]:
+    """A list handed over by its guard (`_ITEMS`) as [item, text] pairs: an item of a type the
+    lists library compares or adds, else null (a list, a map or an optional is never handed to
+    Python: the runtime cannot convert an optional in one), and the runtime's text of a
+    timestamp or duration, `_UINT_ITEM` for a uint (Python sees an int), 'o' for another type,
+    or ''."""
+    found = []
+    for item, text in pairs:
+        exact = attached(item, text)
+        found.append(("other" if text == _OTHER_ITEM else _type_of(exact, text), exact))
+    return found
 
 
 def _type_of(value: Any, text: str) -> str:
@@ -259,8 +264,8 @@ def _no_overload(items: list[Typed], accepted: tuple[str, ...]) -> None:
         raise ValueError("no such overload")
 
 
-def _sorted(items: list[Any], texts: list[str]) -> bool:
-    typed = _typed(items, texts)
+def _sorted(pairs: list[list[Any]]) -> bool:
+    typed = _typed(pairs)
     _no_overload(typed, COMPARABLE)
     for index, item in enumerate(typed):
         if item[0] not in COMPARABLE:
@@ -270,13 +275,13 @@ def _sorted(items: list[Any], texts: list[str]) -> bool:
     return True
 
 
-def _least(items: list[Any], texts: list[str]) -> int:
+def _least(pairs: list[list[Any]]) -> int:
     """The index of the first smallest item (cel-go keeps the first of equal ones)."""
-    return _pick(_typed(items, texts), 1, "min")
+    return _pick(_typed(pairs), 1, "min")
 
 
-def _greatest(items: list[Any], texts: list[str]) -> int:
-    return _pick(_typed(items, texts), -1, "max")
+def _greatest(pairs: list[list[Any]]) -> int:
+    return _pick(_typed(pairs), -1, "max")
 
 
 def _pick(items: list[Typed], replace_when: int, name: str) -> int:
@@ -292,11 +297,11 @@ def _pick(items: list[Typed], replace_when: int, name: str) -> int:
     return best
 
 
-def _total(items: list[Any], texts: list[str]) -> Any:
+def _total(pairs: list[list[Any]]) -> Any:
     """Kubernetes' sum() of a non-empty list (the guard gives an empty one its overload's
     zero): an int or a double as it is, a uint, duration or timestamp as [its type's letter,
     text the runtime reads] (`_SUMMED`)."""
-    typed = _typed(items, texts)
+    typed = _typed(pairs)
     _no_overload(typed, SUMMABLE)
     kind = typed[0][0]
     total: Typed = (kind, Duration(0) if kind == "duration" else 0.0 if kind == "double" else 0)
@@ -336,7 +341,7 @@ def _add(a: Typed, b: Typed) -> Typed:
 
 
 _INT64 = 2**63
-_UINT_ITEM = "u"
+_UINT_ITEM, _OTHER_ITEM = "u", "o"
 
 
 def _first(found: list[bool]) -> int:
@@ -403,9 +408,9 @@ def _declarations() -> list[Any]:
     exact: list[tuple[str, Any, Callable[..., Any]]] = [
         ("qq__sorted", T.BOOL, _sorted), ("qq__least", T.INT, _least),
         ("qq__greatest", T.INT, _greatest), ("qq__total", T.DYN, _total)]
-    for name, result, serve in exact:  # (a list, the texts of its timestamps and durations)
+    for name, result, serve in exact:  # a list as [item, text] pairs (_ITEMS)
         declared.append(_cel.FunctionDecl(name, [
-            _cel.Overload(f"{name}_list", result, [lists, lists], impl=serve)]))
+            _cel.Overload(f"{name}_list", result, [lists], impl=serve)]))
     for name, pick in (("qq__first", _first), ("qq__last", _last)):  # (a list of bools)
         declared.append(_cel.FunctionDecl(name, [
             _cel.Overload(f"{name}_list", T.INT, [lists], impl=pick)]))
@@ -492,6 +497,17 @@ _FORMAT_ARGUMENTS = (
         f"{_texts(GUARD_PREFIX + 'a', FORMAT_LEVELS)}))] "
         f": [dyn({_FA}.map({GUARD_PREFIX}o, {GUARD_PREFIX}format({GUARD_PREFIX}o)))]))"))
 
+# optional.unwrap(l), which the runtime's optional library (version 2) has not, as CEL; and
+# optional.ofNonZeroValue(x), whose zero timestamp is Go's (year 1), not the Unix epoch.
+_O, _Z = GUARD_PREFIX + "o", GUARD_PREFIX + "z"
+_UNWRAPPED = f".filter({_O}, {_O}.hasValue()).map({_O}, {_O}.value())"
+_OPTIONAL_CALLS = {
+    "unwrap": ("", _UNWRAPPED),
+    "ofNonZeroValue": (f"cel.bind({_Z}, ", (
+        f", type({_Z}) == {TIMESTAMP_TYPE} ? (dyn({_Z}) == timestamp('0001-01-01T00:00:00Z') "
+        f"? optional.none() : optional.of({_Z})) : optional.ofNonZeroValue({_Z}))")),
+}
+
 # Methods whose receiver is bound (`cel.bind(qq__r, receiver, ...)`, its arguments as qq__a0,
 # qq__a1): (method, arguments) -> CEL of R, the receiver, and A0, A1. A list goes to Python
 # with the texts of its timestamps and durations beside it, and Python's answer is an index
@@ -500,8 +516,11 @@ _FORMAT_ARGUMENTS = (
 # list).
 _R, _A0, _A1 = (GUARD_PREFIX + name for name in ("r", "a0", "a1"))
 _E = GUARD_PREFIX + "e"
-_ITEMS = (f"{_R}, dyn({_R}).map({_E}, type({_E}) == {TIMESTAMP_TYPE} || type({_E}) == "
-          f"{DURATION_TYPE} ? string({_E}) : type({_E}) == uint ? '{_UINT_ITEM}' : '')")
+_SERVED = ", ".join(f"dyn({kind})" for kind in ("int", "uint", "double", "bool", "string",
+                                                 "bytes", TIMESTAMP_TYPE, DURATION_TYPE))
+_ITEMS = (f"dyn({_R}).map({_E}, type({_E}) in [{_SERVED}] ? [dyn({_E}), dyn("
+          f"type({_E}) == {TIMESTAMP_TYPE} || type({_E}) == {DURATION_TYPE} ? string({_E}) "
+          f": type({_E}) == uint ? '{_UINT_ITEM}' : '')] : [dyn(null), dyn('{_OTHER_ITEM}')])")
 # A sum's value, typed as the list's items are (`{'qq__typed': R, 'qq__summed': [v]}` is a map
 # of lists of R's items to the checker: `checked` lets this literal mix types), and the zero of
 # an empty list: `dyn(0)` (Kubernetes' first overload, int, takes an empty list of dyn) until the
@@ -525,6 +544,7 @@ _LIST_CALLS = {
                          f" : {_R}.qq__lastIndexOf({_A0})"),
     ("slice", 2): (f"type({_R}) == list ? qq__span(size({_R}), {_A0}, {_A1}).map(qq__i, "
                    f"{_R}[qq__i]) : {_R}.slice({_A0}, {_A1})"),
+    ("unwrapOpt", 0): f"{_R}{_UNWRAPPED}",
     # Go's strings.Split and SplitN give no item for an empty string split by an empty one
     ("split", 1): f"{_R} == '' && {_A0} == '' ? [] : {_R}.split({_A0})",
     ("split", 2): f"{_R} == '' && {_A0} == '' ? [] : {_R}.split({_A0}, {_A1})",
@@ -550,7 +570,15 @@ def guarded(pieces: list[tuple[str, str]], strings: bool = True) -> str:
         if after != "(":
             continue
         opening = significant[position + 1]
-        if before != "." and value == "string" and strings:
+        if value in _OPTIONAL_CALLS and strings and position >= 2 and before == "." \
+                and pieces[significant[position - 2]] == ("name", "optional") \
+                and (position < 3 or pieces[significant[position - 3]][1] != "."):
+            closing = _closing(pieces, opening)
+            if closing is not None:
+                out[significant[position - 2]] = out[significant[position - 1]] = ""
+                out[index], end = _OPTIONAL_CALLS[value]
+                out[closing] = ")" + end
+        elif before != "." and value == "string" and strings:
             closing = _closing(pieces, opening)
             if closing is not None:
                 out[index] = f"cel.bind({_S}, "
