@@ -58,10 +58,19 @@ def test_a_list_of_optionals_has_no_lists_library_overload_as_in_kubernetes(text
 @pytest.mark.parametrize(("text", "what"), [
     ("quantity('1000m').isInteger()", "isInteger() of quantity('1000m')"),
     ("quantity('0.5Gi').asInteger() > 0", "asInteger() of quantity('0.5Gi')"),
-    ("quantity('500m').add(quantity('500m')).isInteger()",
-     "isInteger() of a quantity's add() with a term of another scale"),
+    ("quantity('500m').add(quantity('500m')).isInteger()", "isInteger() of a quantity's add()"),
     ("quantity(object.cpu).sub(quantity('1')).asInteger() > 0",
-     "asInteger() of a quantity's sub() with a term of another scale")])
+     "asInteger() of a quantity's sub() with a term of another scale"),
+    # Go's resource.Quantity keeps 19 digits, and 1Pi, in an inf.Dec, no int64: no integer
+    ("quantity('9223372036854775807').asInteger() > 0",
+     "asInteger() of quantity('9223372036854775807')"),
+    ("quantity('1Pi').isInteger()", "isInteger() of quantity('1Pi')"),
+    # its double is the digits times a power of ten: 3 * 0.1 is 0.30000000000000004
+    ("quantity('0.3').asApproximateFloat() > 0.0", "asApproximateFloat() of quantity('0.3')"),
+    ("quantity('0.1').add(quantity('0.2')).asApproximateFloat() > 0.0",
+     "asApproximateFloat() of a quantity's add()"),
+    ("quantity('99999999999999999999999999999999999999').asApproximateFloat() > 0.0",
+     "asApproximateFloat() of quantity('9999")])
 def test_is_integer_of_a_scale_quickq_guard_does_not_keep_is_refused(text, what):
     with pytest.raises(CelError) as caught:
         compile_expression(text, "object")
@@ -71,7 +80,9 @@ def test_is_integer_of_a_scale_quickq_guard_does_not_keep_is_refused(text, what)
 @pytest.mark.parametrize("text", [
     "quantity('1.5').isInteger()", "quantity('1e3').asInteger() == 1000",
     "quantity(object.cpu).isInteger()", "quantity('1k').sub(1).asInteger() == 999",
-    "quantity('2').add(quantity('1')).isInteger()"])
+    "quantity('2').add(quantity('1')).isInteger()", "quantity('1Ti').isInteger()",
+    "quantity('300m').asApproximateFloat() == 0.3", "quantity('1.5Gi').asApproximateFloat() > 1.0",
+    "quantity(object.cpu).asApproximateFloat() > 0.0"])
 def test_is_integer_kubernetes_answers_the_same_compiles(text):
     compile_expression(text, "object")
 

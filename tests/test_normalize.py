@@ -36,6 +36,9 @@ def normalized(obj: dict[str, Any]) -> dict[str, Any]:
     (2, "2"), (0.25, "250m"), (4.0, "4"), ("0", "0"), ("1GB", "1GB"), (True, True),
     # E and Ei are suffixes (exa, exbi), not an exponent; a binary amount is capped at int64's
     ("1Ei", "1Ei"), ("1E", "1E"), ("2E", "2E"), ("16Ei", "9223372036854775807"),
+    # every digit counts, and a nano's round-up past the 28th
+    ("99999999999999999999999999999999999999", "99999999999999999999999999999999999999"),
+    ("1.0000000000000000000000000001", "1000000001n"),
 ])
 def test_quantities_take_the_form_the_api_server_stores(written: Any, stored: Any) -> None:
     assert canonical_quantity(written) == stored

@@ -303,6 +303,17 @@ CASES = [
     "quantity('1.5n') == quantity('2n')", "quantity('1e-1000').isGreaterThan(quantity('0'))",
     "quantity('16Ei').compareTo(quantity('9223372036854775807'))", "isQuantity('1Zi')",
     "quantity('1Gi').compareTo(quantity('1Ei'))", "isQuantity('5.')", "isQuantity('1e+3')",
+    # how Kubernetes keeps a quantity: digits and a power of ten in an int64, else an inf.Dec
+    "quantity('9223372036854775807').asInteger()", "quantity('1Pi').isInteger()",
+    "quantity('-9223372036854775808').asInteger()", "quantity('1Ti').isInteger()",
+    "quantity('0.1').add(quantity('0.2')).asApproximateFloat()",
+    "quantity('0.3').asApproximateFloat()",
+    "quantity('99999999999999999999999999999999999999').asApproximateFloat()",
+    "quantity('300m').asApproximateFloat()", "quantity('1e-1000').asApproximateFloat()",
+    "quantity('1.5Gi').asApproximateFloat()", "quantity('1e1000').asApproximateFloat()",
+    "quantity('1.0000000000000000000000000001') == quantity('1000000001n')",
+    "quantity('99999999999999999999999999999999999999') == quantity('1e38')",
+    "quantity('9223372036854775807').add(1).asInteger()", "quantity('2').add(1).isInteger()",
     # --- URLs ---
     "url(object.data.url).getHost()", "url(object.data.url).getHostname()",
     "url(object.data.url).getPort()", "url(object.data.url).getScheme()",
@@ -363,9 +374,11 @@ EXTENSIONS = {
 # test then says to take it off this list).
 KNOWN: dict[str, str] = {}
 # Kubernetes runs these, and quickq-guard refuses them at load, since it cannot give the same
-# answer: the runtime keeps a quantity as its value, and Kubernetes' isInteger() also looks
-# at the scale it was written or summed with; the runtime's parser stops at 32 levels of
-# nesting, before the guard of format could look for a timestamp 3 lists deep in an argument;
+# answer: the runtime keeps a quantity as its value, and Kubernetes' isInteger(), asInteger()
+# and asApproximateFloat() also look at how it was written or summed (digits and a power of
+# ten in an int64, or an inf.Dec for 19 digits and more, or 1Pi); the runtime's parser stops
+# at 32 levels of nesting, before the guard of format could look for a timestamp 3 lists deep
+# in an argument;
 # and the runtime fails converting an optional held in a list or map for format() (a
 # segmentation fault), so one held in a value of dyn where format() is called is refused
 # (Kubernetes' format() fails on an optional when it runs, or refuses it among constants).
@@ -374,6 +387,11 @@ REFUSED_HERE = {
     "quantity('1.0').isInteger()", "quantity('0.5Gi').asInteger()",
     "quantity(object.data.cpu).add(quantity('1')).isInteger()",
     "'%s'.format([[[[timestamp(object.data.nanos)]]]])", "'%s'.format([[dyn(optional.none())]])",
+    "quantity('9223372036854775807').asInteger()", "quantity('1Pi').isInteger()",
+    "quantity('-9223372036854775808').asInteger()",
+    "quantity('0.1').add(quantity('0.2')).asApproximateFloat()",
+    "quantity('0.3').asApproximateFloat()",
+    "quantity('99999999999999999999999999999999999999').asApproximateFloat()",
 }
 # Kubernetes evaluates these, and quickq-guard fails them when it evaluates them: one instant
 # read with two offsets (here from the object and from the text), the runtime keeping one

@@ -26,13 +26,20 @@ that its result keeps the offset cel-go keeps, and the sums whose list the check
 from __future__ import annotations
 
 import itertools
-import re
 from collections.abc import Callable, Iterator
 from typing import Any, NamedTuple
 
 from webhook.engine.cel.go import FORMAT_ARGUMENTS, FORMAT_LEVELS, TYPED_AS, ZERO_WIDTH
-from webhook.engine.cel.library import LIST_METHODS, regex_problem
-from webhook.engine.quantity import parse_quantity
+from webhook.engine.cel.library import (
+    LIST_METHODS,
+    GoQuantity,
+    amount_of,
+    go_add,
+    go_approximate_float,
+    go_is_integer,
+    go_quantity,
+    regex_problem,
+)
 
 Fields = dict[int, list[Any]]
 
@@ -315,15 +322,16 @@ def _problems(expr: Fields, types: dict[int, bytes], python: frozenset[str]
             if found:
                 yield found
                 return
-        if name in ("isInteger", "asInteger") and call.get(1):
-            written = _written_scale(_fields(call[1][0]), types)
+        if name in ("isInteger", "asInteger", "asApproximateFloat") and call.get(1):
+            written = _written_scale(name, _fields(call[1][0]), types)
             if written:
                 node = expr.get(_EXPR_ID, [0])[0]
                 yield node, (f"{name}() of {written}: Kubernetes' answer depends on how the "
-                             "quantity was written (1000m, 1.0 and 0.5Gi are no integers "
-                             "there, nor is a sum with such a term), which quickq-guard "
-                             "does not keep; compare the quantity instead (compareTo, "
-                             "isLessThan), or write it whole (1, 512Mi)")
+                             "quantity was written (1000m, 1.0, 0.5Gi and 1Pi are no "
+                             "integers there, nor is a sum with such a term, and 0.1 + 0.2 "
+                             "is 0.30000000000000004 as a double), which quickq-guard does "
+                             "not keep; compare the quantity instead (compareTo, "
+                             "isLessThan), or write it otherwise (1, 512Mi, 300m)")
     elif _LIST in expr:
         listed = _fields(expr[_LIST][0])
         elements = [_fields(item) for item in listed.get(1, [])]
@@ -407,21 +415,64 @@ def time_arithmetic(checked: Checked) -> list[int]:
                   if found & _ARITHMETIC and node in positions)
 
 
-def _written_scale(expr: Fields, types: dict[int, bytes]) -> str | None:
-    """Why Kubernetes may find no integer where quickq-guard finds one: a literal written
-    with a fraction, a milli/micro/nano suffix or a negative exponent (`quantity('1000m')`,
-    whose scale is milli there), or a sum or difference with a term that may have such a
-    scale (a literal like that, or a quantity read from the object, where `500m` is
-    canonical). A quantity read from the object alone is in the canonical form (the API
-    server's, and offline webhook.engine.normalize's), where integers are integers."""
+def _written_scale(name: str, expr: Fields, types: dict[int, bytes]) -> str | None:
+    """Why Kubernetes may answer isInteger(), asInteger() or asApproximateFloat() (`name`)
+    otherwise than quickq-guard for the quantity `expr`: made of literals, Kubernetes' own
+    quantity (webhook.engine.cel.library.go_quantity) answers otherwise (`quantity('1000m')`,
+    whose digits are 1000 at milli there, no integer); or a sum or difference with a term of
+    another scale (a quantity read from the object, where `500m` is canonical). A quantity
+    read from the object alone is in the canonical form (the API server's, and offline
+    webhook.engine.normalize's), where integers are integers."""
+    known = _kubernetes_quantity(expr, types)
+    call = _fields(expr[_CALL][0]) if _CALL in expr else {}
+    called = bytes(call.get(2, [b""])[0]).decode()
+    literal = _literal_quantity(call) if called == "quantity" else None
+    shown = f"quantity('{literal}')" if literal is not None else (
+        f"a quantity's {called}()" if known is not None
+        else f"a quantity's {called}() with a term of another scale")
+    if known is not None:
+        amount = amount_of(known)
+        if name == "asApproximateFloat":
+            differs = go_approximate_float(known) != float(amount)
+        else:
+            ours = amount == amount.to_integral_value() and -(2**63) <= amount < 2**63
+            differs = go_is_integer(known) != ours
+        return shown if differs else None
+    if name != "asApproximateFloat" and called in ("add", "sub") and \
+            _may_be_scaled(expr, types):
+        return shown
+    return None
+
+
+def _kubernetes_quantity(expr: Fields, types: dict[int, bytes]) -> GoQuantity | None:
+    """The quantity Kubernetes keeps for an expression made of literals (`quantity('1.0')`,
+    its add() and sub() of such or of ints), else None."""
     call = _fields(expr[_CALL][0]) if _CALL in expr else {}
     name = bytes(call.get(2, [b""])[0]).decode()
-    if name in ("add", "sub") and _may_be_scaled(expr, types):
-        return f"a quantity's {name}() with a term of another scale"
-    literal = _literal_quantity(call) if name == "quantity" else None
-    if literal is not None and _SCALED.search(literal) and _integral(literal):
-        return f"quantity('{literal}')"
-    return None
+    if name == "quantity":
+        literal = _literal_quantity(call)
+        return None if literal is None else go_quantity(literal)
+    arguments = [_fields(child) for child in call.get(3, [])]
+    if name not in ("add", "sub") or not call.get(1) or len(arguments) != 1:
+        return None
+    left = _kubernetes_quantity(_fields(call[1][0]), types)
+    term = arguments[0]
+    right: GoQuantity | None
+    if types.get(term.get(_EXPR_ID, [0])[0]) == _INT_TYPE:
+        constant = _fields(term[3][0]) if 3 in term else {}
+        right = None if 3 not in constant else (_signed(constant[3][0]), 0, False)
+    else:
+        right = _kubernetes_quantity(term, types)
+    if left is None or right is None:
+        return None
+    if name == "sub":
+        right = (-right[0], right[1], right[2])
+    return go_add(left, right)
+
+
+def _signed(varint: int) -> int:
+    """An int64 read from a protobuf varint."""
+    return varint - 2**64 if varint >= 2**63 else varint
 
 
 def _may_be_scaled(expr: Fields, types: dict[int, bytes]) -> bool:
@@ -433,7 +484,8 @@ def _may_be_scaled(expr: Fields, types: dict[int, bytes]) -> bool:
                    if types.get(term.get(_EXPR_ID, [0])[0]) != _INT_TYPE)
     if name == "quantity":
         literal = _literal_quantity(call)
-        return literal is None or bool(_SCALED.search(literal))
+        known = None if literal is None else go_quantity(literal)
+        return known is None or known[1] < 0 or known[2]
     return False  # a variable: its expression is not seen here
 
 
@@ -446,12 +498,6 @@ def _literal_quantity(call: Fields) -> str | None:
     return None
 
 
-def _integral(literal: str) -> bool:
-    amount = parse_quantity(literal.lstrip("+-"))
-    return amount is not None and amount == amount.to_integral_value()
-
-
-_SCALED = re.compile(r"\.|[mun]$|[eE]-")
 _INT_TYPE = bytes([0x18, 0x02])  # Type{primitive: INT64}
 
 

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import ipaddress
 import json
+import math
+import re
 from collections.abc import Callable
 from decimal import Decimal
 from functools import lru_cache
@@ -19,7 +21,7 @@ import re2
 from cel_expr_python import cel as _cel
 
 from webhook.engine.cel import urls
-from webhook.engine.quantity import parse_quantity
+from webhook.engine.quantity import EXACT, parse_quantity
 
 STRING, BOOL, INT, DOUBLE, DYN = (_cel.Type.STRING, _cel.Type.BOOL, _cel.Type.INT,
                                   _cel.Type.DOUBLE, _cel.Type.DYN)
@@ -37,7 +39,7 @@ def _amount(text: str) -> Decimal:
 
 
 def _canonical(amount: Decimal) -> str:
-    text = format(amount.normalize(), "f")
+    text = format(amount.normalize(EXACT), "f")
     return "0" if text in ("-0", "0") else text
 
 
@@ -79,12 +81,106 @@ def _is_integer(text: str) -> bool:
 
 def _plus(left: str, right: str | int, sign: int) -> str:
     other = Decimal(right) if isinstance(right, int) else _amount(right)
-    return _canonical(_amount(left) + sign * other)
+    return _canonical(EXACT.add(_amount(left), EXACT.multiply(sign, other)))
 
 
 def _sign(text: str) -> int:
     amount = _amount(text)
     return (amount > 0) - (amount < 0)
+
+
+# Kubernetes keeps a quantity as it was written or summed (Go's resource.Quantity: digits and
+# a power of ten in an int64, or an arbitrary decimal, inf.Dec, for what does not fit), and
+# isInteger(), asInteger() and asApproximateFloat() answer from that; quickq-guard keeps the
+# amount. GoQuantity models Kubernetes' for a quantity made of literals, so that the checker
+# (webhook.engine.cel.checked) can refuse at load what Kubernetes answers otherwise.
+GoQuantity = tuple[int, int, bool]  # (digits, power of ten, whether an inf.Dec)
+_INT64_MAX = 2**63 - 1
+_GO_SUFFIXES = {"n": -9, "u": -6, "m": -3, "": 0, "k": 3, "M": 6, "G": 9, "T": 12, "P": 15,
+                "E": 18}
+_GO_BINARY = {"Ki": 10, "Mi": 20, "Gi": 30, "Ti": 40, "Pi": 50, "Ei": 60}
+_GO_QUANTITY = re.compile(r"([+-]?)0*([0-9]*)(?:\.([0-9]*))?([a-zA-Z]*|[eE][+-]?[0-9]+)")
+
+
+def go_quantity(text: str) -> GoQuantity | None:
+    """Go's resource.ParseQuantity of the text, as Kubernetes' quantity() keeps it; None
+    where it does not parse."""
+    if parse_quantity(text.lstrip("+-")) is None:
+        return None
+    if text == "0":
+        return 0, 0, False
+    found = _GO_QUANTITY.fullmatch(text)
+    if found is None:
+        return None
+    sign, number, fraction, suffix = found.groups()
+    number, fraction = number or "0", fraction or ""
+    negative = sign == "-"
+    if suffix in _GO_BINARY:
+        power, binary = _GO_BINARY[suffix], True
+    else:
+        binary = False
+        power = _GO_SUFFIXES[suffix] if suffix in _GO_SUFFIXES else int(suffix[1:])
+    digits = len(number) + len(fraction)
+    if binary:
+        precision = (15 - len(number) - int(power * 3 / 10) - 1) if not fraction else -1
+        scale, mantissa = 0, 1 << power
+    else:
+        precision, scale, mantissa = 18 - digits, power, 1
+    if precision >= 0 and scale - len(fraction) >= -9:
+        value = int(number + fraction) * mantissa
+        if value <= _INT64_MAX:
+            return (-value if negative else value), scale - len(fraction), False
+    exact = EXACT.multiply(Decimal(f"{number}.{fraction or '0'}"),
+                           Decimal(2 ** power) if binary else Decimal(1).scaleb(power))
+    if binary and exact > _INT64_MAX:  # capped, at a power of ten of 0
+        return (-_INT64_MAX if negative else _INT64_MAX), 0, True
+    # rounded up to nanos, which leaves the digits at a power of ten of -9
+    unscaled = int(exact.scaleb(9, EXACT).to_integral_value(rounding="ROUND_UP", context=EXACT))
+    return (-unscaled if negative else unscaled), (-9 if unscaled else 0), True
+
+
+def go_add(left: GoQuantity, right: GoQuantity) -> GoQuantity:
+    """Quantity.Add: digits at the smaller power of ten in an int64, else an inf.Dec."""
+    (a, a_power, a_dec), (b, b_power, b_dec) = left, right
+    if not a_dec and not b_dec:
+        if b == 0:
+            return left
+        if a == 0:
+            return right
+        power = min(a_power, b_power)
+        total = a * 10 ** (a_power - power) + b * 10 ** (b_power - power)
+        fits = all(-_INT64_MAX - 1 <= v <= _INT64_MAX
+                   for v in (a * 10 ** (a_power - power), b * 10 ** (b_power - power), total))
+        if fits:
+            return total, power, False
+    power = min(a_power, b_power)
+    return a * 10 ** (a_power - power) + b * 10 ** (b_power - power), power, True
+
+
+def go_is_integer(quantity: GoQuantity) -> bool:
+    """Quantity.AsInt64()'s success: digits in an int64 at a power of ten of 0 or more."""
+    value, power, dec = quantity
+    return not dec and power >= 0 and -_INT64_MAX - 1 <= value * 10 ** power <= _INT64_MAX
+
+
+def go_approximate_float(quantity: GoQuantity) -> float:
+    """Quantity.AsApproximateFloat64(): the digits as a double times Go's math.Pow10."""
+    value, power, _ = quantity
+    return float(value) if power == 0 else float(value) * _pow10(power)
+
+
+def _pow10(power: int) -> float:
+    """Go's math.Pow10, from its tables: 1e32k times, or over, 1e0 to 1e31."""
+    if 0 <= power <= 308:
+        return float(f"1e{power // 32 * 32}") * float(f"1e{power % 32}")
+    if -323 <= power < 0:
+        return float(f"1e-{-power // 32 * 32}") / float(f"1e{-power % 32}")
+    return 0.0 if power < 0 else math.inf
+
+
+def amount_of(quantity: GoQuantity) -> Decimal:
+    value, power, _ = quantity
+    return Decimal(value).scaleb(power, EXACT)
 
 
 # --- URLs: url('https://...'), isURL(), .getScheme(), .getHost(), ... ----------------------
