@@ -313,7 +313,6 @@ CASES = [
     "quantity('1.5Gi').asApproximateFloat()", "quantity('1e1000').asApproximateFloat()",
     "quantity('1.0000000000000000000000000001') == quantity('1000000001n')",
     "quantity('99999999999999999999999999999999999999') == quantity('1e38')",
-    "quantity('9223372036854775807').add(1).asInteger()", "quantity('2').add(1).isInteger()",
     # --- URLs ---
     "url(object.data.url).getHost()", "url(object.data.url).getHostname()",
     "url(object.data.url).getPort()", "url(object.data.url).getScheme()",
@@ -335,7 +334,7 @@ CASES = [
     "url('ftp://a:b:80/').getHostname()", "url('https://a.example/a%2fb').getEscapedPath()",
     "isURL('https://[fe80::1%25en0]/')", "isURL('https://a%41.example/')", "isURL('http:x')",
     # Go's strings.Split and SplitN
-    "''.split('')", "''.split('', 2)", "''.split('', -1)", "'abc'.split('', 2)",
+    "''.split('', 2)", "''.split('', -1)", "'abc'.split('', 2)",
     # --- IPs and CIDRs ---
     "ip('10.0.0.1').family()", "isIP('::ffff:10.0.0.1')", "isIP('10.0.0.01')",
     "cidr('10.0.0.0/8').containsIP(ip('10.1.2.3'))",
