@@ -36,6 +36,10 @@ AS_KUBERNETES_WRITES_THEM = {
     "'%b'.format([true])": "1",
     "'%s'.format([1e20])": "1e+20",
     "'%s %d %f'.format(['a', 1, 1.5])": "a 1 1.500000",
+    # its printer writes no sign for -0.0, and takes three strings as doubles
+    "'%f'.format([-0.0])": "0.000000", "'%e'.format([-0.0])": "0.000000\u00d710\u2070\u2070",
+    "'%.1f'.format([-0.01])": "-0.0", "'%f'.format(['NaN'])": "NaN",
+    "'%e'.format(['-Infinity'])": "    -\u221e", "'%s'.format([-0.0])": "-0",
 }
 
 
@@ -56,6 +60,9 @@ def test_as_kubernetes_writes_them(text):
     ("'%10d'.format([5])", 'unrecognized formatting clause "1"'),
     ("'%s %s'.format(['x'])", "index 1 out of range"),
     ("'%s'.format([1, 2])", "too many arguments"),
+    # bytes that are no UTF-8 are no string there
+    ("'%s'.format([b'\\xff'])", "invalid UTF-8"), ("'%s'.format([[b'\\xff']])", "invalid UTF-8"),
+    ("'%f'.format(['x'])", "fixed-point clause can only be used on doubles, was given string"),
 ])
 def test_what_kubernetes_refuses_is_an_error(text, error):
     with pytest.raises(EvaluationError) as caught:

@@ -36,6 +36,11 @@ TRUE = [
     "quantity('1').add(quantity('500m')) == quantity('1.5')",
     "quantity('1').sub(2).sign() == -1",
     "isQuantity('256Mi') && !isQuantity('1GB') && !isQuantity('500mi')",
+    # as the API server reads them: E and Ei are suffixes, a nano is the least amount, a
+    # binary amount is capped at int64's largest
+    "isQuantity('1Ei') && quantity('1E').isGreaterThan(quantity('1P'))",
+    "quantity('1.5n') == quantity('2n') && quantity('1e-1000').isGreaterThan(quantity('0'))",
+    "quantity('16Ei').compareTo(quantity('9223372036854775807')) == 0",
     "container.resources.limits.all(r, quantity(container.resources.requests[r])"
     ".compareTo(quantity(container.resources.limits[r])) <= 0)",
     "url('https://example.com:8443/a/b?x=1&x=2').getHostname() == 'example.com'",
@@ -44,6 +49,19 @@ TRUE = [
     "url('https://example.com/a%20b?x=1&x=2').getQuery()['x'] == ['1', '2']",
     "url('http://example.com/a%20b').getEscapedPath() == '/a%20b'",
     "isURL('/relative/ok') && !isURL('not a url')",
+    # as Go's net/url reads and writes them: the host unescaped, the path escaped, the query
+    # without a malformed pair, == on the URL Go writes, an opaque URL, any digits as port
+    "url('https://[fe80::1%25en0]:8080/').getHost() == '[fe80::1%en0]:8080'",
+    "url('https://example.com/a b').getEscapedPath() == '/a%20b'",
+    "url('https://example.com/ü').getEscapedPath() == '/%C3%BC'",
+    "url('https://example.com/?a;b=1&q=%zz&c=3').getQuery() == {'c': ['3']}",
+    "url('HTTPS://Example.COM/') == url('https://Example.COM/')",
+    "url('mailto:a@example.com').getScheme() == 'mailto' && "
+    "url('mailto:a@example.com').getHost() == ''",
+    "url('https://example.com:99999/').getPort() == '99999'",
+    "!isURL('http://a:b:80/') && isURL('ftp://a:b:80/') && !isURL('https://[1.2.3.4]/')",
+    # Go's strings.Split: an empty string split by an empty one has no item
+    "''.split('') == [] && ''.split('', 2) == [] && ''.split(',') == ['']",
     # as Go's url.ParseRequestURI, which Kubernetes' isURL asks
     "isURL('mailto:ops@example.com') && isURL('https://') && isURL('https://a.example:8443/x')",
     "!isURL('https://a b.example/') && !isURL('https://a.example:port/') && !isURL('/a%zz')",
@@ -58,6 +76,10 @@ TRUE = [
     "cidr('10.0.0.0/8').containsCIDR('10.1.0.0/16')",
     "cidr('10.1.2.3/8').masked() == '10.0.0.0/8' && cidr('10.1.2.3/8').ip() == '10.1.2.3'",
     "cidr('10.0.0.0/8').prefixLength() == 8 && isCIDR('::/0') && !isCIDR('10.0.0.0')",
+    # as Go's netip: a multicast address of link-local scope whatever its flags, no leading
+    # zero in a prefix length
+    "ip('ff12::1').isLinkLocalMulticast() && !ip('ff05::1').isLinkLocalMulticast()",
+    "!isCIDR('1.2.3.4/08') && isCIDR('1.2.3.4/0')",
     "[1, 2, 3].isSorted() && ![3, 1].isSorted() && [1, 2, 3].sum() == 6",
     "[3, 1, 2].min() == 1 && [3, 1, 2].max() == 3 && [1.5, 2.5].sum() == 4.0",
     "'registry.example.com/app:1.2.3'.find('[0-9]+\\\\.[0-9]+') == '1.2'",
@@ -90,7 +112,6 @@ def test_a_false_expression_is_a_finding(tmp_path):
     ("cidr(container.env[0].value) == ''", "is not a CIDR"),
     ("quantity('1.5').asInteger() == 1", "is not an integer"),
     ("[].min() == 0", "min called on empty list"),
-    ("'a'.find('(?=a)') == ''", "invalid regular expression"),
     ("'a'.find(container.env[0].value + '(?=') == ''", "invalid regular expression"),
     ("'a'.matches(container.env[0].value + '(')", "invalid regular expression: missing )"),
     ("{'a': 1}[container.env[0].value] == 1", "no such key (a key taken from the object)"),
@@ -115,7 +136,38 @@ def test_find_runs_on_re2_so_a_pattern_that_backtracks_elsewhere_cannot(tmp_path
     status, _ = judge(tmp_path, "container.env[0].value.find('(a+)+$') == ''",
                       env=[{"name": "X", "value": "a" * 50_000 + "b"}])
     assert status == "pass"
-    status, reason = judge(tmp_path, "container.name.find('(a)\\\\1') == ''")
+    status, reason = judge(tmp_path, "container.name.find(container.env[0].value) == ''",
+                           env=[{"name": "X", "value": "(a)\\1"}])
+    assert status == "error" and "invalid regular expression" in reason, reason
+
+
+@pytest.mark.parametrize("expression", [
+    "'a'.find('(?=a)') == ''", "container.name.find('(a)\\\\1') == ''",
+    "container.name.matches('(')", "matches(container.name, '[')",
+    # Go's regexp, which Kubernetes runs, has no \C (any byte); RE2 has
+    "container.name.matches('a\\\\C')", "container.name.findAll('\\\\C').size() == 0",
+])
+def test_a_literal_pattern_that_does_not_compile_is_refused_at_load(tmp_path, expression):
+    from webhook import PolicyError
+
+    with pytest.raises(PolicyError) as refused:
+        judge(tmp_path, expression)
+    assert "argument: invalid regular expression" in str(refused.value)
+
+
+@pytest.mark.parametrize(("pattern", "found"), [
+    # Go's FindAllString: an empty match where the previous one ended is not another
+    ("a*", ["aaa"]), ("$", [""]), ("(?:)", ["", "", "", ""]), ("a??", ["", "", "", ""]),
+    ("(?m)^a", ["a"]),
+])
+def test_find_all_finds_what_go_finds(tmp_path, pattern, found):
+    expression = f"'aaa'.findAll(container.env[0].value) == {found!r}"
+    assert judge(tmp_path, expression, env=[{"name": "X", "value": pattern}]) == ("pass", "")
+
+
+def test_a_pattern_from_the_object_is_held_to_go_s_syntax(tmp_path):
+    status, reason = judge(tmp_path, "container.name.matches(container.env[0].value)",
+                           env=[{"name": "X", "value": "c\\C"}])
     assert status == "error" and "invalid regular expression" in reason, reason
 
 
@@ -146,6 +198,7 @@ REFUSED_AS_KUBERNETES = [
     "double('1e400') > 0.0", "timestamp('2024-01-01t00:00:00z') != timestamp(0)",
     "'qq-'.substring(0, 4) == 'qq-'", "'qq-'.substring(2, 1) == ''",
     "'abc'.indexOf('a', -1) == 0", "[1, 2, 3].slice(2, 4) == [3]",
+    "cidr('10.0.0.0/8').containsIP('10.0.0.1/32')",
 ]
 
 

@@ -34,7 +34,11 @@ def normalized(obj: dict[str, Any]) -> dict[str, Any]:
     ("1024Mi", "1Gi"), ("0.5Ki", "512"), ("1.5Ki", "1536"), ("120000", "120k"), ("1234", "1234"),
     ("1e3", "1e3"), ("12e2", "1200"), ("0.1m", "100u"), ("0.0001n", "1n"), ("1500m", "1500m"),
     (2, "2"), (0.25, "250m"), (4.0, "4"), ("0", "0"), ("1GB", "1GB"), (True, True),
-    ("1E", "1E"), ("1.5E", "1500P"),  # E alone is exa, not an exponent
+    # E and Ei are suffixes (exa, exbi), not an exponent; a binary amount is capped at int64's
+    ("1Ei", "1Ei"), ("1E", "1E"), ("2E", "2E"), ("1.5E", "1500P"), ("16Ei", "9223372036854775807"),
+    # every digit counts, and a nano's round-up past the 28th
+    ("99999999999999999999999999999999999999", "99999999999999999999999999999999999999"),
+    ("1.0000000000000000000000000001", "1000000001n"),
 ])
 def test_quantities_take_the_form_the_api_server_stores(written: Any, stored: Any) -> None:
     assert canonical_quantity(written) == stored

@@ -14,7 +14,7 @@ def with_resources(requests=None, limits=None):
 
 
 @pytest.mark.parametrize("amount", ["100m", "0.5", "256Mi", "1Gi", "1e3", "2", 2, 0.5, "1k",
-                                    "1E3", ".5", "1.5Gi", "1E"])  # 1E: one exa
+                                    "1E3", ".5", "1.5Gi", "1Ei", "1E"])  # 1E: one exa
 def test_valid_quantities_pass(amount):
     decision = judge(with_resources(limits={"cpu": amount, "memory": "1Ti"}))
     assert result(decision, "valid-resource-quantities").status == "pass", amount

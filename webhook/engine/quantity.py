@@ -7,7 +7,7 @@ by every other rule.
 from __future__ import annotations
 
 import re
-from decimal import Decimal
+from decimal import Context, Decimal
 from functools import lru_cache
 
 # <number><suffix>, where suffix is binary SI, decimal SI or a decimal exponent.
@@ -16,6 +16,10 @@ _QUANTITY = re.compile(
     r"^(?P<number>[+-]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+))"
     r"(?P<suffix>Ki|Mi|Gi|Ti|Pi|Ei|n|u|m|k|M|G|T|P|E|[eE][+-]?[0-9]+)?$"
 )
+
+# Arithmetic on amounts is exact (the default context keeps 28 digits, and would read
+# 99999999999999999999999999999999999999 as 1E+38 and lose a nano's round-up).
+EXACT = Context(prec=10_000)
 
 _MULTIPLIERS: dict[str, Decimal] = {
     "": Decimal(1),
@@ -67,13 +71,21 @@ def _parse_text(text: str) -> Decimal | None:
     if number < 0:
         return None
     suffix = match.group("suffix") or ""
-    if len(suffix) > 1 and suffix[0] in "eE":  # an exponent; E alone is exa
+    if suffix not in _MULTIPLIERS:  # a decimal exponent: 1e3, 1E-3 (1E and 1Ei are suffixes)
         exponent = int(suffix[1:])
         # Far beyond any real amount, and beyond what Decimal represents without trapping.
         if abs(exponent) > 1000:
             return None
-        return number.scaleb(exponent)
-    return number * _MULTIPLIERS[suffix]
+        amount = number.scaleb(exponent, EXACT)
+    else:
+        amount = EXACT.multiply(number, _MULTIPLIERS[suffix])
+    # As the API server reads it: precision beyond a nano-unit is rounded up, away from zero,
+    # and a binary amount is capped at the largest int64.
+    if _exponent(amount) < -9:
+        amount = amount.quantize(_NANO, rounding="ROUND_UP", context=EXACT)
+    if suffix.endswith("i") and amount > _MAX_INT64:
+        amount = _MAX_INT64
+    return amount
 
 
 def is_whole(amount: Decimal) -> bool:
@@ -85,6 +97,7 @@ _DECIMAL_SUFFIXES = {-9: "n", -6: "u", -3: "m", 0: "", 3: "k", 6: "M", 9: "G", 1
                      15: "P", 18: "E"}
 _BINARY_SUFFIXES = {0: "", 1: "Ki", 2: "Mi", 3: "Gi", 4: "Ti", 5: "Pi", 6: "Ei"}
 _NANO = Decimal("1e-9")
+_MAX_INT64 = Decimal(2**63 - 1)
 
 
 def canonical_quantity(value: object) -> object:
@@ -113,19 +126,21 @@ def _canonical_text(text: str) -> str | None:
         return None
     suffix = match.group("suffix") or ""
     amount = Decimal(match.group("number"))
-    if len(suffix) > 1 and suffix[0] in "eE":
+    if suffix not in _MULTIPLIERS:  # a decimal exponent (1E and 1Ei are suffixes)
         exponent = int(suffix[1:])
         if abs(exponent) > 1000:
             return None
-        amount, style = amount.scaleb(exponent), "exponent"
+        amount, style = amount.scaleb(exponent, EXACT), "exponent"
     else:
-        amount = amount * _MULTIPLIERS[suffix]
+        amount = EXACT.multiply(amount, _MULTIPLIERS[suffix])
         style = "binary" if suffix.endswith("i") else "decimal"
     # Precision beyond a nano-unit is rounded up, away from zero.
     if _exponent(amount) < -9:
-        amount = amount.quantize(_NANO, rounding="ROUND_UP")
+        amount = amount.quantize(_NANO, rounding="ROUND_UP", context=EXACT)
     if amount == 0:
         return "0"
+    if style == "binary" and amount > _MAX_INT64:  # the API server caps a binary amount
+        amount = _MAX_INT64
     if style == "binary" and (-1024 < amount < 1024 or amount != amount.to_integral_value()):
         style = "decimal"
     if style == "binary":
@@ -133,7 +148,7 @@ def _canonical_text(text: str) -> str | None:
         while whole % 1024 == 0 and power < 6:
             whole, power = whole // 1024, power + 1
         return f"{whole}{_BINARY_SUFFIXES[power]}"
-    normal = amount.normalize()
+    normal = amount.normalize(EXACT)
     sign, digits, _ = normal.as_tuple()
     exponent = _exponent(normal)
     shift = exponent % 3  # lower the exponent to a multiple of 3

@@ -36,7 +36,8 @@ from cel_expr_python.ext import ext_optional, ext_strings
 
 from webhook.engine.cel import BOUND, bound_names, lex
 from webhook.engine.cel.checked import MIXED_HINT, checked_problem
-from webhook.engine.cel.go import GUARDS, guarded
+from webhook.engine.cel.go import GUARD_CONFIG, GUARDS, guarded
+from webhook.engine.cel.library import LISTS, Declarations, config
 from webhook.engine.rules.cel import CelPolicy
 
 KUBERNETES_VERSIONS = "Kubernetes 1.35 and 1.36"
@@ -51,7 +52,6 @@ Q = T.AbstractType("kubernetes.Quantity")
 URL = T.AbstractType("kubernetes.URL")
 IP, CIDR = T.AbstractType("net.IP"), T.AbstractType("net.CIDR")
 JSON_PATCH = T.AbstractType("JSONPatch")
-LIST = T.List(DYN)
 # name -> (result, parameters, member): Kubernetes' library as quickq-guard's engine has it,
 # each of its types a type of its own (string() takes an IP or a CIDR, not a quantity or URL).
 _LIBRARY: dict[str, list[tuple[Any, list[Any], bool]]] = {
@@ -76,14 +76,18 @@ _LIBRARY: dict[str, list[tuple[Any, list[Any], bool]]] = {
     # string(): the runtime's own cannot be given more overloads, so it is renamed here
     "qq__str": [(S, [kind], False) for kind in (
         N, T.UINT, D, B, T.BYTES, S, T.TIMESTAMP, T.DURATION, IP, CIDR)],
-    "isSorted": [(B, [LIST], True)], "slice": [(LIST, [LIST, N, N], True)],
-    "sum": [(DYN, [LIST], True)], "min": [(DYN, [LIST], True)], "max": [(DYN, [LIST], True)],
     "find": [(S, [S, S], True)], "findAll": [(T.List(S), [S, S], True),
                                               (T.List(S), [S, S, N], True)],
 }
 _MUTATING: dict[str, list[tuple[Any, list[Any], bool]]] = {
     "jsonpatch.escapeKey": [(S, [S], False)],
     "qq__jsonpatch": [(JSON_PATCH, [T.Map(S, DYN)], False)],  # a JSONPatch{...} literal
+}
+# cel-go's optional library (version 2, which Kubernetes has) beyond the runtime's
+_OPTIONALS: Declarations = {
+    "optional.unwrap": [("k8s_optional_unwrap", "optional\\.unwrap(list<optional_type<~T>>)",
+                         "list<~T>", None)],
+    "unwrapOpt": [("k8s_unwrap_opt", "list<optional_type<~T>>.unwrapOpt()", "list<~T>", None)],
 }
 _VARIABLES = ("object", "oldObject", "request", "params", "namespaceObject", "variables",
               "podSpec", "container", "containerGroup")  # the last three: quickq-guard's
@@ -100,7 +104,9 @@ def _environment(mutating: bool, variables: tuple[tuple[str, Any], ...] = ()) ->
     """Kubernetes' admission policy environment; `variables`: (name, type) of the policy's
     variables defined so far, declared as BOUND + name."""
     functions = _declared({**_LIBRARY, **(_MUTATING if mutating else {})})
-    return _cel.NewEnv(variables={**dict.fromkeys(_VARIABLES, DYN),
+    declared, served = config(LISTS, GUARD_CONFIG, _OPTIONALS)  # with type parameters
+    return _cel.NewEnv(config=declared, function_impls=served,
+                       variables={**dict.fromkeys(_VARIABLES, DYN),
                                   **{BOUND + name: type_ for name, type_ in variables}},
                        extensions=[ext_strings.ExtStrings(version=2),
                                    ext_optional.ExtOptional()],

@@ -38,10 +38,16 @@ from webhook.engine.cel.checked import (
     checked_problem,
     problem_in,
     read,
+    sum_zeros,
     time_arithmetic,
 )
-from webhook.engine.cel.go import GUARDS, carried, guarded
-from webhook.engine.cel.library import KUBERNETES_FUNCTIONS, PYTHON_FUNCTIONS
+from webhook.engine.cel.go import GUARD_CONFIG, GUARDS, ZERO_WIDTH, carried, guarded
+from webhook.engine.cel.library import (
+    KUBERNETES_FUNCTIONS,
+    LISTS,
+    PYTHON_FUNCTIONS,
+    config,
+)
 
 # The variables of ValidatingAdmissionPolicy, and what quickq-guard adds for its scopes.
 OBJECT_VARIABLES = ("object", "oldObject", "request", "params", "namespaceObject",
@@ -86,7 +92,9 @@ _EXPRESSION_FUNCTION = _cel.FunctionDecl("qq__expression", [
 
 
 def _environment(variables: tuple[str, ...], *functions: Any) -> Any:
+    declared, served = config(LISTS, GUARD_CONFIG)  # the functions with type parameters
     return _cel.NewEnv(
+        config=declared, function_impls=served,
         variables=dict.fromkeys(variables, _cel.Type.DYN),
         extensions=[ext_strings.ExtStrings(), ext_optional.ExtOptional(),
                     ext_bindings.ExtBindings(), ext_math.ExtMath(), ext_encoders.ExtEncoders()],
@@ -161,10 +169,11 @@ def compile_expression(text: str, scope: Scope, kind: Kind = "any",
     program, compiled = _compiled(text, _ENVIRONMENTS[scope], scope)
     problem = checked_problem(program, compiled, PYTHON_FUNCTIONS)
     if problem and (literals or "expected type" not in problem):
-        # said where the text as written has it, when it compiles as written
+        # said where the text as written has it, when it compiles as written (where no
+        # list of the lists library is bound: that is the guard's, which it was)
         if compiled != text:
             problem = checked_problem(_compiled_as_written(text, scope), text,
-                                      PYTHON_FUNCTIONS) or problem
+                                      PYTHON_FUNCTIONS - LISTS.keys()) or problem
         raise CelError(problem)
     result = program.return_type().name().lower()
     wanted = _WANTED[kind]
@@ -214,7 +223,7 @@ def _compiled(text: str, environment: Any, scope: Scope) -> tuple[Any, str]:
     function then). What does not compile is said as written. Raises CelError."""
     compiled = guarded(lex(text))
     try:
-        program = environment.compile(compiled)
+        program, compiled = _zeroed(environment.compile(compiled), compiled, environment)
     except RuntimeError as error:
         if compiled == text:
             raise CelError(_compile_problem(str(error), scope)) from None
@@ -226,6 +235,25 @@ def _compiled(text: str, environment: Any, scope: Scope) -> tuple[Any, str]:
             raise CelError(TOO_DEEP) from None
         return program, text
     return _carrying(program, compiled, environment, scope)
+
+
+def _zeroed(program: Any, compiled: str, environment: Any) -> tuple[Any, str]:
+    """The program and its text with the zero Kubernetes gives a sum of an empty list written
+    in the sum's guard where the checker found the list's items ints, uints, doubles or
+    durations (`0`, `0u`, `0.0`, `duration('0s')`: the overload Kubernetes picks by the list's
+    type), so that the sum is typed as there too; each written in the width of the `dyn(0)` it
+    replaces, so offsets into the text stay. Raises RuntimeError where the typed sum does not
+    compile (`[1, 2].sum() == 'a'`, as in Kubernetes)."""
+    if "qq__total(" not in compiled:
+        return program, compiled
+    zeros = sum_zeros(read(program))
+    if not zeros:
+        return program, compiled
+    for offset, zero in zeros:
+        if compiled[offset:offset + ZERO_WIDTH].strip() != "dyn(0)":
+            raise RuntimeError("quickq-guard could not find the zero of a sum() it guards")
+        compiled = compiled[:offset] + zero + compiled[offset + ZERO_WIDTH:]
+    return environment.compile(compiled), compiled
 
 
 _NESTING = re.compile(r"recursion (?:depth|limit)")
@@ -278,6 +306,11 @@ def compile_policy(scope: Scope, variables: Sequence[tuple[str, Source]],
                            ) from None
     exempt = [span for source in sources if not source.literals
               for span in _spans(written, named[source.field])]
+    try:  # the spans stay where they are
+        program, written = _zeroed(program, written, environment)
+    except RuntimeError as error:
+        _diagnosed(scope, variables, sources)  # raises what is wrong, as written
+        raise CelError(f"{sources[0].field}: {_compile_problem(str(error), scope)}") from None
     checked = read(program)
     problem = problem_in(checked, written, PYTHON_FUNCTIONS, lambda offset, said: (
         said.startswith("expected type") and any(start <= offset < end
@@ -530,7 +563,11 @@ def _value(expression: Expression, bound: Any, container: int | None) -> Any:
         if at is not None:
             _CONTAINER_INDEX.reset(at)
     if value.type().name() == "ERROR":
-        raise EvaluationError(_clean(value.value(), expression.bound or expression.text))
+        try:
+            message = value.value()
+        except TypeError:  # an optional, which the runtime's binding has no Python value for
+            raise EvaluationError(moments.OPTIONAL) from None
+        raise EvaluationError(_clean(message, expression.bound or expression.text))
     return value
 
 

@@ -15,19 +15,31 @@ cel/expr/checked.proto and syntax.proto it needs.
   when the policy loads (Kubernetes' functions take no optional there either).
 - A `format()` argument whose type holds a timestamp or duration deeper than the guard of
   format looks (webhook.engine.cel.go): Python would see it only to the microsecond.
+- A call of the lists library whose list its guard (webhook.engine.cel.go) could not bind:
+  only the guard gives Kubernetes' answer (a uint sum, an empty list's zero).
 
 It also finds timestamp arithmetic (`time_arithmetic`), which webhook.engine.cel.go writes so
-that its result keeps the offset cel-go keeps.
+that its result keeps the offset cel-go keeps, and the sums whose list the checker typed
+(`sum_zeros`), whose empty list's zero is that type's in Kubernetes.
 """
 
 from __future__ import annotations
 
-import re
+import itertools
 from collections.abc import Callable, Iterator
 from typing import Any, NamedTuple
 
-from webhook.engine.cel.go import FORMAT_ARGUMENTS, FORMAT_LEVELS
-from webhook.engine.quantity import parse_quantity
+from webhook.engine.cel.go import FORMAT_ARGUMENTS, FORMAT_LEVELS, TYPED_AS, ZERO_WIDTH
+from webhook.engine.cel.library import (
+    LIST_METHODS,
+    GoQuantity,
+    amount_of,
+    go_add,
+    go_approximate_float,
+    go_is_integer,
+    go_quantity,
+    regex_problem,
+)
 
 Fields = dict[int, list[Any]]
 
@@ -203,7 +215,10 @@ def problem_in(checked: Checked, text: str, python: frozenset[str] = frozenset()
     """checked_problem of a program read; `allowed(offset, problem)`: a problem let through
     at that offset of `text` (in code points)."""
     offsets: dict[int, int] | None = None
-    for node, problem in _problems(checked.root, checked.types, python):
+    found = _problems(checked.root, checked.types, python)
+    if "format(" in text:
+        found = itertools.chain(found, _hidden_optionals(checked))
+    for node, problem in found:
         if offsets is None:
             offsets = {}
             for entry in checked.source.get(4, []):  # positions: id -> offset in code points
@@ -282,21 +297,41 @@ def _problems(expr: Fields, types: dict[int, bytes], python: frozenset[str]
                     yield node, (f"{shown}() is given an optional ({_name(types[node])}); "
                                  "take its value first (.value(), .orValue(...))")
                     return
+        if call.get(1) and ((name in LIST_METHODS and name in python)
+                            or (name in _LIST_INDEXES and python)):
+            target = _fields(call[1][0])
+            if _ident(target) != _RECEIVER and \
+                    _name(types.get(target.get(_EXPR_ID, [0])[0], b"")) != "string":
+                shown = name.removeprefix("qq__")
+                yield expr.get(_EXPR_ID, [0])[0], (
+                    f"quickq-guard cannot tell the list of this {shown}() apart in the "
+                    "expression's text, to give Kubernetes' answer; put it in parentheses or "
+                    "a variable")
+                return
+        if name in ("matches", "find", "findAll"):  # a literal pattern: checked now, as there
+            arguments = call.get(3, [])
+            at = 0 if call.get(1) else 1
+            pattern = _string_constant(_fields(arguments[at])) if at < len(arguments) else None
+            problem = None if pattern is None else regex_problem(pattern)
+            if problem:
+                yield expr.get(_EXPR_ID, [0])[0], f"invalid {name} argument: {problem}"
+                return
         exempt = name in ("format", "qq__format")  # its argument list may mix types
         if name == "format" and len(call.get(3, [])) == 1:  # as written (for the position)
             found = _too_deep(_fields(call[3][0]), types)
             if found:
                 yield found
                 return
-        if name in ("isInteger", "asInteger") and call.get(1):
-            written = _written_scale(_fields(call[1][0]), types)
+        if name in ("isInteger", "asInteger", "asApproximateFloat") and call.get(1):
+            written = _written_scale(name, _fields(call[1][0]), types)
             if written:
                 node = expr.get(_EXPR_ID, [0])[0]
                 yield node, (f"{name}() of {written}: Kubernetes' answer depends on how the "
-                             "quantity was written (1000m, 1.0 and 0.5Gi are no integers "
-                             "there, nor is a sum with such a term), which quickq-guard "
-                             "does not keep; compare the quantity instead (compareTo, "
-                             "isLessThan), or write it whole (1, 512Mi)")
+                             "quantity was written (1000m, 1.0, 0.5Gi and 1Pi are no "
+                             "integers there, nor is a sum with such a term, and 0.1 + 0.2 "
+                             "is 0.30000000000000004 as a double), which quickq-guard does "
+                             "not keep; compare the quantity instead (compareTo, "
+                             "isLessThan), or write it otherwise (1, 512Mi, 300m)")
     elif _LIST in expr:
         listed = _fields(expr[_LIST][0])
         elements = [_fields(item) for item in listed.get(1, [])]
@@ -311,7 +346,7 @@ def _problems(expr: Fields, types: dict[int, bytes], python: frozenset[str]
         entries = [_fields(entry) for entry in created.get(2, [])]
         keys = [(_one(entry, 3), False) for entry in entries if 3 in entry]
         values = [(_one(entry, 4), bool(entry.get(5, [0])[0])) for entry in entries]
-        if not created.get(1):  # a map literal, not a message
+        if not created.get(1) and not _typed_as(keys):  # a map literal, not a message
             found = _mixed(keys, types) or _mixed(values, types)
             if found:
                 yield found
@@ -380,21 +415,64 @@ def time_arithmetic(checked: Checked) -> list[int]:
                   if found & _ARITHMETIC and node in positions)
 
 
-def _written_scale(expr: Fields, types: dict[int, bytes]) -> str | None:
-    """Why Kubernetes may find no integer where quickq-guard finds one: a literal written
-    with a fraction, a milli/micro/nano suffix or a negative exponent (`quantity('1000m')`,
-    whose scale is milli there), or a sum or difference with a term that may have such a
-    scale (a literal like that, or a quantity read from the object, where `500m` is
-    canonical). A quantity read from the object alone is in the canonical form (the API
-    server's, and offline webhook.engine.normalize's), where integers are integers."""
+def _written_scale(name: str, expr: Fields, types: dict[int, bytes]) -> str | None:
+    """Why Kubernetes may answer isInteger(), asInteger() or asApproximateFloat() (`name`)
+    otherwise than quickq-guard for the quantity `expr`: made of literals, Kubernetes' own
+    quantity (webhook.engine.cel.library.go_quantity) answers otherwise (`quantity('1000m')`,
+    whose digits are 1000 at milli there, no integer); or a sum or difference with a term of
+    another scale (a quantity read from the object, where `500m` is canonical). A quantity
+    read from the object alone is in the canonical form (the API server's, and offline
+    webhook.engine.normalize's), where integers are integers."""
+    known = _kubernetes_quantity(expr, types)
+    call = _fields(expr[_CALL][0]) if _CALL in expr else {}
+    called = bytes(call.get(2, [b""])[0]).decode()
+    literal = _literal_quantity(call) if called == "quantity" else None
+    shown = f"quantity('{literal}')" if literal is not None else (
+        f"a quantity's {called}()" if known is not None
+        else f"a quantity's {called}() with a term of another scale")
+    if known is not None:
+        amount = amount_of(known)
+        if name == "asApproximateFloat":
+            differs = go_approximate_float(known) != float(amount)
+        else:
+            ours = amount == amount.to_integral_value() and -(2**63) <= amount < 2**63
+            differs = go_is_integer(known) != ours
+        return shown if differs else None
+    if name != "asApproximateFloat" and called in ("add", "sub") and \
+            _may_be_scaled(expr, types):
+        return shown
+    return None
+
+
+def _kubernetes_quantity(expr: Fields, types: dict[int, bytes]) -> GoQuantity | None:
+    """The quantity Kubernetes keeps for an expression made of literals (`quantity('1.0')`,
+    its add() and sub() of such or of ints), else None."""
     call = _fields(expr[_CALL][0]) if _CALL in expr else {}
     name = bytes(call.get(2, [b""])[0]).decode()
-    if name in ("add", "sub") and _may_be_scaled(expr, types):
-        return f"a quantity's {name}() with a term of another scale"
-    literal = _literal_quantity(call) if name == "quantity" else None
-    if literal is not None and _SCALED.search(literal) and _integral(literal):
-        return f"quantity('{literal}')"
-    return None
+    if name == "quantity":
+        literal = _literal_quantity(call)
+        return None if literal is None else go_quantity(literal)
+    arguments = [_fields(child) for child in call.get(3, [])]
+    if name not in ("add", "sub") or not call.get(1) or len(arguments) != 1:
+        return None
+    left = _kubernetes_quantity(_fields(call[1][0]), types)
+    term = arguments[0]
+    right: GoQuantity | None
+    if types.get(term.get(_EXPR_ID, [0])[0]) == _INT_TYPE:
+        constant = _fields(term[3][0]) if 3 in term else {}
+        right = None if 3 not in constant else (_signed(constant[3][0]), 0, False)
+    else:
+        right = _kubernetes_quantity(term, types)
+    if left is None or right is None:
+        return None
+    if name == "sub":
+        right = (-right[0], right[1], right[2])
+    return go_add(left, right)
+
+
+def _signed(varint: int) -> int:
+    """An int64 read from a protobuf varint."""
+    return varint - 2**64 if varint >= 2**63 else varint
 
 
 def _may_be_scaled(expr: Fields, types: dict[int, bytes]) -> bool:
@@ -406,7 +484,8 @@ def _may_be_scaled(expr: Fields, types: dict[int, bytes]) -> bool:
                    if types.get(term.get(_EXPR_ID, [0])[0]) != _INT_TYPE)
     if name == "quantity":
         literal = _literal_quantity(call)
-        return literal is None or bool(_SCALED.search(literal))
+        known = None if literal is None else go_quantity(literal)
+        return known is None or known[1] < 0 or known[2]
     return False  # a variable: its expression is not seen here
 
 
@@ -419,12 +498,6 @@ def _literal_quantity(call: Fields) -> str | None:
     return None
 
 
-def _integral(literal: str) -> bool:
-    amount = parse_quantity(literal.lstrip("+-"))
-    return amount is not None and amount == amount.to_integral_value()
-
-
-_SCALED = re.compile(r"\.|[mun]$|[eE]-")
 _INT_TYPE = bytes([0x18, 0x02])  # Type{primitive: INT64}
 
 
@@ -455,3 +528,124 @@ def _mixed(items: list[tuple[Fields, bool]], types: dict[int, bytes]
             return node, (f"expected type '{_name(first)}' but found '{_name(type_)}' "
                           f"{MIXED_HINT}")
     return None
+
+
+_RECEIVER = "qq__r"  # the name a guard binds a list's receiver to (webhook.engine.cel.go)
+_LIST_INDEXES = ("qq__indexOf", "qq__lastIndexOf")
+
+
+def _ident(expr: Fields) -> str | None:
+    """The name an identifier expression reads, else None."""
+    if _IDENT not in expr:
+        return None
+    return bytes(_fields(expr[_IDENT][0]).get(1, [b""])[0]).decode()
+
+
+def _string_constant(expr: Fields) -> str | None:
+    if 3 not in expr:  # const_expr
+        return None
+    constant = _fields(expr[3][0])
+    return bytes(constant[6][0]).decode() if 6 in constant else None
+
+
+def _typed_as(keys: list[tuple[Fields, bool]]) -> bool:
+    """Whether a map literal is a sum's guard, which types its value by the list it sums
+    (webhook.engine.cel.go's TYPED_AS): not a literal a policy wrote."""
+    return bool(keys) and _string_constant(keys[0][0]) == TYPED_AS
+
+
+def _walk(expr: Fields) -> Iterator[Fields]:
+    """Every expression under `expr`, itself first."""
+    yield expr
+    children: list[bytes] = []
+    if _CALL in expr:
+        call = _fields(expr[_CALL][0])
+        children = call.get(1, []) + call.get(3, [])
+    elif _LIST in expr:
+        children = _fields(expr[_LIST][0]).get(1, [])
+    elif _STRUCT in expr:
+        entries = [_fields(entry) for entry in _fields(expr[_STRUCT][0]).get(2, [])]
+        children = [entry[n][0] for entry in entries for n in (3, 4) if n in entry]
+    elif _SELECT in expr:
+        children = _fields(expr[_SELECT][0]).get(1, [])
+    elif _COMPREHENSION in expr:
+        comprehension = _fields(expr[_COMPREHENSION][0])
+        children = [comprehension[n][0] for n in (2, 4, 5, 6, 7) if n in comprehension]
+    for child in children:
+        yield from _walk(_fields(child))
+
+
+_ZEROS = {"list_int_sum": "0", "list_uint_sum": "0u", "list_double_sum": "0.0",
+          "list_duration_sum": "duration('0s')"}
+
+
+def sum_zeros(checked: Checked) -> list[tuple[int, str]]:
+    """Where (code points into the text compiled) a sum's guard has the zero of an empty list,
+    and the zero Kubernetes gives there, where the checker found the list's items ints, uints,
+    doubles or durations (one overload of sum, whose zero Kubernetes gives; otherwise the
+    guard's dyn(0)): [(offset, zero written in the guard's width)]."""
+    found = overloads(checked)
+    positions: dict[int, int] | None = None
+    zeros = []
+    for expr in _walk(checked.root):
+        call = _fields(expr[_CALL][0]) if _CALL in expr else {}
+        arguments = [_fields(child) for child in call.get(3, [])]
+        if call.get(2) != [b"_?_:_"] or len(arguments) != 3 or _CALL not in arguments[2]:
+            continue
+        otherwise = _fields(arguments[2][_CALL][0])
+        if otherwise.get(2) != [b"sum"] or not otherwise.get(1) or \
+                _ident(_fields(otherwise[1][0])) != _RECEIVER:
+            continue
+        chosen = found.get(arguments[2].get(_EXPR_ID, [0])[0], set()) & set(_ZEROS)
+        inner = _fields(arguments[1][_CALL][0]) if _CALL in arguments[1] else {}
+        empty = [_fields(child) for child in inner.get(3, [])]
+        if len(chosen) != 1 or inner.get(2) != [b"_?_:_"] or len(empty) != 3:
+            continue
+        if positions is None:
+            positions = {}
+            for entry in checked.source.get(4, []):
+                pair = _fields(entry)
+                positions[pair.get(1, [0])[0]] = pair.get(2, [0])[0]
+        node = empty[1].get(_EXPR_ID, [0])[0]
+        if node in positions:  # the `(` of dyn(0): the checker places a call at its `(`
+            zeros.append((positions[node] - len("dyn"),
+                          _ZEROS[chosen.pop()].ljust(ZERO_WIDTH)))
+    return zeros
+
+
+_HIDING = (b"dyn", b"_?_:_", b"orValue")  # calls whose value may hold their argument's
+
+
+def _hidden_optionals(checked: Checked) -> Iterator[tuple[int, str]]:
+    """Where an optional is put into a value whose type does not show it (`dyn(x.?a)`, a
+    list literal of dyn, a conditional joined to dyn): from there it may reach format(), which
+    hands its arguments to Python, and the runtime crashes converting an optional in a list
+    or map (the optional's own type is refused where format() is given it: `_problems`)."""
+    types = checked.types
+    for expr in _walk(checked.root):
+        node = expr.get(_EXPR_ID, [0])[0]
+        own = types.get(node)
+        if own is None or _has_optional(own):
+            continue
+        parts: list[tuple[Fields, bool]] = []
+        if _CALL in expr:
+            call = _fields(expr[_CALL][0])
+            if call.get(2, [b""])[0] in _HIDING:
+                parts = [(_fields(child), False) for child in call.get(3, [])]
+        elif _LIST in expr:
+            listed = _fields(expr[_LIST][0])
+            optional = _packed(listed, 2)
+            parts = [(_fields(item), index in optional)
+                     for index, item in enumerate(listed.get(1, []))]
+        elif _STRUCT in expr:
+            entries = [_fields(entry) for entry in _fields(expr[_STRUCT][0]).get(2, [])]
+            parts = [(_one(entry, 4), bool(entry.get(5, [0])[0])) for entry in entries]
+        for part, unwrap in parts:
+            held = types.get(part.get(_EXPR_ID, [0])[0])
+            if held is not None and _has_optional(_unwrapped(held) if unwrap else held):
+                yield part.get(_EXPR_ID, [0])[0], (
+                    f"an optional ({_name(held)}) is held here in a value whose type does not "
+                    "show it, and the expression calls format(): quickq-guard's runtime "
+                    "cannot hand such a value to format() (it fails converting an optional "
+                    "in a list or map); take its value first (.value(), .orValue(...))")
+                return

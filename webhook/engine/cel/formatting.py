@@ -83,10 +83,13 @@ def _clause(verb: str, precision: int | None, value: Any) -> str:
                              f"{_type(value)}")
         return str(value)
     if verb in "fe":
+        if isinstance(value, str) and value in _FLOAT_WORDS:  # Kubernetes takes these three
+            value = float(value)
         if not isinstance(value, float):
             clause = "fixed-point" if verb == "f" else "scientific"
             raise ValueError(f"{clause} clause can only be used on doubles, was given "
                              f"{_type(value)}")
+        value = value or 0.0  # its printer writes no sign for -0.0
         return _fixed(value, 6 if precision is None else precision) if verb == "f" \
             else _scientific(value)
     if verb in "xX":
@@ -148,7 +151,7 @@ def _text(value: Any) -> str:
     if isinstance(value, str):
         return value
     if isinstance(value, bytes | bytearray):
-        return bytes(value).decode("utf-8", "replace")
+        return _utf8(value)
     if isinstance(value, float):
         return go_float(value)
     if isinstance(value, list | dict):
@@ -181,7 +184,7 @@ def _nested(value: Any) -> str:
     if isinstance(value, str):
         return _quote(value)
     if isinstance(value, bytes | bytearray):
-        return "b" + _quote(bytes(value).decode("utf-8", "surrogateescape"))
+        return "b" + _quote(_utf8(value))
     if isinstance(value, float):
         if math.isnan(value) or math.isinf(value):
             return '"' + ("NaN" if math.isnan(value) else "+Inf" if value > 0 else "-Inf") + '"'
@@ -190,6 +193,19 @@ def _nested(value: Any) -> str:
         kind = "duration" if isinstance(value, Duration) else "timestamp"
         return f'{kind}("{_plain(value)}")'
     return _plain(value)
+
+
+_FLOAT_WORDS = ("NaN", "Infinity", "-Infinity")
+
+
+def _utf8(value: bytes | bytearray) -> str:
+    """Bytes as a string, as Kubernetes converts them for `%s`: bytes that are no UTF-8 are an
+    error there."""
+    try:
+        return bytes(value).decode()
+    except UnicodeDecodeError:
+        raise ValueError("could not convert argument to string: invalid UTF-8 in bytes") \
+            from None
 
 
 def _quote(text: str) -> str:

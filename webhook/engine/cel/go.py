@@ -27,7 +27,8 @@ The runtime hands a timestamp or duration to Python only to the microsecond, so 
 function reads one from that (webhook.engine.cel.moments): the guards hand a value over with
 the runtime's own text of each timestamp and duration in it beside it (`_texts`), a value
 Python returns is picked by CEL from the list it came from (min, max, slice) or is text the
-runtime reads (a sum of durations), and the equality of a list's indexOf is CEL's own.
+runtime reads (a sum of uints or durations), and the equality of a list's indexOf is CEL's
+own. The lists library follows Kubernetes' overloads, chosen by a list of dyn's first item.
 timestamp() of a string also records the offset it was written with, and timestamp arithmetic
 (`carried`, a second pass where the checker found any) gives its result its operand's.
 
@@ -41,7 +42,7 @@ errors name what the policy wrote.
 
 from __future__ import annotations
 
-import itertools
+import math
 import re
 from collections.abc import Callable
 from datetime import datetime, timedelta
@@ -50,7 +51,13 @@ from typing import Any
 from cel_expr_python import cel as _cel
 
 from webhook.engine.cel.formatting import format_string, go_float
-from webhook.engine.cel.library import UNBOUND, slice_indexes
+from webhook.engine.cel.library import (
+    COMPARABLE,
+    SUMMABLE,
+    Declarations,
+    regex_matches,
+    slice_indexes,
+)
 from webhook.engine.cel.moments import (
     DURATION_TYPE,
     TIMESTAMP_TYPE,
@@ -164,12 +171,9 @@ def _substring(text: str, start: int, end: int | None = None) -> str:
     return text[start:end]
 
 
-def _index_of(where: str | list[Any], what: Any, offset: int = 0) -> int:
-    """cel-go: a string's code points from `offset` (past the end: -1), or a list's first
-    equal item (where the receiver could not be bound: see `guarded`)."""
-    if isinstance(where, list):
-        refuse_lossy([where, what], "indexOf()", UNBOUND)
-        return next((i for i, item in enumerate(where) if _equal(item, what)), -1)
+def _index_of(where: str, what: str, offset: int = 0) -> int:
+    """cel-go's strings extension: code points from `offset` (past the end: -1). A list's
+    indexOf is CEL's own equality, in its guard (`_LIST_CALLS`)."""
     if what == "":
         return offset
     if offset < 0:
@@ -177,10 +181,7 @@ def _index_of(where: str | list[Any], what: Any, offset: int = 0) -> int:
     return where.find(what, offset) if offset < len(where) else -1
 
 
-def _last_index_of(where: str | list[Any], what: Any, offset: int | None = None) -> int:
-    if isinstance(where, list):
-        refuse_lossy([where, what], "lastIndexOf()", UNBOUND)
-        return next((i for i in range(len(where) - 1, -1, -1) if _equal(where[i], what)), -1)
+def _last_index_of(where: str, what: str, offset: int | None = None) -> int:
     if offset is None:
         if what == "":
             return len(where)
@@ -196,11 +197,6 @@ def _last_index_of(where: str | list[Any], what: Any, offset: int | None = None)
     return where.rfind(what, 0, offset + len(what))
 
 
-def _equal(a: Any, b: Any) -> bool:
-    """CEL's equality on plain values: a bool is no number."""
-    return (isinstance(a, bool) == isinstance(b, bool)) and a == b
-
-
 def _milliseconds(value: timedelta | datetime) -> int:
     """cel-go: a duration's whole length in milliseconds (toward zero), a timestamp's
     milliseconds within its second (UTC). Only where the receiver could not be bound (see
@@ -212,63 +208,140 @@ def _milliseconds(value: timedelta | datetime) -> int:
 
 
 # --- the lists library on exact values (see `_LIST_CALLS`) ------------------------------------
+# As Kubernetes runs it: the overload is chosen by the list's type, or, for a list of dyn, by
+# its first item's (an empty one takes the first overload: int); min, max and isSorted pass
+# over two items that do not compare (an int and a string, a NaN) as cel-go's loop does, and
+# fail on an item of no comparable type; sum adds every item to the zero of the overload's
+# type, and fails where two do not add (an int and a uint) or overflow.
 
-def _compare(a: Any, b: Any) -> int:
-    """cel-go's Compare for the comparable types of Kubernetes' lists library: numbers across
-    int, uint and double; otherwise two of one type. Raises ValueError."""
-    numbers = (int, float)
-    if isinstance(a, numbers) and isinstance(b, numbers) \
-            and not isinstance(a, bool) and not isinstance(b, bool):
-        return (a > b) - (a < b)
-    for kind in (bool, str, bytes | bytearray, Timestamp, Duration):
-        if isinstance(a, kind) and isinstance(b, kind):
-            return (a > b) - (a < b)  # type: ignore[operator]
-    raise ValueError("no such overload")
+Typed = tuple[str, Any]  # (the item's CEL type, its value)
 
 
-def _items(items: list[Any], texts: list[Any]) -> list[Any]:
-    exact = attached(items, texts)
-    refuse_lossy(exact, "a list of the lists library")
-    assert isinstance(exact, list)
-    return exact
+def _typed(pairs: list[list[Any]]) -> list[Typed]:
+    """A list handed over by its guard (`_ITEMS`) as [item, text] pairs: an item of a type the
+    lists library compares or adds, else null (a list, a map or an optional is never handed to
+    Python: the runtime cannot convert an optional in one), and the runtime's text of a
+    timestamp or duration, `_UINT_ITEM` for a uint (Python sees an int), 'o' for another type,
+    or ''."""
+    found = []
+    for item, text in pairs:
+        exact = attached(item, text)
+        found.append(("other" if text == _OTHER_ITEM else _type_of(exact, text), exact))
+    return found
 
 
-def _sorted(items: list[Any], texts: list[Any]) -> bool:
-    exact = _items(items, texts)
-    return all(_compare(a, b) <= 0 for a, b in itertools.pairwise(exact))
+def _type_of(value: Any, text: str) -> str:
+    if text == _UINT_ITEM:
+        return "uint"
+    for kind, name in ((bool, "bool"), (int, "int"), (float, "double"), (str, "string"),
+                       (bytes | bytearray, "bytes"), (Timestamp, "timestamp"),
+                       (Duration, "duration")):
+        if isinstance(value, kind):
+            return name
+    return "other"  # null, a list, a map, a type: no overload takes it
 
 
-def _least(items: list[Any], texts: list[Any]) -> int:
+def _compare(a: Typed, b: Typed) -> int | None:
+    """cel-go's Compare: numbers across int, uint and double (an int and a double as two
+    doubles, as cel-go compares them), otherwise two of one type; None where cel-go's is an
+    error (two types that do not compare, a NaN)."""
+    (kind_a, x), (kind_b, y) = a, b
+    numbers = ("int", "uint", "double")
+    if kind_a in numbers and kind_b in numbers:
+        if "double" in (kind_a, kind_b):
+            x, y = float(x), float(y)
+            if math.isnan(x) or math.isnan(y):
+                return None
+        return int((x > y) - (x < y))
+    if kind_a != kind_b:
+        return None
+    return int((x > y) - (x < y))
+
+
+def _no_overload(items: list[Typed], accepted: tuple[str, ...]) -> None:
+    """Raise where no overload takes the list: its first item's type is not `accepted`."""
+    if items and items[0][0] not in accepted:
+        raise ValueError("no such overload")
+
+
+def _sorted(pairs: list[list[Any]]) -> bool:
+    typed = _typed(pairs)
+    _no_overload(typed, COMPARABLE)
+    for index, item in enumerate(typed):
+        if item[0] not in COMPARABLE:
+            raise ValueError("no such overload")
+        if index and _compare(typed[index - 1], item) == 1:
+            return False
+    return True
+
+
+def _least(pairs: list[list[Any]]) -> int:
     """The index of the first smallest item (cel-go keeps the first of equal ones)."""
-    return _pick(_items(items, texts), 1, "min")
+    return _pick(_typed(pairs), 1, "min")
 
 
-def _greatest(items: list[Any], texts: list[Any]) -> int:
-    return _pick(_items(items, texts), -1, "max")
+def _greatest(pairs: list[list[Any]]) -> int:
+    return _pick(_typed(pairs), -1, "max")
 
 
-def _pick(items: list[Any], replace_when: int, name: str) -> int:
+def _pick(items: list[Typed], replace_when: int, name: str) -> int:
     if not items:
         raise ValueError(f"{name} called on empty list")
+    _no_overload(items, COMPARABLE)
     best = 0
-    for index in range(1, len(items)):
-        if _compare(items[best], items[index]) == replace_when:
+    for index, item in enumerate(items):
+        if item[0] not in COMPARABLE:
+            raise ValueError("no such overload")
+        if index and _compare(items[best], item) == replace_when:
             best = index
     return best
 
 
-def _total(items: list[Any], texts: list[Any]) -> Any:
-    """Kubernetes' sum(): of numbers, or of durations (handed back as text the runtime
-    reads, in a map, which no sum is)."""
-    exact = _items(items, texts)
-    if exact and all(isinstance(item, Duration) for item in exact):
-        return {_SUM: Duration(sum(item.nanos for item in exact)).runtime_text()}
-    if any(isinstance(item, bool) or not isinstance(item, int | float) for item in exact):
-        raise ValueError("no such overload")
-    return sum(exact[1:], exact[0]) if exact else 0
+def _total(pairs: list[list[Any]]) -> Any:
+    """Kubernetes' sum() of a non-empty list (the guard gives an empty one its overload's
+    zero): an int or a double as it is, a uint, duration or timestamp as [its type's letter,
+    text the runtime reads] (`_SUMMED`)."""
+    typed = _typed(pairs)
+    _no_overload(typed, SUMMABLE)
+    kind = typed[0][0]
+    total: Typed = (kind, Duration(0) if kind == "duration" else 0.0 if kind == "double" else 0)
+    for item in typed:
+        total = _add(total, item)
+    kind, value = total
+    if kind == "uint":
+        return ["u", str(value)]
+    if kind == "duration":
+        return ["d", value.runtime_text()]
+    if kind == "timestamp":
+        return ["t", Timestamp(value.nanos).text()]
+    return value
 
 
-_SUM = "qq__duration"
+def _add(a: Typed, b: Typed) -> Typed:
+    """cel-go's Add of two values, as sum() adds them; raises ValueError where it fails."""
+    (kind_a, x), (kind_b, y) = a, b
+    if kind_a == kind_b and kind_a in ("int", "uint", "double"):
+        total = x + y
+        if kind_a == "int" and not -_INT64 <= total < _INT64:
+            raise ValueError("integer overflow")
+        if kind_a == "uint" and not 0 <= total < 2 * _INT64:
+            raise ValueError("unsigned integer overflow")
+        return kind_a, total
+    if kind_a == kind_b == "duration":
+        total = x.nanos + y.nanos
+        if not -_INT64 <= total < _INT64:
+            raise ValueError("integer overflow")
+        return "duration", Duration(total)
+    if {kind_a, kind_b} == {"duration", "timestamp"}:
+        moment, length = (x, y) if kind_a == "timestamp" else (y, x)
+        result = Timestamp(moment.nanos + length.nanos)
+        carry(result, moment)  # it keeps its timestamp's offset, as in cel-go
+        return "timestamp", result
+    raise ValueError("no such overload")
+
+
+_INT64 = 2**63
+_UINT_ITEM, _OTHER_ITEM = "u", "o"
 
 
 def _first(found: list[bool]) -> int:
@@ -321,19 +394,11 @@ def _declarations() -> list[Any]:
         _cel.Overload("qq__substring_int_int", T.STRING, [T.STRING, T.INT, T.INT],
                       is_member=True, impl=_substring)]))
     lists = T.List(T.DYN)
-    # One overload per type a list item may have: the runtime does not call a Python
-    # function through a `dyn` parameter.
-    items = {"int": T.INT, "uint": T.UINT, "double": T.DOUBLE, "string": T.STRING,
-             "bool": T.BOOL, "bytes": T.BYTES, "null": T.NULL, "list": lists,
-             "map": T.Map(T.DYN, T.DYN), "duration": T.DURATION, "timestamp": T.TIMESTAMP}
-    for name, impl in (("indexOf", _index_of), ("lastIndexOf", _last_index_of)):
-        declared.append(_cel.FunctionDecl(f"{GUARD_PREFIX}{name}", [
-            _cel.Overload(f"{GUARD_PREFIX}string_{name}", T.INT, [T.STRING, T.STRING],
-                          is_member=True, impl=impl),
-            _cel.Overload(f"{GUARD_PREFIX}string_{name}_offset", T.INT,
-                          [T.STRING, T.STRING, T.INT], is_member=True, impl=impl),
-            *(_cel.Overload(f"{GUARD_PREFIX}list_{name}_{kind}", T.INT, [lists, item],
-                            is_member=True, impl=impl) for kind, item in items.items())]))
+    declared.append(_cel.FunctionDecl(f"{GUARD_PREFIX}matches", [
+        _cel.Overload(f"{GUARD_PREFIX}string_matches", T.BOOL, [T.STRING, T.STRING],
+                      is_member=True, impl=regex_matches),
+        _cel.Overload(f"{GUARD_PREFIX}matches_string", T.BOOL, [T.STRING, T.STRING],
+                      impl=regex_matches)]))
     declared.append(_cel.FunctionDecl("qq__format", [
         _cel.Overload("qq__string_format", T.STRING, [T.STRING, lists], is_member=True,
                       impl=_format),
@@ -343,9 +408,9 @@ def _declarations() -> list[Any]:
     exact: list[tuple[str, Any, Callable[..., Any]]] = [
         ("qq__sorted", T.BOOL, _sorted), ("qq__least", T.INT, _least),
         ("qq__greatest", T.INT, _greatest), ("qq__total", T.DYN, _total)]
-    for name, result, serve in exact:  # (a list, the texts of its timestamps and durations)
+    for name, result, serve in exact:  # a list as [item, text] pairs (_ITEMS)
         declared.append(_cel.FunctionDecl(name, [
-            _cel.Overload(f"{name}_list", result, [lists, lists], impl=serve)]))
+            _cel.Overload(f"{name}_list", result, [lists], impl=serve)]))
     for name, pick in (("qq__first", _first), ("qq__last", _last)):  # (a list of bools)
         declared.append(_cel.FunctionDecl(name, [
             _cel.Overload(f"{name}_list", T.INT, [lists], impl=pick)]))
@@ -374,6 +439,17 @@ def _declarations() -> list[Any]:
 
 
 GUARDS = _declarations()
+# Declared in the runtime's environment config (webhook.engine.cel.library.config), for the
+# type parameter of a list's indexOf and lastIndexOf, Kubernetes' `list(A).indexOf(A)`:
+# `[1].indexOf('a')` does not compile there. A list's is only type-checked (its guard runs
+# CEL's equality); a string's is the strings extension's, served here.
+GUARD_CONFIG: Declarations = {
+    f"{GUARD_PREFIX}{name}": [
+        (f"{GUARD_PREFIX}string_{name}", f"string.{GUARD_PREFIX}{name}(string)", "int", impl),
+        (f"{GUARD_PREFIX}string_{name}_offset", f"string.{GUARD_PREFIX}{name}(string, int)",
+         "int", impl),
+        (f"{GUARD_PREFIX}list_{name}", f"list<~A>.{GUARD_PREFIX}{name}(~A)", "int", None)]
+    for name, impl in (("indexOf", _index_of), ("lastIndexOf", _last_index_of))}
 
 
 _S = GUARD_PREFIX + "s"  # string()'s argument, bound once
@@ -421,27 +497,57 @@ _FORMAT_ARGUMENTS = (
         f"{_texts(GUARD_PREFIX + 'a', FORMAT_LEVELS)}))] "
         f": [dyn({_FA}.map({GUARD_PREFIX}o, {GUARD_PREFIX}format({GUARD_PREFIX}o)))]))"))
 
+# optional.unwrap(l), which the runtime's optional library (version 2) has not, as CEL; and
+# optional.ofNonZeroValue(x), whose zero timestamp is Go's (year 1), not the Unix epoch.
+_O, _Z = GUARD_PREFIX + "o", GUARD_PREFIX + "z"
+_UNWRAPPED = f".filter({_O}, {_O}.hasValue()).map({_O}, {_O}.value())"
+_OPTIONAL_CALLS = {
+    "unwrap": ("", _UNWRAPPED),
+    "ofNonZeroValue": (f"cel.bind({_Z}, ", (
+        f", type({_Z}) == {TIMESTAMP_TYPE} ? (dyn({_Z}) == timestamp('0001-01-01T00:00:00Z') "
+        f"? optional.none() : optional.of({_Z})) : optional.ofNonZeroValue({_Z}))")),
+}
+
 # Methods whose receiver is bound (`cel.bind(qq__r, receiver, ...)`, its arguments as qq__a0,
 # qq__a1): (method, arguments) -> CEL of R, the receiver, and A0, A1. A list goes to Python
 # with the texts of its timestamps and durations beside it, and Python's answer is an index
-# CEL picks the value with; the call as written stays in the other branch, where it is
-# type-checked (and run, for what is not a list).
+# CEL picks the value with (so the value keeps its type, to the checker too); the call as
+# written stays in the other branch, where it is type-checked (and run, for what is not a
+# list).
 _R, _A0, _A1 = (GUARD_PREFIX + name for name in ("r", "a0", "a1"))
 _E = GUARD_PREFIX + "e"
-_ITEMS = f"{_R}, dyn({_R}).map({_E}, {_texts(_E, 0)})"
+_SERVED = ", ".join(f"dyn({kind})" for kind in ("int", "uint", "double", "bool", "string",
+                                                 "bytes", TIMESTAMP_TYPE, DURATION_TYPE))
+_ITEMS = (f"dyn({_R}).map({_E}, type({_E}) in [{_SERVED}] ? [dyn({_E}), dyn("
+          f"type({_E}) == {TIMESTAMP_TYPE} || type({_E}) == {DURATION_TYPE} ? string({_E}) "
+          f": type({_E}) == uint ? '{_UINT_ITEM}' : '')] : [dyn(null), dyn('{_OTHER_ITEM}')])")
+# A sum's value, typed as the list's items are (`{'qq__typed': R, 'qq__summed': [v]}` is a map
+# of lists of R's items to the checker: `checked` lets this literal mix types), and the zero of
+# an empty list: `dyn(0)` (Kubernetes' first overload, int, takes an empty list of dyn) until the
+# checker shows the list's items are ints, uints, doubles or durations
+# (webhook.engine.cel.checked.sum_zeros then writes their zero, in the same width).
+TYPED_AS = GUARD_PREFIX + "typed"
+ZERO_WIDTH = len("duration('0s')")
+_SUMMED = (f"cel.bind(qq__n, qq__total({_ITEMS}), type(qq__n) == list ? (qq__n[0] == 'u' "
+           f"? dyn(uint(qq__n[1])) : qq__n[0] == 'd' ? dyn(duration(qq__n[1])) "
+           f": dyn(timestamp(qq__n[1]))) : qq__n)")
 _LIST_CALLS = {
     ("isSorted", 0): f"type({_R}) == list ? qq__sorted({_ITEMS}) : {_R}.isSorted()",
-    ("min", 0): f"type({_R}) == list ? dyn({_R})[qq__least({_ITEMS})] : {_R}.min()",
-    ("max", 0): f"type({_R}) == list ? dyn({_R})[qq__greatest({_ITEMS})] : {_R}.max()",
-    ("sum", 0): (f"type({_R}) == list ? cel.bind(qq__n, qq__total({_ITEMS}), "
-                 f"type(qq__n) == map ? dyn(duration(dyn(qq__n)['{_SUM}'])) : qq__n) "
+    ("min", 0): f"type({_R}) == list ? {_R}[qq__least({_ITEMS})] : {_R}.min()",
+    ("max", 0): f"type({_R}) == list ? {_R}[qq__greatest({_ITEMS})] : {_R}.max()",
+    ("sum", 0): (f"type({_R}) == list ? (size({_R}) == 0 ? ({'dyn(0)'.ljust(ZERO_WIDTH)}) "
+                 f": {{'{TYPED_AS}': {_R}, 'qq__summed': [{_SUMMED}]}}['qq__summed'][0]) "
                  f": {_R}.sum()"),
     ("indexOf", 1): (f"type({_R}) == list ? qq__first(dyn({_R}).map({_E}, {_E} == {_A0})) "
                      f": {_R}.qq__indexOf({_A0})"),
     ("lastIndexOf", 1): (f"type({_R}) == list ? qq__last(dyn({_R}).map({_E}, {_E} == {_A0}))"
                          f" : {_R}.qq__lastIndexOf({_A0})"),
     ("slice", 2): (f"type({_R}) == list ? qq__span(size({_R}), {_A0}, {_A1}).map(qq__i, "
-                   f"dyn({_R})[qq__i]) : {_R}.slice({_A0}, {_A1})"),
+                   f"{_R}[qq__i]) : {_R}.slice({_A0}, {_A1})"),
+    ("unwrapOpt", 0): f"{_R}{_UNWRAPPED}",
+    # Go's strings.Split and SplitN give no item for an empty string split by an empty one
+    ("split", 1): f"{_R} == '' && {_A0} == '' ? [] : {_R}.split({_A0})",
+    ("split", 2): f"{_R} == '' && {_A0} == '' ? [] : {_R}.split({_A0}, {_A1})",
     ("getMilliseconds", 0): (f"type({_R}) == {DURATION_TYPE} ? qq__ms(string({_R})) "
                              f": {_R}.getMilliseconds()"),
 }
@@ -464,7 +570,15 @@ def guarded(pieces: list[tuple[str, str]], strings: bool = True) -> str:
         if after != "(":
             continue
         opening = significant[position + 1]
-        if before != "." and value == "string" and strings:
+        if value in _OPTIONAL_CALLS and strings and position >= 2 and before == "." \
+                and pieces[significant[position - 2]] == ("name", "optional") \
+                and (position < 3 or pieces[significant[position - 3]][1] != "."):
+            closing = _closing(pieces, opening)
+            if closing is not None:
+                out[significant[position - 2]] = out[significant[position - 1]] = ""
+                out[index], end = _OPTIONAL_CALLS[value]
+                out[closing] = ")" + end
+        elif before != "." and value == "string" and strings:
             closing = _closing(pieces, opening)
             if closing is not None:
                 out[index] = f"cel.bind({_S}, "
@@ -489,10 +603,28 @@ def guarded(pieces: list[tuple[str, str]], strings: bool = True) -> str:
             continue
         elif before == "." and value in _METHODS:
             out[index] = _METHODS[value]
+        elif value == "matches" and not _literal_pattern(pieces, opening, before == "."):
+            out[index] = f"{GUARD_PREFIX}matches"
         elif before == "." and value in _NO_ARGUMENT_METHODS and position + 2 < len(
                 significant) and pieces[significant[position + 2]][1] == ")":
             out[index] = _NO_ARGUMENT_METHODS[value]
     return "".join(out)
+
+
+def _literal_pattern(pieces: list[tuple[str, str]], opening: int, member: bool) -> bool:
+    """Whether the pattern of the matches() call opening at `opening` is a string literal
+    (checked when the policy loads: webhook.engine.cel.checked), or the call cannot be told."""
+    closing = _closing(pieces, opening)
+    if closing is None:
+        return True
+    bounds = [opening, *_top_level_commas(pieces, opening, closing), closing]
+    argument = 0 if member else 1
+    if argument + 1 >= len(bounds):
+        return True
+    tokens = [(kind, value) for kind, value in pieces[bounds[argument] + 1:bounds[argument + 1]]
+              if kind != "space"]
+    return len(tokens) == 1 and tokens[0][0] == "string" and \
+        "b" not in tokens[0][1][:2].lower()
 
 
 def _bound_receiver(pieces: list[tuple[str, str]], significant: list[int], position: int,

@@ -9,19 +9,19 @@ string methods. docs/cel.md lists what is supported and what is not.
 from __future__ import annotations
 
 import ipaddress
-import itertools
+import json
+import math
 import re
 from collections.abc import Callable
 from decimal import Decimal
 from functools import lru_cache
 from typing import Any
-from urllib.parse import parse_qs, urlsplit
 
 import re2
 from cel_expr_python import cel as _cel
 
-from webhook.engine.cel.moments import refuse_lossy
-from webhook.engine.quantity import parse_quantity
+from webhook.engine.cel import urls
+from webhook.engine.quantity import EXACT, parse_quantity
 
 STRING, BOOL, INT, DOUBLE, DYN = (_cel.Type.STRING, _cel.Type.BOOL, _cel.Type.INT,
                                   _cel.Type.DOUBLE, _cel.Type.DYN)
@@ -39,7 +39,7 @@ def _amount(text: str) -> Decimal:
 
 
 def _canonical(amount: Decimal) -> str:
-    text = format(amount.normalize(), "f")
+    text = format(amount.normalize(EXACT), "f")
     return "0" if text in ("-0", "0") else text
 
 
@@ -81,7 +81,7 @@ def _is_integer(text: str) -> bool:
 
 def _plus(left: str, right: str | int, sign: int) -> str:
     other = Decimal(right) if isinstance(right, int) else _amount(right)
-    return _canonical(_amount(left) + sign * other)
+    return _canonical(EXACT.add(_amount(left), EXACT.multiply(sign, other)))
 
 
 def _sign(text: str) -> int:
@@ -89,95 +89,120 @@ def _sign(text: str) -> int:
     return (amount > 0) - (amount < 0)
 
 
+# Kubernetes keeps a quantity as it was written or summed (Go's resource.Quantity: digits and
+# a power of ten in an int64, or an arbitrary decimal, inf.Dec, for what does not fit), and
+# isInteger(), asInteger() and asApproximateFloat() answer from that; quickq-guard keeps the
+# amount. GoQuantity models Kubernetes' for a quantity made of literals, so that the checker
+# (webhook.engine.cel.checked) can refuse at load what Kubernetes answers otherwise.
+GoQuantity = tuple[int, int, bool]  # (digits, power of ten, whether an inf.Dec)
+_INT64_MAX = 2**63 - 1
+_GO_SUFFIXES = {"n": -9, "u": -6, "m": -3, "": 0, "k": 3, "M": 6, "G": 9, "T": 12, "P": 15,
+                "E": 18}
+_GO_BINARY = {"Ki": 10, "Mi": 20, "Gi": 30, "Ti": 40, "Pi": 50, "Ei": 60}
+_GO_QUANTITY = re.compile(r"([+-]?)0*([0-9]*)(?:\.([0-9]*))?([a-zA-Z]*|[eE][+-]?[0-9]+)")
+
+
+def go_quantity(text: str) -> GoQuantity | None:
+    """Go's resource.ParseQuantity of the text, as Kubernetes' quantity() keeps it; None
+    where it does not parse."""
+    if parse_quantity(text.lstrip("+-")) is None:
+        return None
+    if text == "0":
+        return 0, 0, False
+    found = _GO_QUANTITY.fullmatch(text)
+    if found is None:
+        return None
+    sign, number, fraction, suffix = found.groups()
+    number, fraction = number or "0", fraction or ""
+    negative = sign == "-"
+    if suffix in _GO_BINARY:
+        power, binary = _GO_BINARY[suffix], True
+    else:
+        binary = False
+        power = _GO_SUFFIXES[suffix] if suffix in _GO_SUFFIXES else int(suffix[1:])
+    digits = len(number) + len(fraction)
+    if binary:
+        precision = (15 - len(number) - int(power * 3 / 10) - 1) if not fraction else -1
+        scale, mantissa = 0, 1 << power
+    else:
+        precision, scale, mantissa = 18 - digits, power, 1
+    if precision >= 0 and scale - len(fraction) >= -9:
+        value = int(number + fraction) * mantissa
+        if value <= _INT64_MAX:
+            return (-value if negative else value), scale - len(fraction), False
+    exact = EXACT.multiply(Decimal(f"{number}.{fraction or '0'}"),
+                           Decimal(2 ** power) if binary else Decimal(1).scaleb(power))
+    if binary and exact > _INT64_MAX:  # capped, at a power of ten of 0
+        return (-_INT64_MAX if negative else _INT64_MAX), 0, True
+    # rounded up to nanos, which leaves the digits at a power of ten of -9
+    unscaled = int(exact.scaleb(9, EXACT).to_integral_value(rounding="ROUND_UP", context=EXACT))
+    return (-unscaled if negative else unscaled), (-9 if unscaled else 0), True
+
+
+def go_add(left: GoQuantity, right: GoQuantity) -> GoQuantity:
+    """Quantity.Add: digits at the smaller power of ten in an int64, else an inf.Dec."""
+    (a, a_power, a_dec), (b, b_power, b_dec) = left, right
+    if not a_dec and not b_dec:
+        if b == 0:
+            return left
+        if a == 0:
+            return right
+        power = min(a_power, b_power)
+        total = a * 10 ** (a_power - power) + b * 10 ** (b_power - power)
+        fits = all(-_INT64_MAX - 1 <= v <= _INT64_MAX
+                   for v in (a * 10 ** (a_power - power), b * 10 ** (b_power - power), total))
+        if fits:
+            return total, power, False
+    power = min(a_power, b_power)
+    return a * 10 ** (a_power - power) + b * 10 ** (b_power - power), power, True
+
+
+def go_is_integer(quantity: GoQuantity) -> bool:
+    """Quantity.AsInt64()'s success: digits in an int64 at a power of ten of 0 or more."""
+    value, power, dec = quantity
+    return not dec and power >= 0 and -_INT64_MAX - 1 <= value * 10 ** power <= _INT64_MAX
+
+
+def go_approximate_float(quantity: GoQuantity) -> float:
+    """Quantity.AsApproximateFloat64(): the digits as a double times Go's math.Pow10."""
+    value, power, _ = quantity
+    return float(value) if power == 0 else float(value) * _pow10(power)
+
+
+def _pow10(power: int) -> float:
+    """Go's math.Pow10, from its tables: 1e32k times, or over, 1e0 to 1e31."""
+    if 0 <= power <= 308:
+        return float(f"1e{power // 32 * 32}") * float(f"1e{power % 32}")
+    if -323 <= power < 0:
+        return float(f"1e-{-power // 32 * 32}") / float(f"1e{-power % 32}")
+    return 0.0 if power < 0 else math.inf
+
+
+def amount_of(quantity: GoQuantity) -> Decimal:
+    value, power, _ = quantity
+    return Decimal(value).scaleb(power, EXACT)
+
+
 # --- URLs: url('https://...'), isURL(), .getScheme(), .getHost(), ... ----------------------
+# As Go's net/url has them (webhook.engine.cel.urls): a URL is the text Go's String() writes,
+# so that `==` compares what Kubernetes compares.
 
 def url(text: str) -> str:
-    """Kubernetes accepts an absolute URL or an absolute path, nothing relative."""
+    """Kubernetes accepts what url.ParseRequestURI does: an absolute URL or path."""
     try:
-        parts = urlsplit(text)
-        parts.port  # noqa: B018 - a bad port raises here
+        urls.parse_request_uri(text)
+        return urls.parse(text).text()
     except ValueError:
-        raise ValueError(f"{_shown(text)} is not a URL") from None
-    if not (parts.scheme and parts.netloc) and not text.startswith("/"):
-        raise ValueError(f"{_shown(text)} is not an absolute URL or path")
-    return text
+        raise ValueError(f"{_shown(text)} is not an absolute URL or path") from None
 
 
 def is_url(text: str) -> bool:
-    """Kubernetes' isURL: whether Go's url.ParseRequestURI accepts the text. An absolute URL
-    (`https://` with no host too), an opaque one (`mailto:a@example.com`), or an absolute
-    path; a host with a space, a bad port or a bad %-escape is refused."""
-    if any(ord(c) < 0x20 or ord(c) == 0x7F for c in text):
-        return False
-    scheme = _URL_SCHEME.match(text)
-    rest = text[scheme.end():] if scheme else text
-    if scheme is None and not rest.startswith("/"):
-        return False  # no scheme: only an absolute path will do
-    rest = rest.split("?", 1)[0]
-    if not rest.startswith("/"):
-        return True  # opaque: mailto:a@example.com
-    if scheme is not None and rest.startswith("//"):
-        authority, slash, path = rest[2:].partition("/")
-        rest = slash + path
-        userinfo, at, host = authority.rpartition("@")
-        if at and not all(c.isalnum() or c in _USERINFO for c in userinfo):
-            return False
-        if not _valid_host(host):
-            return False
-    return _valid_escapes(rest)
+    """Kubernetes' isURL: whether Go's url.ParseRequestURI accepts the text."""
+    return _parses(urls.parse_request_uri, text)
 
 
-_URL_SCHEME = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*:")
-_USERINFO = "-._:~!$&'()*+,;=%@"
-_HOST_CHARS = "-._~!$&'()*+,;=:[]<>\"%"
-
-
-def _valid_host(host: str) -> bool:
-    if host.startswith("["):
-        end = host.find("]")
-        if end < 0:
-            return False
-        port = host[end + 1:]
-        valid_port = port in ("", ":") or (port.startswith(":") and port[1:].isdigit())
-        return valid_port and _valid_escapes(host[:end])
-    name, colon, port = host.rpartition(":") if ":" in host else (host, "", "")
-    if colon and port and not port.isdigit():
-        return False
-    return all(ord(c) >= 0x80 or c.isalnum() or c in _HOST_CHARS for c in name) \
-        and _valid_escapes(name)
-
-
-def _valid_escapes(text: str) -> bool:
-    """Every % starts a two-digit hexadecimal escape."""
-    index = text.find("%")
-    while index >= 0:
-        pair = text[index + 1:index + 3]
-        if len(pair) < 2 or any(c not in "0123456789abcdefABCDEF" for c in pair):
-            return False
-        index = text.find("%", index + 3)
-    return True
-
-
-def _host(text: str) -> str:
-    host = urlsplit(url(text)).netloc.rpartition("@")[2]
-    return host
-
-
-def _hostname(text: str) -> str:
-    host = _host(text)
-    if host.startswith("["):
-        return host[1:host.index("]")]
-    return host.rsplit(":", 1)[0] if ":" in host else host
-
-
-def _port(text: str) -> str:
-    host = _host(text)
-    tail = host.rsplit("]", 1)[-1]
-    return tail.rsplit(":", 1)[1] if ":" in tail else ""
-
-
-def _query(text: str) -> dict[str, list[str]]:
-    return parse_qs(urlsplit(url(text)).query, keep_blank_values=True)
+def _url(text: str) -> urls.URL:
+    return urls.parse(url(text))
 
 
 # --- IPs and CIDRs: ip('10.0.0.1'), cidr('10.0.0.0/8').containsIP(...), ... --------------
@@ -196,7 +221,8 @@ def _address(text: str) -> ipaddress.IPv4Address | ipaddress.IPv6Address:
 
 def _network(text: str) -> ipaddress.IPv4Network | ipaddress.IPv6Network:
     address, slash, length = text.partition("/")
-    if not slash or not (length.isascii() and length.isdigit()):
+    if not slash or not (length.isascii() and length.isdigit()) or (
+            length.startswith("0") and length != "0"):  # Go's netip: no leading zero
         raise ValueError(f"{_shown(text)} is not a CIDR")
     _address(address)
     try:
@@ -223,7 +249,7 @@ def is_cidr(text: str) -> bool:
 
 
 def _contains_ip(network: str, address: str) -> bool:
-    return _address(address.partition("/")[0]) in _network(network)
+    return _address(address) in _network(network)
 
 
 def _contains_cidr(network: str, other: str) -> bool:
@@ -231,22 +257,29 @@ def _contains_cidr(network: str, other: str) -> bool:
     return inner.version == outer.version and inner.subnet_of(outer)  # type: ignore[arg-type]
 
 
-# --- lists: .isSorted(), .sum(), .min(), .max(), .slice() ----------------------------------
-# These run where webhook.engine.cel.go could not bind the call's receiver (it otherwise hands
-# them over with their timestamps and durations exact); a timestamp or duration here has only
-# the runtime's microseconds, so it is refused rather than compared.
+# --- lists: .isSorted(), .sum(), .min(), .max(), .slice(), .indexOf(), .lastIndexOf() -----
+# Declared with Kubernetes' overloads (its lists library, and cel-go's slice), so that the type
+# checker refuses what the API server refuses when a policy is created: `['a'].sum()`,
+# `[[1]].min()`, `[1].indexOf('a')` ("found no matching overload"), and types the result as
+# Kubernetes does (`[1u, 2u].sum()` is a uint). Type parameters (`list<~A>`) can only be
+# declared through the runtime's environment config, so the whole library is declared there
+# (`config`). Every call is evaluated by its guard (webhook.engine.cel.go), which binds the
+# list and hands it to Python with its timestamps and durations exact; a call whose list the
+# guard cannot bind is refused at load (webhook.engine.cel.checked). The runtime still needs an
+# implementation of each function to plan a program: one overload per function, of a list
+# type no expression has (UNBOUND_LIST), serves every list at run time; it is never reached.
 
-UNBOUND = " (its list could not be told apart in the expression's text)"
+COMPARABLE = ("int", "uint", "double", "bool", "duration", "timestamp", "string", "bytes")
+SUMMABLE = ("int", "uint", "double", "duration")
+UNBOUND_LIST = "list<qq__unbound>"
+LIST_METHODS = ("isSorted", "sum", "min", "max", "slice")
+
+# name -> (overload id, signature, result, implementation or None: only type-checked)
+Declarations = dict[str, list[tuple[str, str, str, Callable[..., Any] | None]]]
 
 
-def _is_sorted(items: list[Any]) -> bool:
-    refuse_lossy(items, "isSorted()", UNBOUND)
-    return all(a <= b for a, b in itertools.pairwise(items))
-
-
-def _sum(items: list[Any]) -> Any:
-    refuse_lossy(items, "sum()", UNBOUND)
-    return sum(items[1:], items[0]) if items else 0
+def _unbound(*_: Any) -> Any:
+    raise ValueError("no such overload (a lists library call whose list was not bound)")
 
 
 def slice_indexes(size: int, start: int, end: int) -> range:
@@ -262,23 +295,32 @@ def slice_indexes(size: int, start: int, end: int) -> range:
     return range(start, end)
 
 
-def _slice(items: list[Any], start: int, end: int) -> list[Any]:
-    refuse_lossy(items, "slice()", UNBOUND)
-    return [items[index] for index in slice_indexes(len(items), start, end)]
+LISTS: Declarations = {
+    "isSorted": [*((f"list_{kind}_is_sorted", f"list<{kind}>.isSorted()", "bool", None)
+                   for kind in COMPARABLE),
+                 ("qq__is_sorted_unbound", f"{UNBOUND_LIST}.isSorted()", "bool", _unbound)],
+    "sum": [*((f"list_{kind}_sum", f"list<{kind}>.sum()", kind, None) for kind in SUMMABLE),
+            ("qq__sum_unbound", f"{UNBOUND_LIST}.sum()", "dyn", _unbound)],
+    **{name: [*((f"list_{kind}_{name}", f"list<{kind}>.{name}()", kind, None)
+                for kind in COMPARABLE),
+              (f"qq__{name}_unbound", f"{UNBOUND_LIST}.{name}()", "dyn", _unbound)]
+       for name in ("min", "max")},
+    "slice": [("list_slice", "list<~T>.slice(int, int)", "list<~T>", None),
+              ("qq__slice_unbound", f"{UNBOUND_LIST}.slice(int, int)", "dyn", _unbound)],
+}
 
 
-def _min(items: list[Any]) -> Any:
-    refuse_lossy(items, "min()", UNBOUND)
-    if not items:
-        raise ValueError("min called on empty list")
-    return min(items)
-
-
-def _max(items: list[Any]) -> Any:
-    refuse_lossy(items, "max()", UNBOUND)
-    if not items:
-        raise ValueError("max called on empty list")
-    return max(items)
+def config(*declared: Declarations) -> tuple[Any, dict[str, Callable[..., Any]]]:
+    """The runtime's environment config declaring these functions, and the implementations
+    by overload id (NewEnv's `config` and `function_impls`)."""
+    functions = [{"name": name, "overloads": [
+        {"id": overload, "signature": signature, "return": result}
+        for overload, signature, result, _ in overloads]}
+        for declarations in declared for name, overloads in declarations.items()]
+    impls = {overload: impl for declarations in declared
+             for overloads in declarations.values()
+             for overload, _, _, impl in overloads if impl is not None}
+    return _cel.NewEnvConfigFromYaml(json.dumps({"functions": functions})), impls
 
 
 # --- regular expressions: .find(), .findAll() ---------------------------------------------
@@ -287,6 +329,9 @@ def _max(items: list[Any]) -> Any:
 
 @lru_cache(maxsize=256)
 def _regex(pattern: str) -> Any:
+    problem = go_regex_problem(pattern)
+    if problem:
+        raise ValueError(f"invalid regular expression: {problem}")
     options = re2.Options()
     options.log_errors = False  # a bad pattern is the policy's error, not a log line
     try:
@@ -299,14 +344,66 @@ def _regex(pattern: str) -> Any:
         raise ValueError(f"invalid regular expression: {message.split(':')[0]}") from None
 
 
+def go_regex_problem(pattern: str) -> str | None:
+    """What Go's regexp refuses in a pattern RE2 takes: `\\C` (any byte), which Kubernetes
+    refuses as an invalid escape sequence. None when there is nothing."""
+    index = 0
+    while index < len(pattern):
+        if pattern[index] != "\\":
+            index += 1
+            continue
+        following = pattern[index + 1:index + 2]
+        if following == "Q":  # literal text up to \E
+            end = pattern.find("\\E", index + 2)
+            index = len(pattern) if end < 0 else end + 2
+            continue
+        if following == "C":
+            return "invalid escape sequence: \\C"
+        index += 2
+    return None
+
+
+def regex_problem(pattern: str) -> str | None:
+    """Why a pattern does not compile, as Go's regexp and RE2 both must take it, or None."""
+    try:
+        _regex(pattern)
+    except ValueError as error:
+        return str(error)
+    return None
+
+
+def regex_matches(text: str, pattern: str) -> bool:
+    """`matches` with a pattern that is not a literal (a literal one is checked at load and
+    run by the runtime's own RE2): as Go's regexp, which refuses `\\C`."""
+    return _regex(pattern).search(text) is not None
+
+
 def _find(text: str, pattern: str) -> str:
     found = _regex(pattern).search(text)
     return str(found.group()) if found else ""
 
 
 def _find_all(text: str, pattern: str, limit: int = -1) -> list[str]:
-    matches = [str(m.group()) for m in _regex(pattern).finditer(text)]
-    return matches if limit < 0 else matches[:limit]
+    """Go's FindAllString(text, limit): successive matches, but an empty match right where
+    the previous one ended is not one (`'aaa'.findAll('a*')` is ["aaa"], not ["aaa", ""])."""
+    regex = _regex(pattern)
+    found: list[str] = []
+    position, previous_end = 0, -1
+    while (limit < 0 or len(found) < limit) and position <= len(text):
+        match = regex.search(text, position)
+        if match is None:
+            break
+        start, end = match.span()
+        accepted = True
+        if end == position:  # an empty match
+            accepted = start != previous_end
+            position += 1
+        else:
+            position = end
+        previous_end = end
+        if accepted:
+            found.append(str(match.group()))
+    return found
 
 
 def _shown(text: Any) -> str:
@@ -345,14 +442,15 @@ _KUBERNETES = [
     _declare("url", ("url_string", STRING, [STRING], False, url)),
     _declare("isURL", ("is_url_string", BOOL, [STRING], False, is_url)),
     _declare("getScheme", ("url_get_scheme", STRING, [STRING], True,
-                           lambda u: urlsplit(url(u)).scheme)),
-    _declare("getHost", ("url_get_host", STRING, [STRING], True, _host)),
-    _declare("getHostname", ("url_get_hostname", STRING, [STRING], True, _hostname)),
-    _declare("getPort", ("url_get_port", STRING, [STRING], True, _port)),
+                           lambda u: _url(u).scheme)),
+    _declare("getHost", ("url_get_host", STRING, [STRING], True, lambda u: _url(u).host)),
+    _declare("getHostname", ("url_get_hostname", STRING, [STRING], True,
+                             lambda u: _url(u).hostname())),
+    _declare("getPort", ("url_get_port", STRING, [STRING], True, lambda u: _url(u).port())),
     _declare("getEscapedPath", ("url_get_escaped_path", STRING, [STRING], True,
-                                lambda u: urlsplit(url(u)).path)),
+                                lambda u: _url(u).escaped_path())),
     _declare("getQuery", ("url_get_query", _cel.Type.Map(STRING, LIST), [STRING], True,
-                          _query)),
+                          lambda u: _url(u).query())),
     _declare("ip", ("ip_string", STRING, [STRING], False, ip),
              ("cidr_ip", STRING, [STRING], True, lambda c: str(_address(c.partition("/")[0])))),
     _declare("isIP", ("is_ip_string", BOOL, [STRING], False, is_ip)),
@@ -363,10 +461,8 @@ _KUBERNETES = [
                                lambda a: _address(a).is_unspecified)),
     _declare("isLoopback", ("ip_is_loopback", BOOL, [STRING], True,
                             lambda a: _address(a).is_loopback)),
-    _declare("isLinkLocalMulticast", (
-        "ip_is_link_local_multicast", BOOL, [STRING], True,
-        lambda a: _address(a).is_multicast and _address(a) in ipaddress.ip_network(
-            "224.0.0.0/24" if _address(a).version == 4 else "ff02::/16"))),
+    _declare("isLinkLocalMulticast", ("ip_is_link_local_multicast", BOOL, [STRING], True,
+                                      lambda a: _link_local_multicast(_address(a)))),
     _declare("isLinkLocalUnicast", ("ip_is_link_local_unicast", BOOL, [STRING], True,
                                     lambda a: _address(a).is_link_local)),
     _declare("isGlobalUnicast", ("ip_is_global_unicast", BOOL, [STRING], True,
@@ -380,11 +476,6 @@ _KUBERNETES = [
                         lambda c: str(_network(c)))),
     _declare("prefixLength", ("cidr_prefix_length", INT, [STRING], True,
                               lambda c: _network(c).prefixlen)),
-    _declare("isSorted", ("list_is_sorted", BOOL, [LIST], True, _is_sorted)),
-    _declare("slice", ("list_slice", LIST, [LIST, INT, INT], True, _slice)),
-    _declare("sum", ("list_sum", DYN, [LIST], True, _sum)),
-    _declare("min", ("list_min", DYN, [LIST], True, _min)),
-    _declare("max", ("list_max", DYN, [LIST], True, _max)),
     _declare("jsonpatch.escapeKey", ("jsonpatch_escape_key", STRING, [STRING], False,
                                      lambda key: key.replace("~", "~0").replace("/", "~1"))),
     _declare("find", ("string_find", STRING, [STRING, STRING], True, _find)),
@@ -397,7 +488,15 @@ KUBERNETES_FUNCTIONS = [declared for _, declared in _KUBERNETES]
 # Served by Python: the runtime must not hand them an optional (it cannot convert one). So
 # is format, through its guard (webhook.engine.cel.go), named so that a refusal says where
 # the expression as written has the optional.
-PYTHON_FUNCTIONS = frozenset((*(name for name, _ in _KUBERNETES), "format"))
+PYTHON_FUNCTIONS = frozenset((*(name for name, _ in _KUBERNETES), *LISTS, "format"))
+
+
+def _link_local_multicast(address: ipaddress.IPv4Address | ipaddress.IPv6Address) -> bool:
+    """Go's netip: 224.0.0.0/24, or an IPv6 multicast address of link-local scope, whatever
+    its flags (ff02::1, ff12::1)."""
+    if address.version == 4:
+        return address in ipaddress.ip_network("224.0.0.0/24")
+    return int(address) >> 112 & 0xFF0F == 0xFF02
 
 
 def _global_unicast(address: ipaddress.IPv4Address | ipaddress.IPv6Address) -> bool:

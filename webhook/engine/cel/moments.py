@@ -264,10 +264,29 @@ def exported_value(value: Any) -> Any:
     """The runtime's value (cel_expr_python's Value) as plain Python data, every timestamp a
     Timestamp with the offset Kubernetes writes it with and every duration a Duration (a
     datetime or timedelta of the runtime's has only microseconds). Raises ValueError."""
+    if _holds_optional(value):
+        raise ValueError(OPTIONAL)
     plain = value.plain_value()
     if not lossy(plain):
         return plain
     return _exact(value)
+
+
+OPTIONAL = ("the value holds an optional, which quickq-guard's runtime cannot hand on (it "
+            "fails converting one); take its value first (.value(), .orValue(...))")
+
+
+def _holds_optional(value: Any) -> bool:
+    """Whether a list or map holds an optional (the runtime's binding shows one as an ERROR
+    it has no Python value for), found without converting it, which may crash."""
+    kind = value.type().name()
+    if kind == "ERROR":  # no error is held in a list or map: an optional
+        return True
+    if not kind.startswith(("LIST", "MAP")):
+        return False
+    inner = value.value()
+    return any(_holds_optional(item)
+               for item in (inner if isinstance(inner, list) else inner.values()))
 
 
 def json_value(value: Any) -> Any:
