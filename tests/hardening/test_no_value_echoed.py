@@ -128,6 +128,33 @@ def test_no_value_in_any_check_report(folder: Path, tmp_path: Path, output: str)
     assert _leaks(joined) == []
 
 
+@pytest.mark.parametrize("output", ["table", "json", "junit", "github"])
+def test_no_value_in_any_test_suite_report(folder: Path, tmp_path: Path, output: str) -> None:
+    """A suite whose expected resource differs from the judged one is told what the result
+    would need: env values and secret-keyed values in that difference read (hidden)."""
+    obj = _object()
+    expected = copy.deepcopy(obj)
+    expected["spec"]["containers"].append(dict(copy.deepcopy(obj["spec"]["containers"][0]),
+                                               name="copy"))
+    expected["metadata"]["annotations"]["api-token"] = ANNOTATION_SECRET
+    expected["spec"]["containers"][0]["env"][2]["value"] = SECRET
+    suite = tmp_path / "suite.yaml"
+    suite.write_text(yaml.safe_dump({
+        "apiVersion": "quickq-guard/v1", "kind": "PolicyTest", "name": "leaky",
+        "policyDir": str(folder), "policies": ["shows-env", "shows-object"],
+        "resources": [{"object": obj}],
+        "cases": [{"resource": "web", "policy": "shows-env", "result": "pass",
+                   "patched": expected}]}))
+    done = subprocess.run([sys.executable, "-m", "webhook.cli", "test", "--output", output,
+                           str(suite)], capture_output=True, text=True, check=False,
+                          timeout=60)
+    assert done.returncode == 1, done.stderr
+    joined = done.stdout + done.stderr
+    assert "patched: differs" in joined and "(hidden)" in joined
+    assert "DB_PASSWORD" in joined and "/metadata/annotations/api-token" in joined
+    assert _leaks(joined) == []
+
+
 def test_the_search_would_find_a_leak() -> None:
     """Sanity: each way of showing a value above is one the search recognises."""
     assert _leaks(f"values: {SECRET}") == [SECRET]

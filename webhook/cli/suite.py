@@ -25,7 +25,8 @@ from webhook.cli.formats.junit import attr, text
 from webhook.cli.judge import is_object, manifest_patch
 from webhook.engine.claims import claims_from
 from webhook.engine.evaluate import evaluate
-from webhook.engine.patch import apply_patch
+from webhook.engine.hidden import redacted_at
+from webhook.engine.patch import apply_patch, split_pointer
 from webhook.engine.policy import Config, PolicyError, PolicySet
 from webhook.engine.results import Decision
 from webhook.loader import load_config, load_policies
@@ -272,7 +273,11 @@ def _check(case: CaseSpec, judged: dict[str, _Judged], path: Path) -> str:
     if expected is not None:
         actual = found.patched
         if actual != expected:
-            difference = jsonpatch.make_patch(actual, expected).patch
+            # Shown as the webhook shows things: env values and secret-keyed values hidden.
+            difference = [{**operation, "value": redacted_at(split_pointer(operation["path"]),
+                                                             operation["value"])}
+                          if "value" in operation else operation
+                          for operation in jsonpatch.make_patch(actual, expected).patch]
             problems.append("patched: differs from the expected resource; to get the expected "
                             f"one, the result would need {jsonlib.dumps(difference)}")
     return "; ".join(problems)

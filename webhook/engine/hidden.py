@@ -10,7 +10,7 @@ expression read, have the values cut out with `hide`.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from webhook.engine.rules.secrets import PlaintextSecretParams
@@ -53,6 +53,24 @@ def _redacted_env(env: Any) -> Any:
               for key, item in entry.items()} if isinstance(entry, Mapping)
              else redacted(entry, True) for entry in env]
     return items
+
+
+def redacted_at(path: Sequence[str], value: Any) -> Any:
+    """`value` as `redacted` would show it at `path` (a JSON pointer's tokens) in an object:
+    under an env entry but its name, or under a key that names a secret, every string is
+    hidden. For a difference between two objects (a patch), whose values sit deep inside."""
+    secret = False
+    for position, key in enumerate(path):
+        if key == "env":
+            rest = path[position + 1:]
+            if not rest:
+                return _redacted_env(value)
+            if len(rest) == 1:
+                return _redacted_env([value])[0] if isinstance(value, Mapping) \
+                    else redacted(value, True)
+            return value if len(rest) == 2 and rest[1] == "name" else redacted(value, True)
+        secret = secret or _names_secret(key)
+    return redacted(value, secret)
 
 
 def hidden_values(*objects: Any) -> frozenset[str]:
