@@ -8,8 +8,10 @@ document alone; the others are still judged.
 
 from __future__ import annotations
 
+import errno
 import os
 import re
+import stat
 import sys
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
@@ -153,7 +155,7 @@ class _Ignore:
 
 def _ignore_file(folder: Path) -> list[_Ignore]:
     try:
-        lines = (folder / ".gitignore").read_text(encoding="utf-8", errors="replace")
+        lines = read_regular(str(folder / ".gitignore")).decode("utf-8", "replace")
     except OSError:
         return []
     return [_Ignore(os.path.abspath(folder),
@@ -222,11 +224,28 @@ def read_source(source: Source, data: bytes | None = None) -> Iterator[Document]
 def _read_bytes(source: Source) -> bytes:
     if source.name == "-":
         return sys.stdin.buffer.read()
-    with open(source.name, "rb") as file:
-        if source.whole:
-            return file.read()
-        file.seek(source.start)
-        return file.read(-1 if source.end == -1 else source.end - source.start)
+    return read_regular(source.name, source.start, source.end)
+
+
+NOT_REGULAR = "not a regular file (a device, pipe or socket)"
+
+
+def read_regular(name: str, start: int = 0, end: int = -1) -> bytes:
+    """The bytes of a regular file, or of the range [start, end) of it. Whatever else a path
+    names (/dev/zero, a FIFO, a socket, or a symlink to one, which a checkout or a test suite
+    may hold) is refused with OSError: reading it would never end or would wait for ever."""
+    with open(name, "rb", opener=_without_waiting) as file:
+        if not stat.S_ISREG(os.fstat(file.fileno()).st_mode):
+            raise OSError(errno.EINVAL, NOT_REGULAR, name)
+        if start:
+            file.seek(start)
+        return file.read(-1 if end == -1 else end - start)
+
+
+def _without_waiting(name: str, flags: int) -> int:
+    """os.open for read_regular: opening a FIFO must not wait for a writer (O_NONBLOCK); a
+    regular file ignores the flag."""
+    return os.open(name, flags | os.O_NONBLOCK)
 
 
 def read_file(path: Path) -> Iterator[Document]:

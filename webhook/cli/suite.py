@@ -30,7 +30,7 @@ from webhook.engine.patch import apply_patch, split_pointer
 from webhook.engine.policy import Config, PolicyError, PolicySet
 from webhook.engine.results import Decision
 from webhook.loader import load_config, load_policies
-from webhook.manifests import Source, read_source, read_text, walk
+from webhook.manifests import Source, read_regular, read_source, read_text, walk
 
 KIND = "PolicyTest"
 
@@ -136,7 +136,7 @@ def _test_files(paths: Sequence[str]) -> list[Path]:
 
 def _is_test_file(path: Path) -> bool:
     try:
-        head = path.read_text(encoding="utf-8", errors="replace")[:4096]
+        head = read_regular(str(path), 0, 4096).decode("utf-8", "replace")
     except OSError:
         return False
     return f"kind: {KIND}" in head
@@ -144,7 +144,10 @@ def _is_test_file(path: Path) -> bool:
 
 def run_file(path: Path, args: argparse.Namespace) -> list[Case]:
     """The cases of one test file, judged."""
-    text = path.read_text(encoding="utf-8")
+    try:
+        text = read_regular(str(path)).decode("utf-8")
+    except OSError as unread:
+        raise CliError(f"{path}: cannot read: {unread.strerror}") from None
     documents = list(read_text(text, str(path)))
     if len(documents) != 1 or documents[0].error or not isinstance(documents[0].obj, dict):
         problem = documents[0].error if documents and documents[0].error else \
