@@ -64,6 +64,10 @@ class Finding:
     # What a denial for this finding answers with: a CEL validation's `reason`
     # (Unauthorized, Forbidden, Invalid, RequestEntityTooLarge), "" for Forbidden.
     denial_reason: str = ""
+    # Which check of the policy found it, when its field does not tell (a CEL validation
+    # without a fieldPath: validations[1]): an UPDATE tells a new failure from an old one
+    # by it.
+    check: str = ""
 
     @property
     def path(self) -> str:

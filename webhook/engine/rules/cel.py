@@ -356,9 +356,11 @@ class CelPolicy:
                 raise EvaluationError(f"{where}: yields {_type(value)}, not a bool")
             message = self._message(validation, shown, meter, at, sizes)
             path = _field(validation.field_path, pod_spec_path, container)
-            found = finding(_about(validation.field_path, container), message, path)
-            if validation.reason:
-                found = replace(found, denial_reason=validation.reason)
+            # Without a fieldPath every validation names the object (or the container):
+            # then which validation failed tells one finding from another.
+            found = replace(finding(_about(validation.field_path, container), message, path),
+                            denial_reason=validation.reason or "",
+                            check="" if validation.field_path else f"validations[{index}]")
             findings.append(found)
         return findings
 
