@@ -27,7 +27,7 @@ from webhook.engine.cel import (
     evaluate,
     selects_only,
 )
-from webhook.engine.cost import Budget, Meter, Sizes
+from webhook.engine.cost import Budget, Meter, Sizes, combined
 from webhook.engine.hidden import hidden_values, hide, redacted
 from webhook.engine.patch import PatchError, Path, apply_patch, pointer, split_pointer
 from webhook.engine.results import Finding
@@ -180,8 +180,7 @@ class CelPolicy:
                                       lambda: activation("object", hidden_base()))), meter)
         for name in self.objects_without_spec:  # see reads_pod_containers: the same reason
             if isinstance(base.get(name), Mapping):
-                base[name] = {key: value for key, value in base[name].items()
-                              if key not in _OBJECT_BULK}
+                base[name] = _without(request.budget, base[name], _OBJECT_BULK)
         findings = []
         reads_pod = "podSpec" in self.reads
         for pod_spec in workload.pod_specs:  # a container sees the pod spec it belongs to
@@ -190,8 +189,7 @@ class CelPolicy:
                 # The expressions only select other fields of podSpec (the Pod Security
                 # controls read os, hostNetwork, securityContext...): without its container
                 # lists it is a small value, whatever the number of containers.
-                pod = {key: value for key, value in pod.items()
-                       if key not in _POD_CONTAINER_LISTS}
+                pod = _without(request.budget, pod, _POD_CONTAINER_LISTS)
             findings += self._each_container(base, pod if reads_pod else None, workload,
                                              pod_spec, hidden_base, secrets, request.budget)
         # A finding about the pod (see _about) comes from every container alike: say it once.
@@ -220,7 +218,7 @@ class CelPolicy:
             meter = Meter(budget, shared)
             own = [meter.sizes({"container": c.data, "containerGroup": c.group})
                    for c in containers]
-            meter.convert(sum(own, Sizes()))
+            meter.convert(combined(own))
             sizes = [meter.data_sizes + size for size in own]  # what one evaluation reads
             meter.afford((text, where, size) for size in sizes if size is not None
                          for text, where in self.costed)
@@ -501,6 +499,14 @@ def _hidden_activation(make: Callable[[], Any]) -> Any:
         return make()
     except (RecursionError, EvaluationError):
         return False
+
+
+def _without(budget: Budget | None, value: Mapping[str, Any],
+             left_out: frozenset[str]) -> dict[str, Any]:
+    """`value` without the keys `left_out`: the review's one copy when it has a budget."""
+    if budget is not None:
+        return budget.without(value, left_out)
+    return {key: item for key, item in value.items() if key not in left_out}
 
 
 def _run(expression: Expression, bound: Any, where: str, meter: Meter, at: int | None = None,
