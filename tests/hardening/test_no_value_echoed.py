@@ -179,6 +179,34 @@ def test_a_mutation_path_built_from_a_value_does_not_show_it(tmp_path: Path) -> 
     assert decision.patch[0]["path"].endswith(SECRET)
 
 
+COPIES_ENV = {"id": "copies-env", "description": "copies an env value into an annotation",
+              "type": "mutate", "action": "enforce", "scope": "object",
+              "mutations": [{"patchType": "JSONPatch", "jsonPatch": {"expression": (
+                  "[JSONPatch{op: 'add', path: '/metadata/annotations/copied', "
+                  "value: object.spec.containers[0].env[0].value}]")}}]}
+
+
+@pytest.mark.parametrize("output", ["table", "json", "sarif", "junit", "github",
+                                    "policyreport"])
+def test_a_patch_that_carries_a_value_is_shown_without_it(tmp_path: Path, output: str) -> None:
+    """A CEL mutation may copy a value into the object: the patch goes to the API server as
+    the policy asks (the webhook's answer), but a report shows it with the value hidden."""
+    folder = tmp_path / "policies"
+    folder.mkdir()
+    (folder / "copies.yaml").write_text(yaml.safe_dump(COPIES_ENV))
+    decision = evaluate(_object(), load_policies(folder), operation="CREATE")
+    assert decision.patch[0]["value"] == SECRET  # what the API server gets
+    manifest = tmp_path / "pod.yaml"
+    manifest.write_text(yaml.safe_dump(_object()))
+    done = subprocess.run([sys.executable, "-m", "webhook.cli", "check", "--policies",
+                           str(folder), "--output", output, str(manifest)],
+                          capture_output=True, text=True, check=False, timeout=60)
+    assert done.returncode == 0, done.stderr
+    joined = done.stdout + done.stderr
+    assert "copies-env" in joined or output == "github"  # github annotates no patch
+    assert _leaks(joined) == []
+
+
 def test_redaction_copies_only_what_it_changes() -> None:
     from webhook.engine.hidden import hide, redacted
 

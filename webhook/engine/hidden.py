@@ -97,6 +97,25 @@ def hidden_values(*objects: Any) -> frozenset[str]:
     return frozenset(found)
 
 
+def hidden_in(value: Any, values: frozenset[str]) -> Any:
+    """`value` (a patch) with each of `values` in its strings replaced by HIDDEN; the same
+    object when none is there. Only what changes is copied."""
+    if not values:
+        return value
+    if isinstance(value, str):
+        return hide(value, values)
+    if isinstance(value, Mapping):
+        changed = {key: hidden_in(item, values) for key, item in value.items()}
+        return value if all(changed[key] is item for key, item in value.items()) \
+            else changed
+    if isinstance(value, list | tuple):
+        items = [hidden_in(item, values) for item in value]
+        if all(a is b for a, b in zip(items, value, strict=True)):
+            return value
+        return tuple(items) if isinstance(value, tuple) else items
+    return value
+
+
 def hide(text: str, values: Iterable[str]) -> str:
     """`text` with each of `values` in it replaced by HIDDEN, in one pass (the longest
     first, so a value inside another goes with it)."""

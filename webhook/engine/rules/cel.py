@@ -28,7 +28,7 @@ from webhook.engine.cel import (
     selects_only,
 )
 from webhook.engine.cost import Budget, Meter, Sizes, combined
-from webhook.engine.hidden import hidden_values, hide, redacted
+from webhook.engine.hidden import hidden_in, hidden_values, hide, redacted
 from webhook.engine.patch import PatchError, Path, apply_patch, pointer, split_pointer
 from webhook.engine.results import Finding
 from webhook.engine.rules._base import finding
@@ -283,9 +283,11 @@ class CelPolicy:
         found = finding(container, "; ".join(described), first, tuple(kept))
         # The paths are the expression's: one built from an env value must not show it.
         values = secrets()
+        shown = hidden_in(found.patch, values)
         return [replace(found, message=hide(found.message, values),
                         at=tuple(hide(key, values) if isinstance(key, str) else key
-                                 for key in found.at))]
+                                 for key in found.at),
+                        shown_patch=None if shown is found.patch else shown)]
 
     # The top-level names the expressions use, worked out once.
     reads: frozenset[str] = field(init=False, default=frozenset())
