@@ -99,33 +99,29 @@ class TooCostly(EvaluationError):
 class Sizes(NamedTuple):
     """What bounds an evaluation's work: nodes to convert, the longest list (or map) and
     string, and all the characters; and `keyed`, by the key a value is stored under
-    (`env`, `volumes`, `sysctls`), what the runtime's own costs depend on (see Keyed)."""
+    (`env`, `volumes`, `sysctls`), what the runtime's own costs depend on (see Keyed): the
+    parts' entries one after the other, a key in several of them merged when it is read
+    (`of`), so that adding sizes up, once per container, costs no more than a tuple."""
 
     nodes: int = 0
     longest_list: int = 0
     longest_string: int = 0
     chars: int = 0
-    keyed: tuple[tuple[str, Keyed], ...] = ()
+    keyed: tuple[tuple[str, int, int, int], ...] = ()  # (key, *Keyed), see `of`
 
     def __add__(self, other: Any) -> Sizes:
         assert isinstance(other, Sizes)
-        keyed = self.keyed or other.keyed
-        if self.keyed and other.keyed:
-            merged = dict(self.keyed)
-            for key, value in other.keyed:
-                known = merged.get(key)
-                merged[key] = value if known is None else known.merged(value)
-            keyed = tuple(merged.items())
         return Sizes(self.nodes + other.nodes, max(self.longest_list, other.longest_list),
                      max(self.longest_string, other.longest_string), self.chars + other.chars,
-                     keyed)
+                     self.keyed + other.keyed)
 
     def of(self, key: str) -> Keyed:
         """What is stored under `key` (nothing: all zero)."""
-        for name, value in self.keyed:
+        found = _NOTHING
+        for name, longest, items, widest in self.keyed:
             if name == key:
-                return value
-        return _NOTHING
+                found = found.merged(Keyed(longest, items, widest))
+        return found
 
 
 class Keyed(NamedTuple):
@@ -151,22 +147,14 @@ WORST = Sizes(nodes=BODY_MAX, longest_list=ITERATIONS_MAX, longest_string=BODY_M
 def combined(parts: Iterable[Sizes]) -> Sizes:
     """The sizes of several values together (as `+`, merging what is keyed once)."""
     nodes = longest_list = longest_string = chars = 0
-    keyed: list[tuple[tuple[str, Keyed], ...]] = []
+    keyed: list[tuple[str, int, int, int]] = []
     for part in parts:
         nodes += part.nodes
         longest_list = max(longest_list, part.longest_list)
         longest_string = max(longest_string, part.longest_string)
         chars += part.chars
-        if part.keyed:
-            keyed.append(part.keyed)
-    if len(keyed) < 2:
-        return Sizes(nodes, longest_list, longest_string, chars, keyed[0] if keyed else ())
-    merged: dict[str, Keyed] = {}
-    for entries in keyed:
-        for key, value in entries:
-            known = merged.get(key)
-            merged[key] = value if known is None else known.merged(value)
-    return Sizes(nodes, longest_list, longest_string, chars, tuple(merged.items()))
+        keyed += part.keyed
+    return Sizes(nodes, longest_list, longest_string, chars, tuple(keyed))
 
 
 def measure(value: Any) -> Sizes:
@@ -219,7 +207,7 @@ def measure(value: Any) -> Sizes:
             longest_string = max(longest_string, len(item))
             chars += len(item)
     # in the order of the walk: the same for equal values, so equal Sizes compare equal
-    keyed = tuple(zip(lists.keys(), map(Keyed._make, lists.values()), strict=True))
+    keyed = tuple([(key, stored[0], stored[1], stored[2]) for key, stored in lists.items()])
     return Sizes(nodes, longest_list, longest_string, chars, keyed)
 
 
@@ -260,7 +248,7 @@ def estimate(text: str, sizes: Sizes, runtime: bool = True) -> int:
             if element:
                 copies = min(copies, per_list * sizes.nodes)
         total += ACCUMULATE_COST * copies
-    for depth, terms, replaces, element, keys in profile.concatenations:
+    for depth, terms, replaces, element, keys, lists in profile.concatenations:
         # strings, a tenth of a unit per character of the longest; lists, ACCUMULATE_COST
         # per item of the longest stored under the keys joined
         items = max((sizes.of(key).longest for key in keys), default=0) \
@@ -268,7 +256,8 @@ def estimate(text: str, sizes: Sizes, runtime: bool = True) -> int:
         longest = sizes.longest_string * growth ** replaces
         characters = min(runs(depth) * longest, sizes.chars * growth ** replaces) \
             if element else runs(depth) * longest
-        copied = min(runs(depth) * items, sizes.nodes) if element else runs(depth) * items
+        copied = 0 if not lists else min(runs(depth) * items, sizes.nodes) if element \
+            else runs(depth) * items
         total += int(characters * CONCAT_COST * terms) + ACCUMULATE_COST * copied * terms
     for depth, element, key in profile.memberships:
         length = sizes.of(key).longest if key is not None else per_list
@@ -291,7 +280,8 @@ class _Profile(NamedTuple):
     for the runtime's own costs, each accumulating comprehension's (depth, on an element,
     the key its list is stored under, or when it ranges over an element itself the key of
     what that element is an item of), each `+`'s (depth, terms copied, replaces before it,
-    on elements only, the keys of the strings it joins) and each `in`'s (depth, on an
+    on elements only, the keys of what it joins, whether that may be a list) and each
+    `in`'s (depth, on an
     element, the key of its list) and each `==` or `!=` of two of the object's values
     (depth, the keys of what they are stored under). A key is None where the tokens do not
     tell."""
@@ -300,9 +290,15 @@ class _Profile(NamedTuple):
     functions: tuple[tuple[int, float, int, bool, bool], ...]
     growth: int
     accumulations: tuple[tuple[int, bool, str | None, str | None], ...] = ()
-    concatenations: tuple[tuple[int, int, int, bool, tuple[str, ...] | None], ...] = ()
+    concatenations: tuple[tuple[int, int, int, bool, tuple[str, ...] | None, bool], ...] = ()
     memberships: tuple[tuple[int, bool, str | None], ...] = ()
     comparisons: tuple[tuple[int, tuple[str, ...] | None], ...] = ()
+
+    @property
+    def keyed(self) -> bool:
+        """Whether the estimate reads Sizes.keyed."""
+        return bool(self.accumulations or self.concatenations or self.memberships
+                    or self.comparisons)
 
 
 @cache
@@ -315,7 +311,7 @@ def _profile(text: str) -> _Profile:
     depths: list[int] = []
     functions: list[tuple[int, float, int, bool, bool]] = []
     accumulations: list[tuple[int, bool, str | None, str | None]] = []
-    concatenations: list[tuple[int, int, int, bool, tuple[str, ...] | None]] = []
+    concatenations: list[tuple[int, int, int, bool, tuple[str, ...] | None, bool]] = []
     memberships: list[tuple[int, bool, str | None]] = []
     comparisons: list[tuple[int, tuple[str, ...] | None]] = []
     open_: list[str | None] = []  # per open ( or [: the comprehension's variable, or None
@@ -351,18 +347,20 @@ def _profile(text: str) -> _Profile:
             functions.append((depth, per_char, replaces, value == "join", element))
             replaces += value == "replace"
         elif value == "+" and kinds[index][0] == "other":
-            left, earlier, keys = _term_before(kinds, index, variables, constant, bound)
+            left, earlier, keys, lists = _term_before(kinds, index, variables, constant,
+                                                      bound)
             term = _term_after(kinds, index)
             right = _term_kind(term, variables, constant)
             if right == _DATA:
                 key = _list_key([value for _, value in term], bound)
                 keys = None if keys is None or key is None else (*keys, key)
+            lists = lists or (right != _SMALL and _may_be_list(term))
             worst = max(left, right)
             if worst:
                 concatenations.append((depth, earlier + 2, replaces, worst == _ELEMENT,
-                                       keys if worst == _DATA else None))
+                                       keys if worst == _DATA else None, lists))
         elif value in ("=", "!") and after == "=" and before not in ("=", "!", "<", ">"):
-            left, _, keys = _term_before(kinds, index, variables, constant, bound)
+            left, _, keys, _ = _term_before(kinds, index, variables, constant, bound)
             term = _term_after(kinds, index + 1)
             if left == _DATA and _term_kind(term, variables, constant) == _DATA:
                 key = _list_key([value for _, value in term], bound)
@@ -397,6 +395,32 @@ def _term_kind(term: list[tuple[str, str]], variables: set[str],
     return _DATA
 
 
+# Functions whose result is a string: a `+` of them joins strings, never lists.
+_STRING_RESULTS = frozenset({"join", "lowerAscii", "upperAscii", "trim", "replace",
+                             "substring", "format", "string", "quote", "reverse", "charAt",
+                             "encode"})
+
+
+def _may_be_list(term: list[tuple[str, str]]) -> bool:
+    """Whether a term of `+` may be a list: not when it is a string literal or ends with a
+    call whose result is a string (`.join(', ')`, `.orValue('')`)."""
+    if len(term) == 1 and term[0][0] == "string":
+        return False
+    if len(term) < 3 or term[-1][1] != ")":
+        return True
+    level, start = 0, len(term) - 1
+    while start >= 0:
+        level += term[start][1] == ")"
+        level -= term[start][1] == "("
+        if level == 0:
+            break
+        start -= 1
+    name = term[start - 1][1] if start > 0 else ""
+    if name == "orValue":
+        return not (start + 2 == len(term) - 1 and term[start + 1][0] == "string")
+    return name not in _STRING_RESULTS
+
+
 def _ends_term(kinds: list[tuple[str, str]], index: int) -> bool:
     """Whether the token at `index` ends a term: an operator, `in`, or `?` of a conditional
     (not the `?` of an optional field, `.?name` or `[?key]`)."""
@@ -427,12 +451,14 @@ def _term_after(kinds: list[tuple[str, str]], index: int) -> list[tuple[str, str
 
 def _term_before(kinds: list[tuple[str, str]], index: int, variables: set[str],
                  constant: frozenset[str], bound: dict[str, str | None],
-                 ) -> tuple[int, int, tuple[str, ...] | None]:
+                 ) -> tuple[int, int, tuple[str, ...] | None, bool]:
     """What the left side of the `+` at `index` may hold (the worst of a chain's terms), how
-    many `+` come before it in the chain (each copies what the earlier ones built), and the
-    keys of its terms that hold the object's strings (None: one of them is not known)."""
+    many `+` come before it in the chain (each copies what the earlier ones built), the
+    keys of its terms that hold the object's values (None: one of them is not known), and
+    whether one of those may be a list."""
     worst, earlier, end = _SMALL, 0, index
     keys: tuple[str, ...] | None = ()
+    lists = False
     while True:
         start, level = end - 1, 0
         while start >= 0:
@@ -451,9 +477,10 @@ def _term_before(kinds: list[tuple[str, str]], index: int, variables: set[str],
         if held == _DATA:
             key = _list_key([value for _, value in term], bound)
             keys = None if keys is None or key is None else (*keys, key)
+        lists = lists or (held != _SMALL and _may_be_list(term))
         worst = max(worst, held)
         if start < 0 or kinds[start] != ("other", "+"):
-            return worst, earlier, keys
+            return worst, earlier, keys, lists
         earlier += 1
         end = start
 
@@ -611,7 +638,7 @@ class Meter:
     def __init__(self, budget: Budget | None, data: Mapping[str, Any]) -> None:
         self.budget = budget
         self.data_sizes = budget.sizes(data) if budget is not None else Sizes()
-        self.costs: dict[tuple[str, Sizes], int] = {}
+        self.costs: dict[tuple[str, tuple[Any, ...]], int] = {}
         if budget is not None:
             budget.spend(CONVERT_COST * self.data_sizes.nodes, "converting the variables")
 
@@ -646,10 +673,12 @@ class Meter:
                 raise _spent(where)
 
     def _cost(self, text: str, sizes: Sizes) -> int:
-        """estimate(), once per expression and sizes (containers alike have the same)."""
-        cost = self.costs.get((text, sizes))
+        """estimate(), once per expression and sizes (containers alike have the same; what
+        is keyed counts only for an expression whose estimate reads it)."""
+        known = (text, sizes if _profile(text).keyed else sizes[:4])
+        cost = self.costs.get(known)
         if cost is None:
-            cost = self.costs[text, sizes] = estimate(text, sizes)
+            cost = self.costs[known] = estimate(text, sizes)
         return _limited(cost)
 
 
