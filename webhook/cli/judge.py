@@ -34,6 +34,7 @@ from webhook.manifests import (
     manifest_sources,
     read_regular,
     read_source,
+    read_source_bytes,
     split,
 )
 
@@ -159,7 +160,7 @@ _CLAIM_MARKER = b"ResourceClaim"
 
 
 def _source_bytes(source: Source) -> bytes:
-    return read_regular(source.name, source.start, source.end)
+    return read_source_bytes(source)
 
 
 def count(decision: Decision, counts: Counter[str]) -> None:

@@ -30,7 +30,7 @@ from webhook.engine.patch import apply_patch, split_pointer
 from webhook.engine.policy import Config, PolicyError, PolicySet
 from webhook.engine.results import Decision
 from webhook.loader import load_config, load_policies
-from webhook.manifests import Source, read_regular, read_source, read_text, walk
+from webhook.manifests import Source, read_named, read_regular, read_source, read_text, walk
 
 KIND = "PolicyTest"
 
@@ -145,7 +145,7 @@ def _is_test_file(path: Path) -> bool:
 def run_file(path: Path, args: argparse.Namespace) -> list[Case]:
     """The cases of one test file, judged."""
     try:
-        text = read_regular(str(path)).decode("utf-8")
+        text = read_named(str(path)).decode("utf-8")
     except OSError as unread:
         raise CliError(f"{path}: cannot read: {unread.strerror}") from None
     documents = list(read_text(text, str(path)))
@@ -237,7 +237,7 @@ def _objects(file: str | None, inline: dict[str, Any] | None, path: Path,
     assert file is not None
     target = path.parent / file
     found = []
-    for document in read_source(Source(str(target), exists=target.exists())):
+    for document in read_source(Source(str(target), exists=target.exists(), referenced=True)):
         if document.error:
             raise CliError(f"{path}: resources[{number - 1}]: {document.source}: "
                            f"{document.error}")
