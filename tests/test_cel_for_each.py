@@ -157,3 +157,17 @@ def test_the_export_gives_the_engines_findings_in_one_message(tmp_path, scope):
                             for name in ("value", "example.com/x", "runAsUser")]
     else:
         assert messages == ["; ".join(by_field[""])] == ["container bad is bad"]
+
+
+def test_a_new_failing_item_beside_an_old_one_is_denied_on_update(tmp_path):
+    """Without a [*] step in its fieldPath every item of a forEach names the same field:
+    which item failed is part of the finding, so an item that failed before does not excuse
+    a new one on UPDATE."""
+    policies = load(tmp_path, {key: value for key, value in ENV.items() if key != "fieldPath"})
+    old = pod({"name": "a", "env": [{"name": "BAD_1", "value": "1"}]})
+    new = pod({"name": "a", "env": [{"name": "BAD_1", "value": "1"}, {"name": "BAD_2",
+                                                                     "value": "2"}]})
+    decision = evaluate(new, policies, operation="UPDATE", old_object=old)
+    assert not decision.allowed
+    assert "env BAD_2 is bad" in decision.message and "BAD_1" not in decision.message
+    assert evaluate(old, policies, operation="UPDATE", old_object=old).allowed

@@ -52,3 +52,17 @@ def test_a_cel_patch_with_such_an_index_is_an_error_result_not_a_patch(tmp_path:
     [result] = decision.results
     assert result.status == "error"
     assert f"{token!r} is not an array index" in result.reason
+
+
+@pytest.mark.parametrize("token", NOT_INDICES)
+@pytest.mark.parametrize("where", ["/a/{}/c", "/a/{}"])
+def test_rebasing_on_the_written_manifest_reads_only_ascii_indices(token: str,
+                                                                   where: str) -> None:
+    """`check --fix` rebases a policy's operations on the manifest as written: a token that
+    is not an index is the same clear error there (never item 1, an append or a
+    traceback)."""
+    from webhook.engine.patch import rebase
+
+    operation = {"op": "add", "path": where.format(token), "value": 9}
+    with pytest.raises(PatchError, match="is not an array index"):
+        rebase([operation], {"a": [{"b": 0}, {"b": 1}]})

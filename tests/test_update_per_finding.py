@@ -62,3 +62,45 @@ def test_the_same_secret_in_another_container_is_new() -> None:
     assert not decision.allowed
     assert "container 'sidecar': env DB_PASSWORD" in decision.message
     assert "container 'app'" not in decision.message
+
+
+TWO_CHECKS = [
+    {"id": "no-extra-labels", "description": "labels a and b are reserved", "type": "validate",
+     "action": "enforce", "scope": "object",
+     "validations": [
+         {"expression": "!has(object.metadata.labels) || !('a' in object.metadata.labels)",
+          "message": "remove the label a"},
+         {"expression": "!has(object.metadata.labels) || !('b' in object.metadata.labels)",
+          "message": "remove the label b"}]},
+    {"id": "no-reserved-env", "description": "X and Y are reserved", "type": "validate",
+     "action": "enforce", "scope": "container",
+     "validations": [
+         {"expression": "!has(container.env) || container.env.all(e, e.name != 'X')",
+          "message": "remove env X"},
+         {"expression": "!has(container.env) || container.env.all(e, e.name != 'Y')",
+          "message": "remove env Y"}]}]
+
+
+def test_a_new_failure_of_another_validation_of_a_cel_policy_is_denied(tmp_path: Any) -> None:
+    """A CEL policy's validations without a fieldPath all point at the object (or the
+    container): which validation failed is part of the finding, so the old object failing
+    the first does not excuse a new failure of the second."""
+    from builders import policies_in
+
+    from webhook import evaluate
+
+    policies = policies_in(tmp_path, *TWO_CHECKS)
+    old = pod(container("app", env=[{"name": "X", "value": "1"}]))
+    old["metadata"]["labels"] = {"a": "1"}
+    new = copy.deepcopy(old)
+    new["metadata"]["labels"]["b"] = "1"
+    new["spec"]["containers"][0]["env"].append({"name": "Y", "value": "1"})
+    decision = evaluate(new, policies, operation="UPDATE", old_object=old)
+    assert not decision.allowed
+    assert "[no-extra-labels] remove the label b" in decision.message
+    assert "container 'app': remove env Y" in decision.message
+    assert "remove the label a" not in decision.message and "remove env X" not in \
+        decision.message
+    assert len([w for w in decision.warnings if "already violated" in w]) == 2
+    unchanged = evaluate(new, policies, operation="UPDATE", old_object=copy.deepcopy(new))
+    assert unchanged.allowed, unchanged.message

@@ -22,7 +22,7 @@ from webhook.engine.policy import (
     pod_security_policy,
     policy_set,
 )
-from webhook.manifests import read_text
+from webhook.manifests import read_named, read_text
 
 
 def default_policies_dir() -> Path:
@@ -72,7 +72,7 @@ def read_yaml(path: Path) -> list[Any]:
     """The documents of a policy or config file; raises PolicyError naming the file (and the
     line, for a document that cannot be read)."""
     try:
-        data = path.read_bytes()
+        data = read_named(str(path))
     except OSError as error:
         raise PolicyError(f"{path}: cannot read: {error.strerror}") from None
     documents = []

@@ -8,8 +8,10 @@ document alone; the others are still judged.
 
 from __future__ import annotations
 
+import errno
 import os
 import re
+import stat
 import sys
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
@@ -61,13 +63,16 @@ class Source:
     """One thing to read: a file, a byte range of a large one, stdin (`-`), or a missing path.
 
     `walked`: found by walking a directory, where a file that holds no Kubernetes object is
-    skipped with a note instead of being an error. `start`/`end`/`line`: the byte range and the
-    line it starts on, when a large file is split between processes.
+    skipped with a note instead of being an error. `referenced`: named by a file (a test
+    suite's resource), not by the user. Either is read only if it is a regular file (see
+    read_regular). `start`/`end`/`line`: the byte range and the line it starts on, when a
+    large file is split between processes.
     """
 
     name: str
     exists: bool = True
     walked: bool = False
+    referenced: bool = False
     start: int = 0
     end: int = -1
     line: int = 1
@@ -149,7 +154,7 @@ class _Ignore:
 
 def _ignore_file(folder: Path) -> list[_Ignore]:
     try:
-        lines = (folder / ".gitignore").read_text(encoding="utf-8", errors="replace")
+        lines = read_regular(str(folder / ".gitignore")).decode("utf-8", "replace")
     except OSError:
         return []
     return [_Ignore(os.path.abspath(folder),
@@ -218,11 +223,59 @@ def read_source(source: Source, data: bytes | None = None) -> Iterator[Document]
 def _read_bytes(source: Source) -> bytes:
     if source.name == "-":
         return sys.stdin.buffer.read()
-    with open(source.name, "rb") as file:
-        if source.whole:
-            return file.read()
-        file.seek(source.start)
-        return file.read(-1 if source.end == -1 else source.end - source.start)
+    return read_source_bytes(source)
+
+
+def read_source_bytes(source: Source) -> bytes:
+    """The bytes of a file source: a regular file only when it was found in a directory or
+    named by a file (read_regular); what the user named may also be a pipe or a device
+    (`check <(helm template ...)`, `--config /dev/null`), read up to NAMED_MAX."""
+    if source.walked or source.referenced:
+        return read_regular(source.name, source.start, source.end)
+    return read_named(source.name, source.start, source.end)
+
+
+NOT_REGULAR = "not a regular file (a device, pipe or socket)"
+# What is read of a pipe or a device the user named: /dev/zero never ends.
+NAMED_MAX = 128 * 1024 * 1024
+
+
+def read_named(name: str, start: int = 0, end: int = -1) -> bytes:
+    """The bytes of a file the user named (or of [start, end) of it): a regular file whole;
+    a pipe or a device (process substitution, /dev/null) up to NAMED_MAX, else OSError."""
+    with open(name, "rb") as file:
+        if stat.S_ISREG(os.fstat(file.fileno()).st_mode):
+            if start:
+                file.seek(start)
+            return file.read(-1 if end == -1 else end - start)
+        chunks: list[bytes] = []
+        size = 0
+        while size <= NAMED_MAX:
+            chunk = file.read(1024 * 1024)
+            if not chunk:
+                return b"".join(chunks)
+            chunks.append(chunk)
+            size += len(chunk)
+    raise OSError(errno.EFBIG, f"{NOT_REGULAR} that gives more than "
+                               f"{NAMED_MAX // 1024 // 1024} MiB", name)
+
+
+def read_regular(name: str, start: int = 0, end: int = -1) -> bytes:
+    """The bytes of a regular file, or of the range [start, end) of it. Whatever else a path
+    names (/dev/zero, a FIFO, a socket, or a symlink to one, which a checkout or a test suite
+    may hold) is refused with OSError: reading it would never end or would wait for ever."""
+    with open(name, "rb", opener=_without_waiting) as file:
+        if not stat.S_ISREG(os.fstat(file.fileno()).st_mode):
+            raise OSError(errno.EINVAL, NOT_REGULAR, name)
+        if start:
+            file.seek(start)
+        return file.read(-1 if end == -1 else end - start)
+
+
+def _without_waiting(name: str, flags: int) -> int:
+    """os.open for read_regular: opening a FIFO must not wait for a writer (O_NONBLOCK); a
+    regular file ignores the flag."""
+    return os.open(name, flags | os.O_NONBLOCK)
 
 
 def read_file(path: Path) -> Iterator[Document]:

@@ -80,7 +80,9 @@ def test_probes_use_https_health_endpoints(container: dict[str, Any]) -> None:
 
 def test_resources_fit_the_footprint(container: dict[str, Any]) -> None:
     assert set(container["resources"]["requests"]) >= {"cpu", "memory"}
-    assert container["resources"]["limits"]["memory"] == "176Mi"
+    # 256 reviews at the 3 MiB body limit at once took one worker to 285 MiB
+    # (benchmarks/hostile_load.py): the limit holds that with headroom
+    assert container["resources"]["limits"]["memory"] == "320Mi"
 
 
 def server_container(values: dict[str, Any]) -> dict[str, Any]:
@@ -89,7 +91,7 @@ def server_container(values: dict[str, Any]) -> dict[str, Any]:
     return dict(only)
 
 
-@pytest.mark.parametrize(("workers", "limit"), [(1, "176Mi"), (2, "288Mi"), (16, "1856Mi")])
+@pytest.mark.parametrize(("workers", "limit"), [(1, "320Mi"), (2, "576Mi"), (16, "4160Mi")])
 def test_memory_limit_grows_with_the_workers(workers: int, limit: str) -> None:
     container = server_container({"server": {"workers": workers}})
     assert f"--workers={workers}" in container["args"]

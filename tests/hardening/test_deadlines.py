@@ -153,3 +153,42 @@ def test_the_blank_line_split_between_two_writes_ends_the_headers(server: Server
         time.sleep(HEADERS_SECONDS + 1)  # answered: no header deadline while idle
         tls.sendall(b"GET /healthz HTTP/1.1\r\nHost: localhost\r\n\r\n")
         assert tls.recv(65536).startswith(b"HTTP/1.1 200")
+
+
+class _Raw:
+    """What a connection's raw transport is to the handshake protocol, recorded."""
+
+    def __init__(self) -> None:
+        self.reading = True
+        self.calls: list[str] = []
+
+    def pause_reading(self) -> None:
+        self.reading = False
+        self.calls.append("pause")
+
+    def resume_reading(self) -> None:
+        self.reading = True
+        self.calls.append("resume")
+
+    def is_closing(self) -> bool:
+        return False
+
+
+def test_what_arrives_before_the_hand_over_is_bounded() -> None:
+    """Bytes decrypted after the handshake and before uvicorn's protocol takes the connection
+    are kept for it; past EARLY_MAX the connection stops reading until the hand-over, which
+    reads again. The hand-over waits for the event loop, which meanwhile read a whole 3 MiB
+    body of most of twelve connections sent at once (+90 MiB), past uvicorn's own bound."""
+    from webhook.server.deadlines import EARLY_MAX, _Handshake
+
+    protocol = _Handshake(gate=None)  # type: ignore[arg-type]  # data_received needs none
+    raw = _Raw()
+    protocol.raw = raw
+    chunk = b"x" * 16384
+    sent = 0
+    while raw.reading and sent < 3 * 1024 * 1024:
+        protocol.data_received(chunk)
+        sent += len(chunk)
+    assert raw.calls == ["pause"] and EARLY_MAX < sent <= EARLY_MAX + len(chunk)
+    protocol._release()
+    assert raw.calls == ["pause", "resume"] and protocol.early == []

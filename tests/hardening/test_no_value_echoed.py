@@ -128,6 +128,33 @@ def test_no_value_in_any_check_report(folder: Path, tmp_path: Path, output: str)
     assert _leaks(joined) == []
 
 
+@pytest.mark.parametrize("output", ["table", "json", "junit", "github"])
+def test_no_value_in_any_test_suite_report(folder: Path, tmp_path: Path, output: str) -> None:
+    """A suite whose expected resource differs from the judged one is told what the result
+    would need: env values and secret-keyed values in that difference read (hidden)."""
+    obj = _object()
+    expected = copy.deepcopy(obj)
+    expected["spec"]["containers"].append(dict(copy.deepcopy(obj["spec"]["containers"][0]),
+                                               name="copy"))
+    expected["metadata"]["annotations"]["api-token"] = ANNOTATION_SECRET
+    expected["spec"]["containers"][0]["env"][2]["value"] = SECRET
+    suite = tmp_path / "suite.yaml"
+    suite.write_text(yaml.safe_dump({
+        "apiVersion": "quickq-guard/v1", "kind": "PolicyTest", "name": "leaky",
+        "policyDir": str(folder), "policies": ["shows-env", "shows-object"],
+        "resources": [{"object": obj}],
+        "cases": [{"resource": "web", "policy": "shows-env", "result": "pass",
+                   "patched": expected}]}))
+    done = subprocess.run([sys.executable, "-m", "webhook.cli", "test", "--output", output,
+                           str(suite)], capture_output=True, text=True, check=False,
+                          timeout=60)
+    assert done.returncode == 1, done.stderr
+    joined = done.stdout + done.stderr
+    assert "patched: differs" in joined and "(hidden)" in joined
+    assert "DB_PASSWORD" in joined and "/metadata/annotations/api-token" in joined
+    assert _leaks(joined) == []
+
+
 def test_the_search_would_find_a_leak() -> None:
     """Sanity: each way of showing a value above is one the search recognises."""
     assert _leaks(f"values: {SECRET}") == [SECRET]
@@ -150,6 +177,34 @@ def test_a_mutation_path_built_from_a_value_does_not_show_it(tmp_path: Path) -> 
     assert "(hidden)" in found.message and _leaks(found.message + found.path) == []
     # the patch itself is what the policy asked for, and goes to the API server only
     assert decision.patch[0]["path"].endswith(SECRET)
+
+
+COPIES_ENV = {"id": "copies-env", "description": "copies an env value into an annotation",
+              "type": "mutate", "action": "enforce", "scope": "object",
+              "mutations": [{"patchType": "JSONPatch", "jsonPatch": {"expression": (
+                  "[JSONPatch{op: 'add', path: '/metadata/annotations/copied', "
+                  "value: object.spec.containers[0].env[0].value}]")}}]}
+
+
+@pytest.mark.parametrize("output", ["table", "json", "sarif", "junit", "github",
+                                    "policyreport"])
+def test_a_patch_that_carries_a_value_is_shown_without_it(tmp_path: Path, output: str) -> None:
+    """A CEL mutation may copy a value into the object: the patch goes to the API server as
+    the policy asks (the webhook's answer), but a report shows it with the value hidden."""
+    folder = tmp_path / "policies"
+    folder.mkdir()
+    (folder / "copies.yaml").write_text(yaml.safe_dump(COPIES_ENV))
+    decision = evaluate(_object(), load_policies(folder), operation="CREATE")
+    assert decision.patch[0]["value"] == SECRET  # what the API server gets
+    manifest = tmp_path / "pod.yaml"
+    manifest.write_text(yaml.safe_dump(_object()))
+    done = subprocess.run([sys.executable, "-m", "webhook.cli", "check", "--policies",
+                           str(folder), "--output", output, str(manifest)],
+                          capture_output=True, text=True, check=False, timeout=60)
+    assert done.returncode == 0, done.stderr
+    joined = done.stdout + done.stderr
+    assert "copies-env" in joined or output == "github"  # github annotates no patch
+    assert _leaks(joined) == []
 
 
 def test_redaction_copies_only_what_it_changes() -> None:

@@ -29,7 +29,7 @@ from webhook.cli.judge import input_claims, is_object, judge, kustomize_skip, ma
 from webhook.engine.claims import ClaimLookup
 from webhook.engine.patch import PatchError, apply_in_place
 from webhook.engine.policy import PolicySet
-from webhook.manifests import Source, manifest_sources, read_source
+from webhook.manifests import Source, manifest_sources, read_source, read_source_bytes
 
 
 @dataclass(slots=True)
@@ -99,7 +99,7 @@ def fix_source(source: Source, policies: PolicySet,
         done.errors.append(f"{name}: no such file or directory; check the path")
         return done
     try:
-        data = sys.stdin.buffer.read() if source.name == "-" else Path(source.name).read_bytes()
+        data = sys.stdin.buffer.read() if source.name == "-" else read_source_bytes(source)
     except OSError as problem:
         done.errors.append(f"{name}: cannot read: {problem.strerror}; check the file's "
                            "permissions")

@@ -28,7 +28,15 @@ from webhook.engine.exceptions import KIND, NONE, Exceptions
 from webhook.engine.patch import PatchError, apply_patch, rebase
 from webhook.engine.policy import PolicySet
 from webhook.engine.results import Decision, Resource, Result
-from webhook.manifests import Document, Source, manifest_sources, read_source, split
+from webhook.manifests import (
+    Document,
+    Source,
+    manifest_sources,
+    read_regular,
+    read_source,
+    read_source_bytes,
+    split,
+)
 
 TASK_BYTES = 512 * 1024  # input bytes per task: the unit of work and of output in flight
 TASK_FILES = 100
@@ -152,11 +160,7 @@ _CLAIM_MARKER = b"ResourceClaim"
 
 
 def _source_bytes(source: Source) -> bytes:
-    with open(source.name, "rb") as file:
-        if source.whole:
-            return file.read()
-        file.seek(source.start)
-        return file.read(-1 if source.end == -1 else source.end - source.start)
+    return read_source_bytes(source)
 
 
 def count(decision: Decision, counts: Counter[str]) -> None:
@@ -280,8 +284,7 @@ def _skip_non_manifests(source: Source, documents: Iterator[Document],
 
 def _looks_like_template(name: str) -> bool:
     try:
-        with open(name, "rb") as file:
-            return b"{{" in file.read()
+        return b"{{" in read_regular(name)
     except OSError:
         return False
 

@@ -12,10 +12,12 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping
 from functools import lru_cache
+from itertools import islice
 from typing import Any
 
 import orjson
-import yaml
+
+from webhook.manifests import read_regular, read_text
 
 KUSTOMIZATION_FILES = ("kustomization.yaml", "kustomization.yml", "Kustomization")
 # Strategic merge patch directives: only a patch has them.
@@ -60,11 +62,14 @@ def _patched_near(folder: str) -> bool:
 def _patches(folder: str) -> Mapping[str, str]:
     """The absolute paths of the patch files the folder's kustomization lists, by field."""
     for name in KUSTOMIZATION_FILES:
-        try:
-            with open(os.path.join(folder, name), "rb") as file:
-                spec = yaml.safe_load(file)
-        except (OSError, yaml.YAMLError):
+        path = os.path.join(folder, name)
+        try:  # the bounded reader: a kustomization is as untrusted as the manifests
+            documents = list(islice(read_text(read_regular(path), path), 1))
+        except OSError:
             continue
+        if not documents or documents[0].error:
+            continue
+        spec = documents[0].obj
         if not isinstance(spec, Mapping):
             return {}
         found: dict[str, str] = {}

@@ -25,11 +25,12 @@ from webhook.cli.formats.junit import attr, text
 from webhook.cli.judge import is_object, manifest_patch
 from webhook.engine.claims import claims_from
 from webhook.engine.evaluate import evaluate
-from webhook.engine.patch import apply_patch
+from webhook.engine.hidden import redacted_at
+from webhook.engine.patch import apply_patch, split_pointer
 from webhook.engine.policy import Config, PolicyError, PolicySet
 from webhook.engine.results import Decision
 from webhook.loader import load_config, load_policies
-from webhook.manifests import Source, read_source, read_text, walk
+from webhook.manifests import Source, read_named, read_regular, read_source, read_text, walk
 
 KIND = "PolicyTest"
 
@@ -135,7 +136,7 @@ def _test_files(paths: Sequence[str]) -> list[Path]:
 
 def _is_test_file(path: Path) -> bool:
     try:
-        head = path.read_text(encoding="utf-8", errors="replace")[:4096]
+        head = read_regular(str(path), 0, 4096).decode("utf-8", "replace")
     except OSError:
         return False
     return f"kind: {KIND}" in head
@@ -143,7 +144,10 @@ def _is_test_file(path: Path) -> bool:
 
 def run_file(path: Path, args: argparse.Namespace) -> list[Case]:
     """The cases of one test file, judged."""
-    text = path.read_text(encoding="utf-8")
+    try:
+        text = read_named(str(path)).decode("utf-8")
+    except OSError as unread:
+        raise CliError(f"{path}: cannot read: {unread.strerror}") from None
     documents = list(read_text(text, str(path)))
     if len(documents) != 1 or documents[0].error or not isinstance(documents[0].obj, dict):
         problem = documents[0].error if documents and documents[0].error else \
@@ -233,7 +237,7 @@ def _objects(file: str | None, inline: dict[str, Any] | None, path: Path,
     assert file is not None
     target = path.parent / file
     found = []
-    for document in read_source(Source(str(target), exists=target.exists())):
+    for document in read_source(Source(str(target), exists=target.exists(), referenced=True)):
         if document.error:
             raise CliError(f"{path}: resources[{number - 1}]: {document.source}: "
                            f"{document.error}")
@@ -272,7 +276,11 @@ def _check(case: CaseSpec, judged: dict[str, _Judged], path: Path) -> str:
     if expected is not None:
         actual = found.patched
         if actual != expected:
-            difference = jsonpatch.make_patch(actual, expected).patch
+            # Shown as the webhook shows things: env values and secret-keyed values hidden.
+            difference = [{**operation, "value": redacted_at(split_pointer(operation["path"]),
+                                                             operation["value"])}
+                          if "value" in operation else operation
+                          for operation in jsonpatch.make_patch(actual, expected).patch]
             problems.append("patched: differs from the expected resource; to get the expected "
                             f"one, the result would need {jsonlib.dumps(difference)}")
     return "; ".join(problems)

@@ -322,13 +322,15 @@ def _mark_unpatched(result: Result) -> Result:
                                           for f in result.findings))
 
 
-# A finding as an UPDATE compares it with the old object's: policy, container, field.
-FindingKey = tuple[str | None, str | None, Path]
+# A finding as an UPDATE compares it with the old object's: policy, container, field, and
+# which of the policy's checks (Finding.check).
+FindingKey = tuple[str | None, str | None, Path, str]
 
 
 def _mark_preexisting(result: Result, old_keys: frozenset[FindingKey], obj: Any) -> Result:
     """On UPDATE, the findings of a failed result the old object already had: the same
-    policy, container and field, so a second secret added beside one already there is new."""
+    policy, container, field and check, so a second secret added beside one already there,
+    or a second validation of a CEL policy failing on the same field, is new."""
     if result.status != "fail":
         return result
     return replace(result, findings=tuple(
@@ -350,7 +352,7 @@ def _finding_key(policy: str | None, found: Finding, obj: Any) -> FindingKey:
             continue
         field.append(segment)
         node = node.get(str(segment)) if isinstance(node, Mapping) else None
-    return policy, found.container, tuple(field)
+    return policy, found.container, tuple(field), found.check
 
 
 def _result(policy: Policy, status: Any, findings: tuple[Finding, ...] = (),

@@ -10,7 +10,7 @@ expression read, have the values cut out with `hide`.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from webhook.engine.rules.secrets import PlaintextSecretParams
@@ -55,6 +55,24 @@ def _redacted_env(env: Any) -> Any:
     return items
 
 
+def redacted_at(path: Sequence[str], value: Any) -> Any:
+    """`value` as `redacted` would show it at `path` (a JSON pointer's tokens) in an object:
+    under an env entry but its name, or under a key that names a secret, every string is
+    hidden. For a difference between two objects (a patch), whose values sit deep inside."""
+    secret = False
+    for position, key in enumerate(path):
+        if key == "env":
+            rest = path[position + 1:]
+            if not rest:
+                return _redacted_env(value)
+            if len(rest) == 1:
+                return _redacted_env([value])[0] if isinstance(value, Mapping) \
+                    else redacted(value, True)
+            return value if len(rest) == 2 and rest[1] == "name" else redacted(value, True)
+        secret = secret or _names_secret(key)
+    return redacted(value, secret)
+
+
 def hidden_values(*objects: Any) -> frozenset[str]:
     """The strings `redacted` replaces, found in one pass over each object."""
     found: set[str] = set()
@@ -77,6 +95,25 @@ def hidden_values(*objects: Any) -> frozenset[str]:
         elif isinstance(node, list):
             stack.extend((item, secret) for item in node)
     return frozenset(found)
+
+
+def hidden_in(value: Any, values: frozenset[str]) -> Any:
+    """`value` (a patch) with each of `values` in its strings replaced by HIDDEN; the same
+    object when none is there. Only what changes is copied."""
+    if not values:
+        return value
+    if isinstance(value, str):
+        return hide(value, values)
+    if isinstance(value, Mapping):
+        changed = {key: hidden_in(item, values) for key, item in value.items()}
+        return value if all(changed[key] is item for key, item in value.items()) \
+            else changed
+    if isinstance(value, list | tuple):
+        items = [hidden_in(item, values) for item in value]
+        if all(a is b for a, b in zip(items, value, strict=True)):
+            return value
+        return tuple(items) if isinstance(value, tuple) else items
+    return value
 
 
 def hide(text: str, values: Iterable[str]) -> str:

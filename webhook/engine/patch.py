@@ -222,7 +222,7 @@ def _rebased(operation: Operation, written: Any) -> list[Operation]:
     done: list[str] = []
     node = written
     for position, token in enumerate(tokens[:-1]):
-        if isinstance(node, list) and token.isdigit() and int(token) < len(node):
+        if isinstance(node, list) and _ARRAY_INDEX.fullmatch(token) and int(token) < len(node):
             child = node[int(token)]
         elif isinstance(node, dict):
             child = node.get(token)
@@ -233,13 +233,14 @@ def _rebased(operation: Operation, written: Any) -> list[Operation]:
             if op == "remove":
                 return []
             following = tokens[position + 1]
-            child = [] if following == "-" or following.isdigit() else {}
+            child = [] if following == "-" or _ARRAY_INDEX.fullmatch(following) else {}
             steps.append({"op": "add", "path": pointer(tuple(done)), "value": child})
         node = child
     last = tokens[-1]
     if isinstance(node, list):
-        there = last.isdigit() and int(last) < len(node)
-        if op == "add" and last.isdigit() and not there:
+        index = _ARRAY_INDEX.fullmatch(last)  # ASCII digits only, as apply_patch reads them
+        there = index is not None and int(last) < len(node)
+        if op == "add" and index and not there:
             last = "-"
     elif isinstance(node, dict):
         there = last in node

@@ -58,12 +58,20 @@ class Finding:
     at: Path
     container: str | None = None
     patch: tuple[dict[str, Any], ...] = field(default=(), hash=False)
+    # The patch as a report shows it, when that differs: a CEL mutation that copies an env
+    # value (or one under a secret-looking key) shows it as (hidden) (webhook.engine.hidden).
+    shown_patch: tuple[dict[str, Any], ...] | None = field(default=None, hash=False,
+                                                           compare=False)
     preexisting: bool = False
     # The PolicyException that excepts this finding (name, expiry, reason), or "".
     exception: str = ""
     # What a denial for this finding answers with: a CEL validation's `reason`
     # (Unauthorized, Forbidden, Invalid, RequestEntityTooLarge), "" for Forbidden.
     denial_reason: str = ""
+    # Which check of the policy found it, when its field does not tell (a CEL validation
+    # without a fieldPath: validations[1]): an UPDATE tells a new failure from an old one
+    # by it.
+    check: str = ""
 
     @property
     def path(self) -> str:
@@ -94,6 +102,12 @@ class Result:
     @property
     def patch(self) -> list[dict[str, Any]]:
         return [op for f in self.findings for op in f.patch]
+
+    @property
+    def shown_patch(self) -> list[dict[str, Any]]:
+        """`patch` as a report shows it (see Finding.shown_patch)."""
+        return [op for f in self.findings
+                for op in (f.patch if f.shown_patch is None else f.shown_patch)]
 
 
 def _frozen_annotations(value: Mapping[str, str] | None = None) -> Mapping[str, str]:

@@ -26,7 +26,7 @@ import asyncio
 import contextlib
 import ssl
 from collections.abc import Callable
-from typing import Any
+from typing import Any, cast
 
 import uvloop
 
@@ -39,6 +39,17 @@ HEADERS_SECONDS = 5.0
 HANDSHAKES_MAX = 256
 # The API server sends a few hundred bytes of headers; Go's net/http allows 1 MiB.
 HEADERS_MAX = 128 * 1024
+# What a connection may deliver before it is handed to uvicorn's protocol, which then keeps
+# at most 64 KiB of a body the app has not asked for: past it the connection stops reading
+# until the hand-over. The hand-over waits for the event loop, which reads a ready socket
+# many times over meanwhile: twelve connections at once each had their whole 3 MiB body
+# read (and kept) before it (+90 MiB).
+EARLY_MAX = 64 * 1024
+# Encrypted bytes the TLS layer reads ahead for a connection whose reading is paused
+# (uvicorn pauses one whose body the app has not asked for yet, see app.LARGE_AT_ONCE):
+# with asyncio's default, 256 KiB, each such connection held 850 KiB, with this 540 KiB
+# (most of the rest is the TLS layer's own read buffer).
+TLS_READ_MAX = 32 * 1024
 
 
 class Loop(uvloop.Loop):
@@ -108,11 +119,14 @@ class _Handshake(asyncio.Protocol):
     place; it is kept and given to that protocol (BufferedProtocol's get_buffer and
     buffer_updated) once its connection_made has run, before the loop reads anything more.
     Bytes that arrive after the handshake and before the hand-over go to uvicorn's protocol
-    first."""
+    first; past EARLY_MAX of them the connection stops reading until then."""
 
     def __init__(self, gate: _Gate) -> None:
         self.gate = gate
         self.early: list[bytes] = []
+        self.held = 0  # bytes in `early`
+        self.raw: Any = None
+        self.paused = False  # by this protocol (see data_received)
         self.eof = False
         self.lost = False
         self.task: asyncio.Task[None] | None = None
@@ -121,6 +135,7 @@ class _Handshake(asyncio.Protocol):
         if not self.gate.admit(transport):
             transport.abort()
             return
+        self.raw = transport
         self.task = self.gate.loop.create_task(self._upgrade(transport))
 
     async def _upgrade(self, raw: Any) -> None:
@@ -141,24 +156,34 @@ class _Handshake(asyncio.Protocol):
         if tls is None or self.lost:
             raw.abort()
             return
+        # A paused connection's TLS layer keeps TLS_READ_MAX of encrypted bytes, not 256 KiB.
+        cast(Any, tls).set_read_buffer_limits(high=TLS_READ_MAX)
         app: Any = self.gate.factory()
         watch = _Watch(app, tls, self.gate.loop)
         tls.set_protocol(watch)
         app.connection_made(tls)
         for chunk in self.early:
             watch.data_received(chunk)
-        self.early.clear()
+        self._release()
         if self.eof:
             with contextlib.suppress(Exception):
                 watch.eof_received()
 
+    def _release(self) -> None:
+        """`early` is handed on: read again if data_received stopped reading."""
+        self.early, self.held = [], 0
+        if self.paused:
+            self.paused = False
+            if not self.raw.is_closing():
+                self.raw.resume_reading()
+
     def _hand_early(self, raw: Any) -> None:
         """Give what this protocol read before start_tls to start_tls's protocol."""
-        chunks, self.early = self.early, []
+        chunks = self.early
         tls_protocol = raw.get_protocol()
         if tls_protocol is self or raw.is_closing():
-            self.early = chunks
             return
+        self._release()
         for chunk in chunks:
             view = memoryview(chunk)
             while view:
@@ -170,6 +195,10 @@ class _Handshake(asyncio.Protocol):
 
     def data_received(self, data: bytes) -> None:
         self.early.append(data)
+        self.held += len(data)
+        if self.held > EARLY_MAX and not self.paused and not self.raw.is_closing():
+            self.paused = True
+            self.raw.pause_reading()
 
     def eof_received(self) -> bool:
         self.eof = True

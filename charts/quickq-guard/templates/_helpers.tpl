@@ -119,11 +119,13 @@ in that mode, and the release's own. */}}
 {{- end -}}
 
 {{/*
-The container's resources, the memory limit derived from server.workers (64Mi + 112Mi each)
+The container's resources, the memory limit derived from server.workers (64Mi + 256Mi each)
 unless given, and refused below 32Mi + 64Mi per worker, where the workers would be OOM-killed.
-The figure (benchmarks/hostile_load.py): one worker idles at 85-100 MiB, two reviews at the
-3 MiB body limit at once take it to +31 MiB, 3,000 clients stopping in the handshake or the
-headers +14-20 MiB (the connections are bounded): ~150 MiB at worst, 176Mi with headroom.
+The figure (benchmarks/hostile_load.py): one worker idles at 85-100 MiB; 256 reviews at the
+3 MiB body limit at once (one per connection a worker serves, --max-connections) took it to
+285 MiB, each waiting connection holding what it read before uvicorn paused it (~0.5 MiB)
+and two reviews read and judged; 12 at once 145 MiB; 3,000 clients stopping in the handshake
+or the headers +14-20 MiB: 320Mi holds the worst with headroom.
 */}}
 {{- define "quickq-guard.resources" -}}
 {{- $workers := int .Values.server.workers -}}
@@ -136,7 +138,7 @@ headers +14-20 MiB (the connections are bounded): ~150 MiB at worst, 176Mi with 
 {{- fail (printf "resources.limits.memory %v holds %d MiB, too little for %d server.workers: give at least %dMi (32Mi + 64Mi per worker), or fewer workers" $limits.memory $given $workers $floor) -}}
 {{- end -}}
 {{- else -}}
-{{- $_ := set $limits "memory" (printf "%dMi" (add 64 (mul 112 $workers))) -}}
+{{- $_ := set $limits "memory" (printf "%dMi" (add 64 (mul 256 $workers))) -}}
 {{- end -}}
 {{- $_ := set $resources "limits" $limits -}}
 {{- toYaml $resources -}}

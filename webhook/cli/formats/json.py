@@ -90,7 +90,7 @@ def _result(result: Result, document: Document) -> dict[str, Any]:
         "result": result.status,
         "message": result.message,
         "path": findings[0].path,
-        "patch": result.patch,
+        "patch": result.shown_patch,
         "findings": described,
     }
 
@@ -112,7 +112,8 @@ def rows_bytes(judged: Sequence[Judged], failing_only: str | None = None,
             if failing_only and not failing(decision, result, failing_only):
                 continue
             if result.findings:
-                tail = _indented(_result(result, item.document), 4, result.patch)[2:]
+                row = _result(result, item.document)
+                tail = _indented(row, 4, row["patch"])[2:]
             else:
                 shown = (result.policy, result.action, result.status, result.reason)
                 tail = constant_rows.get(shown, b"")

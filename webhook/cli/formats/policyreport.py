@@ -65,7 +65,7 @@ class PolicyReport(Format):
                 properties = {"file": item.document.file, "line": str(item.document.line),
                               "action": result.action}
                 if result.status == "patch":
-                    properties["patch"] = orjson.dumps(result.patch).decode()
+                    properties["patch"] = orjson.dumps(result.shown_patch).decode()
                 entry = {"source": "quickq-guard", "policy": result.policy or "readable",
                          "rule": result.policy or "readable", "result": outcome,
                          "message": message, "scored": True,

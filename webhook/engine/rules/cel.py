@@ -28,8 +28,8 @@ from webhook.engine.cel import (
     selects_only,
 )
 from webhook.engine.cel.moments import Duration, Timestamp, json_value
-from webhook.engine.cost import Budget, Meter, Sizes
-from webhook.engine.hidden import hidden_values, hide, redacted
+from webhook.engine.cost import Budget, Meter, Sizes, combined
+from webhook.engine.hidden import hidden_in, hidden_values, hide, redacted
 from webhook.engine.patch import PatchError, Path, apply_patch, pointer, split_pointer
 from webhook.engine.results import Finding
 from webhook.engine.rules._base import finding
@@ -200,8 +200,7 @@ class CelPolicy:
                                       lambda: activation("object", hidden_base()))), meter)
         for name in self.objects_without_spec:  # see reads_pod_containers: the same reason
             if isinstance(base.get(name), Mapping):
-                base[name] = {key: value for key, value in base[name].items()
-                              if key not in _OBJECT_BULK}
+                base[name] = _without(request.budget, base[name], _OBJECT_BULK)
         findings = []
         reads_pod = "podSpec" in self.reads
         for pod_spec in workload.pod_specs:  # a container sees the pod spec it belongs to
@@ -210,8 +209,7 @@ class CelPolicy:
                 # The expressions only select other fields of podSpec (the Pod Security
                 # controls read os, hostNetwork, securityContext...): without its container
                 # lists it is a small value, whatever the number of containers.
-                pod = {key: value for key, value in pod.items()
-                       if key not in _POD_CONTAINER_LISTS}
+                pod = _without(request.budget, pod, _POD_CONTAINER_LISTS)
             findings += self._each_container(base, pod if reads_pod else None, workload,
                                              pod_spec, hidden_base, secrets, request.budget)
         # A finding about the pod (see _about) comes from every container alike: say it once.
@@ -240,7 +238,7 @@ class CelPolicy:
             meter = Meter(budget, shared)
             own = [meter.sizes({"container": c.data, "containerGroup": c.group})
                    for c in containers]
-            meter.convert(sum(own, Sizes()))
+            meter.convert(combined(own))
             sizes = [meter.data_sizes + size for size in own]  # what one evaluation reads
             meter.afford((text, where, size) for size in sizes if size is not None
                          for text, where in self.costed)
@@ -305,9 +303,11 @@ class CelPolicy:
         found = finding(container, "; ".join(described), first, tuple(kept))
         # The paths are the expression's: one built from an env value must not show it.
         values = secrets()
+        shown = hidden_in(found.patch, values)
         return [replace(found, message=hide(found.message, values),
                         at=tuple(hide(key, values) if isinstance(key, str) else key
-                                 for key in found.at))]
+                                 for key in found.at),
+                        shown_patch=None if shown is found.patch else shown)]
 
     # The top-level names the expressions use, worked out once.
     reads: frozenset[str] = field(init=False, default=frozenset())
@@ -375,20 +375,24 @@ class CelPolicy:
             if value is not False:
                 raise EvaluationError(f"{where}: yields {_type(value)}, not a bool")
             about = _about(validation, container)
-            for message, path in (
+            for message, path, item in (
                     self._each(validation, index, bound, shown, meter, at, sizes)
                     if validation.each is not None
                     else [(self._message(validation, shown, meter, at, sizes),
-                           validation.field_path)]):
-                found = finding(about, message, _field(path, pod_spec_path, container))
-                if validation.reason:
-                    found = replace(found, denial_reason=validation.reason)
-                findings.append(found)
+                           validation.field_path, "")]):
+                # Without a fieldPath every validation names the object (or the container),
+                # and without a [*] step every item of a forEach the same field: then which
+                # validation failed, and for which item, tells one finding from another.
+                check = "" if path and not item else f"validations[{index}]{item}"
+                findings.append(replace(
+                    finding(about, message, _field(path, pod_spec_path, container)),
+                    denial_reason=validation.reason or "", check=check))
         return findings
 
     def _each(self, validation: Validation, index: int, bound: Any, shown: Callable[[], Any],
-              meter: Meter, at: int | None, sizes: Sizes | None) -> list[tuple[str, Path]]:
-        """(message, fieldPath) of each item of a forEach that fails its check, in order."""
+              meter: Meter, at: int | None, sizes: Sizes | None) -> list[tuple[str, Path, str]]:
+        """(message, fieldPath, `[index or key]` unless the fieldPath names the item) of each
+        item of a forEach that fails its check, in order."""
         each = validation.each
         assert each is not None
         where = f"validations[{index}].forEach"
@@ -406,11 +410,12 @@ class CelPolicy:
             if verdict is not False:
                 raise EvaluationError(f"validations[{index}].expression: yields "
                                       f"{_type(verdict)} for an item, not a bool")
-            path = validation.field_path
-            if each.at is not None:
-                step = position if key is None else key
+            path, step = validation.field_path, position if key is None else key
+            if each.at is None:
+                failed.append((messages[position] or fallback, path, f"[{step}]"))
+            else:
                 path = (*path[:each.at], step, *path[each.at + 1:])
-            failed.append((messages[position] or fallback, path))
+                failed.append((messages[position] or fallback, path, ""))
         return failed
 
     def _item_messages(self, validation: Validation, keys: list[Any],
@@ -587,6 +592,14 @@ def _hidden_activation(make: Callable[[], Any]) -> Any:
         return make()
     except (RecursionError, EvaluationError):
         return False
+
+
+def _without(budget: Budget | None, value: Mapping[str, Any],
+             left_out: frozenset[str]) -> dict[str, Any]:
+    """`value` without the keys `left_out`: the review's one copy when it has a budget."""
+    if budget is not None:
+        return budget.without(value, left_out)
+    return {key: item for key, item in value.items() if key not in left_out}
 
 
 def _run(expression: Expression, bound: Any, where: str, meter: Meter, at: int | None = None,
