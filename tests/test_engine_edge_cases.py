@@ -114,11 +114,13 @@ def test_numbers_and_strings_mix_in_one_mapping():
 
 
 def test_invalid_quantities_come_first_and_are_not_compared():
-    resources = {"requests": {"cpu": "2", "memory": None},
+    # A null request is the 0 the API server stores (webhook.engine.normalize), not invalid.
+    resources = {"requests": {"cpu": "2", "memory": None, "ephemeral-storage": True},
                  "limits": {"cpu": "1", "memory": "1GB"}}
     decision = judge(pod(container(resources=resources)))
     found = messages(decision, "valid-resource-quantities")
-    assert found[0].startswith("container 'app': resources.requests.memory None is not a ")
+    assert found[0].startswith(
+        "container 'app': resources.requests.ephemeral-storage True is not a ")
     assert found[1].startswith("container 'app': resources.limits.memory '1GB' is not a ")
     assert found[2].startswith("container 'app': resources.requests.cpu (2) exceeds")
     assert len(found) == 3
