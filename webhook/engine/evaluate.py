@@ -21,7 +21,14 @@ from webhook.engine.hidden import hidden_values, hide
 from webhook.engine.normalize import checks, normalize
 from webhook.engine.patch import PatchError, Path, apply_patch, dotted, value_at
 from webhook.engine.policy import Policy, PolicySet
-from webhook.engine.results import Decision, Finding, Outcome, Resource, Result, verdict_of
+from webhook.engine.results import (
+    Decision,
+    Finding,
+    Resource,
+    Result,
+    outcome_of,
+    verdict_of,
+)
 from webhook.engine.rules.cel import Request
 from webhook.engine.schema import is_mapping
 from webhook.engine.workload import (
@@ -129,8 +136,9 @@ def evaluate(
         for policy in policies.mutating:
             result = _run(policy, workload, request)
             results.append(result)
-            if not (result.findings and not in_dry_run_mode and policy.action == "enforce"):
-                continue
+            if not any(verdict_of(result, found, in_dry_run_mode) == "patch"
+                       for found in result.findings):
+                continue  # a patch it only reports (audit, warn, dry-run)
             ops = result.patch
             try:
                 patched = apply_patch(current, ops)
@@ -475,7 +483,7 @@ def _decide(resource: Resource, results: tuple[Result, ...], dry_run: bool,
         resource=resource,
         results=results,
         allowed=not denials,
-        outcome=_outcome(verdicts, bool(patch)),
+        outcome=outcome_of(verdicts, bool(patch)),
         message=message,
         warnings=tuple(warnings),
         audit_annotations={key: "; ".join(values) for key, values in audit.items()},
@@ -484,17 +492,3 @@ def _decide(resource: Resource, results: tuple[Result, ...], dry_run: bool,
         denial_reason=denial_reason or "Forbidden",
         dry_run=dry_run,
     )
-
-
-def _outcome(verdicts: set[str], patched: bool) -> Outcome:
-    """What the decision means, from its findings' verdicts."""
-    for said, outcome in _OUTCOMES:
-        if said in verdicts:
-            return outcome
-    return "patched" if patched else "allowed"
-
-
-# The first verdict present names the outcome; then a patch made, else allowed.
-_OUTCOMES: tuple[tuple[str, Outcome], ...] = (
-    ("error", "error"), ("deny", "denied"), ("would-deny", "would-deny"),
-    ("would-patch", "would-patch"))

@@ -21,7 +21,7 @@ from pydantic import AwareDatetime, Field, ValidationError
 from webhook.engine.globs import matches_any
 from webhook.engine.patch import Path, dotted
 from webhook.engine.policy import Config, LabelSelector, Model, PolicySet, _explain
-from webhook.engine.results import Decision, Finding, Resource, Result
+from webhook.engine.results import Decision, Finding, Resource, Result, outcome_of, verdict_of
 from webhook.engine.schema import is_mapping
 
 GROUP = "quickq.io"
@@ -208,16 +208,17 @@ def judge(obj: Any, policies: PolicySet, resource: Resource, now: datetime | Non
     found = [problem for _, problem in located]
     result = Result(RESULT_ID, "validate", "enforce", "fail" if found else "pass",
                     tuple(Finding(problem, at) for at, problem in located))
-    if not found:
-        return Decision(resource, (result,), allowed=True, outcome="allowed",
-                        warnings=warnings)
-    if dry_run:
-        return Decision(resource, (result,), allowed=True, outcome="would-deny", warnings=(
+    outcome = outcome_of({verdict_of(result, finding, dry_run) for finding in result.findings},
+                         False)
+    if outcome == "allowed":
+        return Decision(resource, (result,), allowed=True, outcome=outcome, warnings=warnings)
+    if outcome == "would-deny":
+        return Decision(resource, (result,), allowed=True, outcome=outcome, warnings=(
             *warnings, *(f"[{RESULT_ID}] would deny: {problem}" for problem in found)),
             dry_run=True)
     message = f"{resource} is denied by quickq-guard:\n" + "\n".join(
         f"- [{RESULT_ID}] {problem}" for problem in found)
-    return Decision(resource, (result,), allowed=False, outcome="denied", message=message,
+    return Decision(resource, (result,), allowed=False, outcome=outcome, message=message,
                     warnings=warnings)
 
 

@@ -181,3 +181,18 @@ def verdict_of(result: Result, finding: Finding, dry_run: bool) -> Verdict:
     if finding.preexisting:
         return "warn"  # an UPDATE keeps a violation the old object already had
     return "would-deny" if dry_run else "deny"
+
+
+def outcome_of(verdicts: set[str], patched: bool) -> Outcome:
+    """The one place where what a decision means is worked out, from its findings'
+    verdicts: the first of error, deny, would-deny, would-patch present; then patched when
+    a patch was made, else allowed."""
+    for said, outcome in _OUTCOMES:
+        if said in verdicts:
+            return outcome
+    return "patched" if patched else "allowed"
+
+
+_OUTCOMES: tuple[tuple[str, Outcome], ...] = (
+    ("error", "error"), ("deny", "denied"), ("would-deny", "would-deny"),
+    ("would-patch", "would-patch"))
