@@ -19,11 +19,7 @@ from pydantic import (
     WithJsonSchema,
 )
 
-from webhook.engine.quantity import parse_quantity
-
-QUANTITY_PATTERN = (
-    r"^([+]?([0-9]+(\.[0-9]*)?|\.[0-9]+))(Ki|Mi|Gi|Ti|Pi|Ei|n|u|m|k|M|G|T|P|E|[eE][+-]?[0-9]+)?$"
-)
+from webhook.engine.quantity import NON_NEGATIVE_PATTERN, parse_quantity
 
 
 def _quantity(value: Any) -> Any:
@@ -37,7 +33,7 @@ Quantity = Annotated[
     str | int | float,
     BeforeValidator(_quantity),
     WithJsonSchema({
-        "anyOf": [{"type": "string", "pattern": QUANTITY_PATTERN},
+        "anyOf": [{"type": "string", "pattern": NON_NEGATIVE_PATTERN},
                   {"type": "number", "minimum": 0}],
         "description": "A Kubernetes quantity: 500m, 2, 256Mi, 1Gi, 1e3.",
     }),

@@ -12,10 +12,11 @@ from functools import lru_cache
 
 # <number><suffix>, where suffix is binary SI, decimal SI or a decimal exponent.
 # Signs are part of the grammar, but a resource amount may never be negative.
-_QUANTITY = re.compile(
-    r"^(?P<number>[+-]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+))"
-    r"(?P<suffix>Ki|Mi|Gi|Ti|Pi|Ei|n|u|m|k|M|G|T|P|E|[eE][+-]?[0-9]+)?$"
-)
+_DIGITS = r"[0-9]+(\.[0-9]*)?|\.[0-9]+"
+_SUFFIX = r"Ki|Mi|Gi|Ti|Pi|Ei|n|u|m|k|M|G|T|P|E|[eE][+-]?[0-9]+"
+_QUANTITY = re.compile(rf"^(?P<number>[+-]?(?:{_DIGITS}))(?P<suffix>{_SUFFIX})?$")
+# The same grammar without a minus sign, as a JSON Schema pattern (ECMA regex) writes it.
+NON_NEGATIVE_PATTERN = rf"^([+]?({_DIGITS}))({_SUFFIX})?$"
 
 # Arithmetic on amounts is exact (the default context keeps 28 digits, and would read
 # 99999999999999999999999999999999999999 as 1E+38 and lose a nano's round-up).
