@@ -340,33 +340,32 @@ def _pod_spec(spec: dict[str, Any], kind: str) -> None:
 _PRIORITY_CLASSES = {"system-node-critical": 2000001000, "system-cluster-critical": 2000000000}
 
 
-def _deployment_strategy(strategy: dict[str, Any], kind: str) -> None:
-    """SetDefaults_Deployment: RollingUpdate, 25% unavailable and 25% surge."""
+def _rolling_update(strategy: dict[str, Any], defaults: dict[str, Any]) -> None:
+    """An update strategy: RollingUpdate unless set, and then the kind's defaults."""
     strategy.setdefault("type", "RollingUpdate")
     if strategy["type"] == "RollingUpdate":
         rolling = strategy.setdefault("rollingUpdate", {})
         if isinstance(rolling, dict):
-            rolling.setdefault("maxUnavailable", "25%")
-            rolling.setdefault("maxSurge", "25%")
+            for name, value in defaults.items():
+                rolling.setdefault(name, value)
+
+
+# SetDefaults_Deployment, _DaemonSet and _StatefulSet: what a rolling update defaults to.
+_DEPLOYMENT_ROLLING: dict[str, Any] = {"maxUnavailable": "25%", "maxSurge": "25%"}
+_DAEMON_SET_ROLLING: dict[str, Any] = {"maxUnavailable": 1, "maxSurge": 0}
+_STATEFUL_SET_ROLLING: dict[str, Any] = {"partition": 0}
+
+
+def _deployment_strategy(strategy: dict[str, Any], kind: str) -> None:
+    _rolling_update(strategy, _DEPLOYMENT_ROLLING)
 
 
 def _daemon_set_strategy(strategy: dict[str, Any], kind: str) -> None:
-    """SetDefaults_DaemonSet: RollingUpdate, one unavailable, no surge."""
-    strategy.setdefault("type", "RollingUpdate")
-    if strategy["type"] == "RollingUpdate":
-        rolling = strategy.setdefault("rollingUpdate", {})
-        if isinstance(rolling, dict):
-            rolling.setdefault("maxUnavailable", 1)
-            rolling.setdefault("maxSurge", 0)
+    _rolling_update(strategy, _DAEMON_SET_ROLLING)
 
 
 def _stateful_set_strategy(strategy: dict[str, Any], kind: str) -> None:
-    """SetDefaults_StatefulSet: RollingUpdate from partition 0."""
-    strategy.setdefault("type", "RollingUpdate")
-    if strategy["type"] == "RollingUpdate":
-        rolling = strategy.setdefault("rollingUpdate", {})
-        if isinstance(rolling, dict):
-            rolling.setdefault("partition", 0)
+    _rolling_update(strategy, _STATEFUL_SET_ROLLING)
 
 
 def _job_spec(spec: dict[str, Any], kind: str) -> None:
