@@ -1,10 +1,18 @@
 """The cluster tests' names for webhook.testing.controlplane (the real control plane that
 benchmarks use too), and what only tests do: skip, or in CI fail, when the control plane
-cannot run."""
+cannot run; export policies and hold them in force with quickq-guard's webhooks
+unregistered; create an object in a server-side dry run."""
 
 from __future__ import annotations
 
+import json
 import os
+import subprocess
+import sys
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -50,9 +58,11 @@ __all__ = [
     "CHART",
     "GPU_TOLERATION",
     "HOW_TO_GET",
+    "MUTATING",
     "RELEASE",
     "RELEASE_NAMESPACE",
     "REPO",
+    "VALIDATING",
     "ApiClient",
     "ControlPlane",
     "Guard",
@@ -62,6 +72,9 @@ __all__ = [
     "container",
     "controller",
     "denies_bad_pod",
+    "dry_run_create",
+    "export",
+    "exported_in_force",
     "gpu_container",
     "helm_binary",
     "in_ci",
@@ -94,3 +107,46 @@ def skip_or_fail(reason: str) -> None:
     if in_ci():
         pytest.fail(f"CI=true, so the cluster tests must run: {reason}", pytrace=False)
     pytest.skip(reason)
+
+
+# What an export makes, by the kinds to delete again: validating and mutating admission
+# policies with their bindings.
+VALIDATING = ("validatingadmissionpolicybindings", "validatingadmissionpolicies")
+MUTATING = ("mutatingadmissionpolicybindings", "mutatingadmissionpolicies")
+
+
+def export(fmt: str, out: Path, *options: str) -> subprocess.CompletedProcess[str]:
+    """`quickq-guard export --format FMT OPTIONS -o OUT`, which must succeed."""
+    done = subprocess.run([sys.executable, "-m", "webhook.cli", "export", "--format", fmt,
+                           *options, "-o", str(out)], capture_output=True, text=True,
+                          cwd=REPO, check=False)
+    assert done.returncode == 0, done.stderr
+    return done
+
+
+@contextmanager
+def exported_in_force(guard: Guard, manifest: Path, in_force: Callable[[], bool],
+                      gone: Callable[[], bool], kinds: tuple[str, ...] = VALIDATING,
+                      what: str = "the exported policies") -> Iterator[ControlPlane]:
+    """The exported `manifest` applied with quickq-guard's webhooks unregistered, so that
+    every verdict comes from the API server's own admission policies: from when `in_force`
+    holds until the block ends; then its `kinds` deleted until `gone` holds (the API server
+    drops them asynchronously, and the chart's own objects must pass when the webhooks are
+    registered again)."""
+    plane = guard.plane
+    with guard.paused():
+        plane.kubectl("apply", "-f", str(manifest))
+        try:
+            wait_until(in_force, what=f"{what} to be in force")
+            yield plane
+        finally:
+            plane.kubectl("delete", ",".join(kinds), "-l",
+                          "app.kubernetes.io/managed-by=quickq-guard", "--wait=true")
+            wait_until(gone, what=f"{what} to be gone")
+
+
+def dry_run_create(plane: ControlPlane, obj: dict[str, Any],
+                   *flags: str) -> subprocess.CompletedProcess[str]:
+    """A server-side dry-run create: admission runs in full, nothing is stored."""
+    return plane.kubectl("create", "--dry-run=server", *flags, "-f", "-",
+                         input=json.dumps(obj), check=False)

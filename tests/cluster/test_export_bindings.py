@@ -10,13 +10,24 @@ from __future__ import annotations
 
 import json
 import subprocess
-import sys
 from collections.abc import Iterator
 from typing import Any
 
 import pytest
 import yaml
-from cluster_helpers import REPO, ControlPlane, Guard, container, pod, wait_until, warnings_of
+from cluster_helpers import (
+    MUTATING,
+    REPO,
+    VALIDATING,
+    ControlPlane,
+    Guard,
+    container,
+    export,
+    exported_in_force,
+    pod,
+    wait_until,
+    warnings_of,
+)
 
 from webhook import Config, Decision, evaluate, load_policies
 
@@ -45,31 +56,22 @@ def exported(guard: Guard, tmp_path_factory: pytest.TempPathFactory) -> Iterator
     config = workdir / "config.yaml"
     config.write_text(yaml.safe_dump(CONFIG))
     out = workdir / "native.yaml"
-    fmt = "native" if _serves_map(plane) else "vap"
-    done = subprocess.run([sys.executable, "-m", "webhook.cli", "export", "--format", fmt,
-                           "--policies", str(POLICIES), "--config", str(config),
-                           "-o", str(out)], capture_output=True, text=True, cwd=REPO,
-                          check=False)
-    assert done.returncode == 0, done.stderr
+    native = _serves_map(plane)
+    export("native" if native else "vap", out, "--policies", str(POLICIES), "--config",
+           str(config))
     privileged = _pod("probe", privileged=True)
-    with guard.paused():
-        plane.kubectl("apply", "-f", str(out))
-        try:
-            wait_until(lambda: _create(plane, privileged).returncode != 0,
-                       what="the exported policies to deny")
-            if fmt == "native":  # the mutating policies load on their own schedule
-                wait_until(lambda: "judged" in _labels(_create(plane, _pod("probe"))),
-                           what="the exported mutating policy to patch")
+
+    def in_force() -> bool:  # the mutating policies load on their own schedule
+        return _create(plane, privileged).returncode != 0 and (
+            not native or "judged" in _labels(_create(plane, _pod("probe"))))
+
+    try:
+        with exported_in_force(guard, out, in_force,
+                               lambda: _create(plane, privileged).returncode == 0,
+                               VALIDATING + MUTATING if native else VALIDATING):
             yield plane
-        finally:
-            kinds = ["validatingadmissionpolicybindings", "validatingadmissionpolicies"]
-            if fmt == "native":
-                kinds += ["mutatingadmissionpolicybindings", "mutatingadmissionpolicies"]
-            plane.kubectl("delete", ",".join(kinds), "-l",
-                          "app.kubernetes.io/managed-by=quickq-guard", "--wait=true")
-            wait_until(lambda: _create(plane, privileged).returncode == 0,
-                       what="the exported policies to be gone")
-            plane.kubectl("delete", "clusterrolebinding", "export-bindings", check=False)
+    finally:
+        plane.kubectl("delete", "clusterrolebinding", "export-bindings", check=False)
 
 
 def _pod(name: str, namespace: str = NAMESPACE, privileged: bool = False,

@@ -6,24 +6,22 @@ controller, in containers and initContainers."""
 
 from __future__ import annotations
 
-import json
 import re
-import subprocess
-import sys
 from collections.abc import Iterator
 from typing import Any
 
 import pytest
 from cluster_helpers import (
     API_VERSION,
-    REPO,
     ControlPlane,
     Guard,
     container,
     controller,
+    dry_run_create,
+    export,
+    exported_in_force,
     pod,
     pod_spec,
-    wait_until,
 )
 
 from webhook import evaluate, load_policies
@@ -56,34 +54,17 @@ def corpus() -> list[dict[str, Any]]:
     return objects
 
 
-def _create(plane: ControlPlane, obj: dict[str, Any]) -> subprocess.CompletedProcess[str]:
-    return plane.kubectl("create", "--dry-run=server", "-f", "-", input=json.dumps(obj),
-                         check=False)
-
-
 @pytest.fixture(scope="module")
 def exported(guard: Guard, tmp_path_factory: pytest.TempPathFactory) -> Iterator[ControlPlane]:
     plane = guard.plane
     plane.namespace(NAMESPACE)
     out = tmp_path_factory.mktemp("defaults") / "vap.yaml"
-    done = subprocess.run([sys.executable, "-m", "webhook.cli", "export", "--format", "vap",
-                           "--policies", str(guard.policies), "--config", str(guard.config),
-                           "-o", str(out)], capture_output=True, text=True, cwd=REPO,
-                          check=False)
-    assert done.returncode == 0, done.stderr
+    export("vap", out, "--policies", str(guard.policies), "--config", str(guard.config))
     probe = pod("probe", NAMESPACE, container(image="app:latest"))
-    with guard.paused():
-        plane.kubectl("apply", "-f", str(out))
-        try:
-            wait_until(lambda: _create(plane, probe).returncode != 0,
-                       what="the exported disallow-latest-tag to deny")
-            yield plane
-        finally:
-            plane.kubectl("delete", "validatingadmissionpolicybindings,"
-                          "validatingadmissionpolicies", "-l",
-                          "app.kubernetes.io/managed-by=quickq-guard", "--wait=true")
-            wait_until(lambda: _create(plane, probe).returncode == 0,
-                       what="the exported policies to be gone")
+    with exported_in_force(guard, out, lambda: dry_run_create(plane, probe).returncode != 0,
+                           lambda: dry_run_create(plane, probe).returncode == 0,
+                           what="the exported disallow-latest-tag"):
+        yield plane
 
 
 def test_the_native_policy_denies_what_the_rule_denies_with_its_messages(
@@ -96,7 +77,7 @@ def test_the_native_policy_denies_what_the_rule_denies_with_its_messages(
         [result] = [r for r in evaluate(obj, policies, namespace=NAMESPACE).results
                     if r.policy == POLICY]
         expected = "; ".join(f.message for f in result.findings)
-        done = _create(exported, obj)
+        done = dry_run_create(exported, obj)
         messages = _DENIED.findall(done.stderr)
         got = messages[0] if messages else ""
         denied += bool(got)

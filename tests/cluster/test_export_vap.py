@@ -4,17 +4,24 @@ webhook's engine denies, warn where it warns, on the same objects, and name the 
 
 from __future__ import annotations
 
-import json
 import re
-import subprocess
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
-from cluster_helpers import REPO, ControlPlane, Guard, container, controller, pod, wait_until
+from cluster_helpers import (
+    REPO,
+    ControlPlane,
+    Guard,
+    container,
+    controller,
+    dry_run_create,
+    export,
+    exported_in_force,
+    pod,
+)
 
 from webhook import Decision, evaluate, load_policies
 
@@ -29,38 +36,21 @@ _WARNED_BY = re.compile(r"^Warning: Validation failed for ValidatingAdmissionPol
 
 @pytest.fixture(scope="module")
 def exported(guard: Guard, tmp_path_factory: pytest.TempPathFactory) -> Iterator[ControlPlane]:
-    """The exported policies applied, with quickq-guard's webhooks unregistered, so that
-    every denial comes from the API server's own admission policies."""
+    """The exported policies in force, with quickq-guard's webhooks unregistered, so that
+    every denial comes from the API server's own admission policies. (The chart's own
+    Deployment would not pass allowed-registries when the webhooks are registered again:
+    they are gone first.)"""
     plane = guard.plane
     plane.namespace(NAMESPACE)
     plane.namespace(SANDBOX)
     out = tmp_path_factory.mktemp("vap") / "vap.yaml"
-    done = subprocess.run([sys.executable, "-m", "webhook.cli", "export", "--format", "vap",
-                           "--policies", str(POLICIES),
-                           "-o", str(out)], capture_output=True, text=True, cwd=REPO,
-                          check=False)
-    assert done.returncode == 0, done.stderr
-    with guard.paused():
-        plane.kubectl("apply", "-f", str(out))
-        probe = pod("vap-probe", NAMESPACE, container(
-            image="registry.example.com/web:1.0", securityContext={"privileged": True}))
-        wait_until(lambda: _create(plane, probe).returncode != 0,
-                   what="the exported admission policies to deny")
-        try:
-            yield plane
-        finally:
-            plane.kubectl("delete", "validatingadmissionpolicybindings,"
-                          "validatingadmissionpolicies", "-l",
-                          "app.kubernetes.io/managed-by=quickq-guard", "--wait=true")
-            # the API server drops them asynchronously; the chart's own Deployment would not
-            # pass allowed-registries when the webhooks are registered again
-            wait_until(lambda: _create(plane, probe).returncode == 0,
-                       what="the exported admission policies to be gone")
-
-
-def _create(plane: ControlPlane, obj: dict[str, Any]) -> subprocess.CompletedProcess[str]:
-    return plane.kubectl("create", "--dry-run=server", "-f", "-", input=json.dumps(obj),
-                         check=False)
+    export("vap", out, "--policies", str(POLICIES))
+    probe = pod("vap-probe", NAMESPACE, container(
+        image="registry.example.com/web:1.0", securityContext={"privileged": True}))
+    with exported_in_force(guard, out, lambda: dry_run_create(plane, probe).returncode != 0,
+                           lambda: dry_run_create(plane, probe).returncode == 0,
+                           what="the exported admission policies"):
+        yield plane
 
 
 def _engine(obj: dict[str, Any]) -> Decision:
@@ -122,7 +112,7 @@ OBJECTS = {
 def test_the_api_server_denies_what_the_webhook_denies(exported: ControlPlane, name: str):
     obj = OBJECTS[name]
     decision = _engine(obj)
-    done = _create(exported, obj)
+    done = dry_run_create(exported, obj)
     denied = {policy for policy, _ in _DENIED_BY.findall(done.stderr)}
     warned = {policy for policy, _ in _WARNED_BY.findall(done.stderr)}
     assert (done.returncode != 0) == (not decision.allowed), (done.stderr, decision.message)
@@ -153,9 +143,7 @@ def test_the_pod_security_profiles_export_to_policies_the_api_server_accepts(
     config = tmp_path / "config.yaml"
     config.write_text(f"podSecurity: {{enforce: {level}}}\n")
     out = tmp_path / "vap.yaml"
-    done = subprocess.run([sys.executable, "-m", "webhook.cli", "export", "--format", "vap",
-                           "--config", str(config), "-o", str(out)],
-                          capture_output=True, text=True, cwd=REPO, check=False)
+    done = export("vap", out, "--config", str(config))
     exported = [doc["metadata"]["name"] for doc in yaml.safe_load_all(out.read_text())
                 if doc and doc["kind"] == "ValidatingAdmissionPolicy"]
     assert sum(name.startswith("quickq-guard-pss-") for name in exported) >= 10, done.stderr

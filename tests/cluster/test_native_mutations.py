@@ -14,8 +14,6 @@ import copy
 import json
 import re
 import shutil
-import subprocess
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -30,6 +28,7 @@ from cluster_helpers import (
     Webhook,
     container,
     controller,
+    export,
     gpu_container,
     liveness,
     pod,
@@ -185,11 +184,7 @@ def native_stored(guard: Guard, policies: Path, webhook_stored: dict[str, dict[s
     unregistered), exported from the same policies and the chart's config."""
     plane = guard.plane
     out = tmp_path_factory.mktemp("map") / "map.yaml"
-    done = subprocess.run([sys.executable, "-m", "webhook.cli", "export", "--format", "map",
-                           "--policies", str(policies), "--config", str(guard.config),
-                           "-o", str(out)], capture_output=True, text=True, cwd=REPO,
-                          check=False)
-    assert done.returncode == 0, done.stderr
+    export("map", out, "--policies", str(policies), "--config", str(guard.config))
     with guard.paused():
         assert not _startup_probed(plane)
         plane.kubectl("apply", "-f", str(out))

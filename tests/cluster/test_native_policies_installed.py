@@ -12,7 +12,6 @@ from __future__ import annotations
 import json
 import shutil
 import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -28,6 +27,8 @@ from cluster_helpers import (
     chart_runtime_files,
     container,
     denies_bad_pod,
+    dry_run_create,
+    export,
     gpu_container,
     pod,
     release_values,
@@ -41,8 +42,7 @@ MAP_RESOURCE = "mutatingadmissionpolicies.admissionregistration.k8s.io"
 
 
 def _create(plane: ControlPlane, obj: dict[str, Any]) -> subprocess.CompletedProcess[str]:
-    return plane.kubectl("create", "--dry-run=server", "-o", "json", "-f", "-",
-                         input=json.dumps(obj), check=False)
+    return dry_run_create(plane, obj, "-o", "json")
 
 
 def _manifest(guard: Guard, out: Path) -> Path:
@@ -53,11 +53,7 @@ def _manifest(guard: Guard, out: Path) -> Path:
     for path in USER_POLICIES.glob("*.yaml"):
         shutil.copy(path, policies / path.name)
     manifest = out / "native.yaml"
-    done = subprocess.run([sys.executable, "-m", "webhook.cli", "export", "--format", "native",
-                           "--policies", str(policies), "--config", str(config),
-                           "-o", str(manifest)], capture_output=True, text=True, cwd=REPO,
-                          check=False)
-    assert done.returncode == 0, done.stderr
+    export("native", manifest, "--policies", str(policies), "--config", str(config))
     return manifest
 
 

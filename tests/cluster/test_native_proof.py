@@ -35,7 +35,6 @@ import http.client
 import json
 import re
 import ssl
-import subprocess
 import sys
 from collections import Counter
 from collections.abc import Iterator
@@ -45,7 +44,17 @@ from typing import Any
 
 import pytest
 import yaml
-from cluster_helpers import REPO, ControlPlane, Guard, controller, wait_until
+from cluster_helpers import (
+    MUTATING,
+    REPO,
+    VALIDATING,
+    ControlPlane,
+    Guard,
+    controller,
+    export,
+    exported_in_force,
+    wait_until,
+)
 
 from webhook import Decision, evaluate, load_policies
 from webhook.engine.policy import PolicySet
@@ -347,11 +356,8 @@ def native(guard: Guard, objects: list[dict[str, Any]], offline: list[Decision],
     plane = guard.plane
     mutations = _serves_map(plane)
     out = tmp_path_factory.mktemp("native-proof") / "native.yaml"
-    done = subprocess.run([sys.executable, "-m", "webhook.cli", "export", "--format",
-                           "native" if mutations else "vap", "--policies", str(guard.policies),
-                           "--config", str(guard.config), "-o", str(out)],
-                          capture_output=True, text=True, cwd=REPO, check=False)
-    assert done.returncode == 0, done.stderr
+    done = export("native" if mutations else "vap", out, "--policies", str(guard.policies),
+                  "--config", str(guard.config))
     exported = frozenset(doc["metadata"]["annotations"]["quickq.io/policy"]
                          for doc in yaml.safe_load_all(out.read_text())
                          if doc["kind"] == "ValidatingAdmissionPolicy")
@@ -360,30 +366,18 @@ def native(guard: Guard, objects: list[dict[str, Any]], offline: list[Decision],
                         for doc in yaml.safe_load_all(out.read_text())
                         if doc["kind"] == "ValidatingAdmissionPolicyBinding"
                         and doc["spec"]["validationActions"] == ["Audit"])
-    with guard.paused():
-        plane.kubectl("apply", "-f", str(out))
-        try:
-            # Each policy and binding comes into force on its own: wait for every one.
-            wait_until(lambda: all(_flags(plane, obj, policy, policy in audited)
-                                   for policy, obj in probes),
-                       what="every exported validating policy to judge")
-            if mutations:
-                wait_until(lambda: _patched(plane),
-                           what="the exported mutating policies to patch")
-            start = plane.audit_log.stat().st_size
-            answers = create_all(plane, objects)
-            _native_audit(plane, start, objects, answers)
-            yield Native(answers, exported, mutations, done.stderr)
-        finally:
-            plane.kubectl("delete", "validatingadmissionpolicybindings,"
-                          "validatingadmissionpolicies" + (
-                              ",mutatingadmissionpolicybindings,mutatingadmissionpolicies"
-                              if mutations else ""),
-                          "-l", "app.kubernetes.io/managed-by=quickq-guard", "--wait=true")
-            wait_until(lambda: not any(_flags(plane, obj, policy, policy in audited)
-                                       for policy, obj in probes)
-                       and not (mutations and _patched(plane)),
-                       what="the exported policies to be gone")
+
+    def judging() -> list[bool]:  # each policy and binding comes into force on its own
+        return [*(_flags(plane, obj, policy, policy in audited) for policy, obj in probes),
+                *((_patched(plane),) if mutations else ())]
+
+    with exported_in_force(guard, out, lambda: all(judging()), lambda: not any(judging()),
+                           VALIDATING + MUTATING if mutations else VALIDATING,
+                           "every exported policy"):
+        start = plane.audit_log.stat().st_size
+        answers = create_all(plane, objects)
+        _native_audit(plane, start, objects, answers)
+        yield Native(answers, exported, mutations, done.stderr)
 
 
 def _probes(objects: list[dict[str, Any]], offline: list[Decision],
