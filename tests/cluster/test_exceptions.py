@@ -7,7 +7,6 @@ import json
 import ssl
 import subprocess
 import sys
-import time
 import urllib.request
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
@@ -114,8 +113,11 @@ def test_the_same_exception_in_the_workloads_namespace_has_no_effect(kube: Contr
     own = kube.apply(exception("grant-2", namespace=TEAM))
     assert own.returncode == 0, own.stderr
     assert any("has no effect" in w for w in warnings_of(own.stderr))
-    # Whatever API version it was written through; give a watch time to (not) see it.
-    time.sleep(3)
+    # No fixed wait for the watch to (not) see it: a watch delivers events in order, so
+    # once an exception created after it is honoured, this one has been seen too.
+    assert kube.apply(exception("after-grant-2")).returncode == 0
+    wait_until(lambda: admitted(kube, root_pod("after-grant-2-plugin")).returncode == 0,
+               timeout=15, what="an exception created after it to be honoured")
     denied = admitted(kube, root_pod("grant-2-plugin"))
     assert denied.returncode != 0 and "disallow-root-user" in denied.stderr
 

@@ -10,7 +10,6 @@ import signal
 import socket
 import ssl
 import threading
-import time
 from collections.abc import Callable
 from pathlib import Path
 
@@ -216,7 +215,11 @@ def test_sigterm_finishes_requests_in_flight_and_exits_0(tmp_path: Path,
     bodies = [review(bad_pod()) for _ in range(5)]
     encoded = [json.dumps(body).encode() for body in bodies]
     sockets = [_start_request(server, data) for data in encoded]
-    time.sleep(0.2)
+    # No fixed wait for the server to read their headers: it has once it answers a request
+    # sent after them on another connection (one worker: one event loop, which handles
+    # what is ready in turn).
+    with server.client() as client:
+        assert client.get("/healthz").status_code == 200
     server.signal(signal.SIGTERM)
 
     def refused() -> bool:
