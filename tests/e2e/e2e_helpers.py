@@ -11,6 +11,8 @@ from pathlib import Path
 
 import pytest
 
+import webhook
+
 REPO = Path(__file__).resolve().parents[2]
 CHART = REPO / "charts" / "quickq-guard"
 CLUSTER = "quickq-guard-e2e"
@@ -18,7 +20,7 @@ RELEASE = "quickq-guard"
 NAMESPACE = "quickq-guard"
 WORKLOADS = "e2e-workloads"
 IMAGE_REPOSITORY = "localhost/quickq-guard"
-IMAGE_TAG = "0.1.0"
+IMAGE_TAG = webhook.__version__  # the image is tagged with the version, read in one place
 
 
 def pinned_tool(name: str) -> str:

@@ -16,6 +16,8 @@ from typing import Any
 import pytest
 import yaml
 from e2e_helpers import (
+    IMAGE_REPOSITORY,
+    IMAGE_TAG,
     NAMESPACE,
     RELEASE,
     REPO,
@@ -235,7 +237,7 @@ def test_preflight_install_flags_render() -> None:
     docs = [d for d in yaml.safe_load_all(proc.stdout) if d]
     (deploy,) = [d for d in docs if d["kind"] == "Deployment"]
     container = deploy["spec"]["template"]["spec"]["containers"][0]
-    assert container["image"] == "localhost/quickq-guard:0.1.0"
+    assert container["image"] == f"{IMAGE_REPOSITORY}:{IMAGE_TAG}"
     assert container["imagePullPolicy"] == "Never"
     (crd,) = [d for d in docs if d["kind"] == "CustomResourceDefinition"]
     assert "annotations" not in crd["metadata"], "crd.keep=false so uninstall removes it"
