@@ -34,7 +34,7 @@ from typing import Any
 from cel_expr_python import cel as _cel
 from cel_expr_python.ext import ext_optional, ext_strings
 
-from webhook.engine.cel import BOUND, bound_names, lex
+from webhook.engine.cel import BOUND, bound_names, jsonpatch_literals, lex
 from webhook.engine.cel.checked import MIXED_HINT, checked_problem
 from webhook.engine.cel.go import GUARD_CONFIG, GUARDS, guarded
 from webhook.engine.cel.library import LISTS, Declarations, config
@@ -132,7 +132,7 @@ def _compiled(text: str, mutating: bool, environment: Any) -> tuple[Any, str | N
     if environment is None:
         environment = _ENVIRONMENTS[mutating]
     compiled = _renamed_string(guarded(lex(bound_names(
-        _jsonpatch_calls(text) if mutating else text)), strings=False))
+        jsonpatch_literals(text, "qq__jsonpatch") if mutating else text)), strings=False))
     try:
         program = environment.compile(compiled)
     except RuntimeError as error:
@@ -165,42 +165,6 @@ def _said(message: str) -> str:
                    for line, column, text in _ERROR.findall(message))
     said = list(dict.fromkeys(text for _, _, text in found))
     return "; ".join(said[:3]) or message.strip().splitlines()[0]
-
-
-def _jsonpatch_calls(text: str) -> str:
-    """`JSONPatch{op: "add", value: x}` as `qq__jsonpatch({"op": dyn("add"), "value":
-    dyn(x)})`: a call that yields a JSONPatch here, as the literal does in Kubernetes."""
-    pieces = lex(text)
-    significant = [i for i, (kind, _) in enumerate(pieces) if kind != "space"]
-    out = [value for _, value in pieces]
-    depth = 0  # brackets open inside the current JSONPatch literal
-    expect_key = expect_colon = in_value = False
-    for position, index in enumerate(significant):
-        kind, value = pieces[index]
-        if depth == 0:
-            after = significant[position + 1] if position + 1 < len(significant) else None
-            if kind == "name" and value == "JSONPatch" and after is not None \
-                    and pieces[after][1] == "{":
-                out[index] = "qq__jsonpatch("
-                depth, expect_key = -1, True
-            continue
-        if value in "{[(":
-            depth = 1 if depth == -1 else depth + 1
-        elif value in "}])":
-            depth -= 1
-            if depth == 0:
-                out[index] = (")" if in_value else "") + value + ")"
-                in_value = False
-        elif value == "," and depth == 1:
-            out[index] = (")" if in_value else "") + value
-            in_value, expect_key = False, True
-        elif kind == "name" and expect_key and depth == 1:
-            out[index] = f'"{value}"'
-            expect_key, expect_colon = False, True
-        elif value == ":" and expect_colon and depth == 1:
-            out[index] = ": dyn("
-            expect_colon, in_value = False, True
-    return "".join(out)
 
 
 def expressions(program: CelPolicy) -> Iterator[tuple[str, str, bool]]:

@@ -628,34 +628,45 @@ def lex(text: str) -> list[tuple[str, str]]:
     return [(match.lastgroup or "other", match.group()) for match in _TOKEN.finditer(text)]
 
 
-def jsonpatch_literals(text: str) -> str:
+def jsonpatch_literals(text: str, call: str = "") -> str:
     """MutatingAdmissionPolicy writes `JSONPatch{op: "add", path: ..., value: ...}`; the
-    runtime has no such type, so each becomes the map `{"op": "add", ...}` it stands for."""
-    pieces = [(match.lastgroup or "other", match.group()) for match in _TOKEN.finditer(text)]
+    runtime has no such type, so each becomes the map `{"op": "add", ...}` it stands for.
+    With `call`, each becomes `call({"op": dyn("add"), ...})` instead: what the export's
+    check declares to yield a JSONPatch, as the literal does in Kubernetes."""
+    pieces = lex(text)
     significant = [i for i, (kind, _) in enumerate(pieces) if kind != "space"]
     following = dict(itertools.pairwise(significant))
-    depth = 0  # braces open inside the current JSONPatch literal
-    expect_key = False
-    for index, (kind, value) in enumerate(pieces):
-        if kind == "space":
-            continue
+    out = [value for _, value in pieces]
+    depth = 0  # brackets open inside the current JSONPatch literal
+    expect_key = expect_colon = in_value = False
+    for index in significant:
+        kind, value = pieces[index]
         if depth == 0:
             after = following.get(index)
             if kind == "name" and value == "JSONPatch" and after is not None \
                     and pieces[after][1] == "{":
-                pieces[index] = ("space", "")
+                out[index] = f"{call}(" if call else ""
                 depth, expect_key = -1, True  # the literal's `{` comes next
             continue
         if value in "{[(":
             depth = 1 if depth == -1 else depth + 1
         elif value in "}])":
             depth -= 1
+            if depth == 0 and call:
+                out[index] = (")" if in_value else "") + value + ")"
+                in_value = False
         elif value == "," and depth == 1:
-            expect_key = True
+            if call:
+                out[index] = (")" if in_value else "") + value
+            in_value, expect_key = False, True
         elif kind == "name" and expect_key and depth == 1:
-            pieces[index] = (kind, f'"{value}"')
-            expect_key = False
-    return "".join(value for _, value in pieces)
+            out[index] = f'"{value}"'
+            expect_key, expect_colon = False, True
+        elif value == ":" and expect_colon and depth == 1:
+            if call:
+                out[index] = ": dyn("
+            expect_colon, in_value = False, True
+    return "".join(out)
 
 
 def selects_only(text: str, name: str, left_out: frozenset[str]) -> bool:
