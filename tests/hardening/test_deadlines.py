@@ -10,11 +10,8 @@ import select
 import socket
 import ssl
 import time
-from collections.abc import Iterator
-from pathlib import Path
 
 import httpx
-import pytest
 from server_helpers import Server
 
 from webhook.server.deadlines import (
@@ -27,13 +24,6 @@ from webhook.testing import wait_until
 
 # Dropped well before the old 60 s, with room for a loaded machine.
 WITHIN = max(HANDSHAKE_SECONDS, HEADERS_SECONDS) + 5
-
-
-@pytest.fixture(scope="module")
-def server(tmp_path_factory: pytest.TempPathFactory, certs_dir: Path) -> Iterator[Server]:
-    running = Server(tmp_path_factory.mktemp("deadlines"), certs_dir)
-    yield running
-    assert running.stop() == 0
 
 
 def _closed_within(sock: socket.socket, seconds: float) -> bool:

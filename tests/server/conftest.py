@@ -1,5 +1,5 @@
 """Fixtures for the server tests: one CA and serving certificate, one enforce-mode server per
-module that asks for it (helpers live in server_helpers.py)."""
+module that asks for it, and the app in process (helpers live in server_helpers.py)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,8 @@ from pathlib import Path
 
 import httpx
 import pytest
-from server_helpers import NAMESPACE, SERVICE, Server
+from server_helpers import NAMESPACE, SERVICE, Server, app_of
+from starlette.applications import Starlette
 
 from webhook.server.certs import ensure_certs
 
@@ -33,3 +34,9 @@ def client(server: Server) -> Iterator[httpx.Client]:
     """A TLS client of the module's server (a module with another server defines its own)."""
     with server.client() as client:
         yield client
+
+
+@pytest.fixture(scope="module")
+def app(certs_dir: Path) -> Starlette:
+    """The webhook's app in this process, on the shipped policies in enforce mode."""
+    return app_of(certs_dir)

@@ -2,22 +2,20 @@
 
 from __future__ import annotations
 
-import asyncio
 import json
 import socket
 import ssl
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from server_helpers import Server, pod, review
+from server_helpers import Server, pod, posted, review
 from starlette.applications import Starlette
 
-from webhook.server.app import MAX_BODY, Guard, Settings, build_app
+from webhook.server.app import MAX_BODY
 
 
 def _without(field: str) -> dict[str, Any]:
@@ -156,19 +154,6 @@ def test_tls_checks_the_service_name_and_version(server: Server) -> None:
 
 # In process: any JSON in any request field gets a 200 or a 400, never a 500.
 
-@pytest.fixture(scope="module")
-def app(certs_dir: Path) -> Starlette:
-    guard = Guard(Settings(cert=str(certs_dir / "tls.crt"), key=str(certs_dir / "tls.key"),
-                           policies=None, config=None))
-    return build_app(guard)
-
-
-async def _post(app: Starlette, path: str, body: Any) -> httpx.Response:
-    transport = httpx.ASGITransport(app=app, raise_app_exceptions=False)
-    async with httpx.AsyncClient(transport=transport, base_url="https://test") as client:
-        return await client.post(path, json=body)
-
-
 JSON = st.recursive(
     st.none() | st.booleans() | st.integers() | st.text(max_size=8)
     | st.floats(allow_nan=False, allow_infinity=False),
@@ -191,7 +176,7 @@ def test_any_json_gets_200_or_400(app: Starlette, field: str, pod_field: str,
         body["request"]["object"][pod_field] = value
     else:
         body["request"][field] = value
-    answer = asyncio.run(_post(app, path, body))
+    [answer] = posted(app, path, body)
     assert answer.status_code in (200, 400), answer.text
     if answer.status_code == 200:
         assert answer.json()["response"]["uid"] == body["request"]["uid"]

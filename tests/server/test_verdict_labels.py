@@ -4,34 +4,21 @@ UPDATE keeps is a warning, whatever the policy's action."""
 
 from __future__ import annotations
 
-import asyncio
 import copy
 import logging
 from pathlib import Path
 from typing import Any
 
-import httpx
 import pytest
-from server_helpers import bad_pod, review
+from server_helpers import app_of, bad_pod, posted, review
 from starlette.applications import Starlette
 
 from webhook.server import metrics
-from webhook.server.app import Guard, Settings, build_app
 from webhook.server.logs import REVIEW_LOGGER
 
 
-def _app(certs_dir: Path, mode: str) -> Starlette:
-    return build_app(Guard(Settings(cert=str(certs_dir / "tls.crt"),
-                                    key=str(certs_dir / "tls.key"), policies=None,
-                                    config=None, mode=mode)))
-
-
 def _post(app: Starlette, body: Any) -> dict[str, Any]:
-    async def send() -> httpx.Response:
-        transport = httpx.ASGITransport(app=app, raise_app_exceptions=False)
-        async with httpx.AsyncClient(transport=transport, base_url="https://test") as client:
-            return await client.post("/validate", json=body)
-    answer = asyncio.run(send())
+    [answer] = posted(app, "/validate", body)
     assert answer.status_code == 200, answer.text
     response: dict[str, Any] = answer.json()["response"]
     return response
@@ -61,7 +48,7 @@ def _update_keeping_violations() -> dict[str, Any]:
 @pytest.mark.parametrize("mode", ["enforce", "dry-run"])
 def test_a_violation_an_update_keeps_is_counted_and_logged_as_a_warning(
         certs_dir: Path, caplog: pytest.LogCaptureFixture, mode: str) -> None:
-    app = _app(certs_dir, mode)
+    app = app_of(certs_dir, mode=mode)
     caplog.set_level(logging.INFO, logger=REVIEW_LOGGER)
     before = {verdict: _findings("disallow-root-user", verdict, mode)
               for verdict in ("warn", "deny", "would-deny")}
@@ -78,7 +65,7 @@ def test_a_violation_an_update_keeps_is_counted_and_logged_as_a_warning(
 
 def test_in_dry_run_an_enforce_policys_finding_is_counted_and_logged_would_deny(
         certs_dir: Path, caplog: pytest.LogCaptureFixture) -> None:
-    app = _app(certs_dir, "dry-run")
+    app = app_of(certs_dir, mode="dry-run")
     caplog.set_level(logging.INFO, logger=REVIEW_LOGGER)
     before = _findings("no-plaintext-secrets", "would-deny", "dry-run")
     body = review(bad_pod())
@@ -97,7 +84,7 @@ def test_the_verdict_label_comes_from_a_fixed_set(certs_dir: Path) -> None:
 
     from webhook.engine.results import Verdict
 
-    app = _app(certs_dir, "enforce")
+    app = app_of(certs_dir, mode="enforce")
     _post(app, review(bad_pod()))
     _post(app, _update_keeping_violations())
     labelled = {sample.labels["verdict"] for family in metrics.REGISTRY.collect()
