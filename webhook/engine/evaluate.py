@@ -136,9 +136,11 @@ def evaluate(
         for policy in policies.mutating:
             result = _run(policy, workload, request)
             results.append(result)
-            if not any(verdict_of(result, found, in_dry_run_mode) == "patch"
-                       for found in result.findings):
-                continue  # a patch it only reports (audit, warn, dry-run)
+            # A mutate policy's findings share its verdict: patch, or a patch it only
+            # reports (audit, warn, dry-run).
+            if not result.findings or \
+                    verdict_of(result, result.findings[0], in_dry_run_mode) != "patch":
+                continue
             ops = result.patch
             try:
                 patched = apply_patch(current, ops)
