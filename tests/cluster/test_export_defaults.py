@@ -125,7 +125,7 @@ def test_a_large_pod_stays_within_the_exported_policies_cost_limit(
     for env, denied in ((SETTINGS, False), (SECRETS, True)):
         obj = heavy_pod(f"heavy-{containers}-{variables}-{denied}".lower(), containers,
                         variables, env)
-        done = _create(exported, obj)
+        done = dry_run_create(exported, obj)
         assert "cost" not in done.stderr and "resulted in error" not in done.stderr, done.stderr
         [result] = [r for r in evaluate(obj, policies, namespace=NAMESPACE).results
                     if r.policy == "no-plaintext-secrets"]
