@@ -288,9 +288,8 @@ def _problems(expr: Fields, types: dict[int, bytes], python: frozenset[str]
     if _CALL in expr:
         call = _fields(expr[_CALL][0])
         name = bytes(call.get(2, [b""])[0]).decode()
-        children = call.get(1, []) + call.get(3, [])
         if name.startswith("qq__") or name in python:
-            for child in children:
+            for child in _children(expr):
                 node = _fields(child).get(_EXPR_ID, [0])[0]
                 if node in types and _has_optional(types[node]):
                     shown = name.removeprefix("qq__")
@@ -340,7 +339,6 @@ def _problems(expr: Fields, types: dict[int, bytes], python: frozenset[str]
                        types)
         if found:
             yield found
-        children = listed.get(1, [])
     elif _STRUCT in expr:
         created = _fields(expr[_STRUCT][0])
         entries = [_fields(entry) for entry in created.get(2, [])]
@@ -350,20 +348,16 @@ def _problems(expr: Fields, types: dict[int, bytes], python: frozenset[str]
             found = _mixed(keys, types) or _mixed(values, types)
             if found:
                 yield found
-        children = [entry[n][0] for entry in entries for n in (3, 4) if n in entry]
-    elif _SELECT in expr:
-        children = _fields(expr[_SELECT][0]).get(1, [])
     elif _COMPREHENSION in expr:
         comprehension = _fields(expr[_COMPREHENSION][0])
-        children = [comprehension[n][0] for n in (2, 4, 5, 6, 7) if n in comprehension]
         if comprehension.get(3) == [FORMAT_ARGUMENTS.encode()] and 4 in comprehension:
             found = _too_deep(_fields(comprehension[4][0]), types)  # cel.bind(qq__fa, ...)
             if found:
                 yield found
                 return
-    else:
+    elif _SELECT not in expr:
         return
-    for child in children:
+    for child in _children(expr):
         for found in _problems(_fields(child), types, python):
             if not (exempt and found[1].startswith("expected type")):
                 yield found
@@ -557,6 +551,13 @@ def _typed_as(keys: list[tuple[Fields, bool]]) -> bool:
 def _walk(expr: Fields) -> Iterator[Fields]:
     """Every expression under `expr`, itself first."""
     yield expr
+    for child in _children(expr):
+        yield from _walk(_fields(child))
+
+
+def _children(expr: Fields) -> list[bytes]:
+    """The expressions directly under `expr`: a call's target and arguments, a list's
+    items, a map's keys and values, a selected operand, a comprehension's parts."""
     children: list[bytes] = []
     if _CALL in expr:
         call = _fields(expr[_CALL][0])
@@ -571,8 +572,7 @@ def _walk(expr: Fields) -> Iterator[Fields]:
     elif _COMPREHENSION in expr:
         comprehension = _fields(expr[_COMPREHENSION][0])
         children = [comprehension[n][0] for n in (2, 4, 5, 6, 7) if n in comprehension]
-    for child in children:
-        yield from _walk(_fields(child))
+    return children
 
 
 _ZEROS = {"list_int_sum": "0", "list_uint_sum": "0u", "list_double_sum": "0.0",

@@ -789,18 +789,7 @@ def _number_end(pieces: list[tuple[str, str]], significant: list[int], first: in
 def _closing_position(pieces: list[tuple[str, str]], significant: list[int],
                       first: int) -> int | None:
     """The position in `significant` of the bracket that closes the one at `first`."""
-    depth = 0
-    for position in range(first, len(significant)):
-        kind, value = pieces[significant[position]]
-        if kind != "other":
-            continue
-        if value in "([{":
-            depth += 1
-        elif value in ")]}":
-            depth -= 1
-            if depth == 0:
-                return position
-    return None
+    return _matching(pieces, significant, range(first, len(significant)), "([{", ")]}")
 
 
 # Names that end no operand (the operator `in`, and CEL's reserved words).
@@ -864,14 +853,21 @@ def _selected_start(pieces: list[tuple[str, str]], significant: list[int],
 
 def _opening_position(pieces: list[tuple[str, str]], significant: list[int],
                       last: int) -> int | None:
+    """The position in `significant` of the bracket that opens the one at `last`."""
+    return _matching(pieces, significant, range(last, -1, -1), ")]}", "([{")
+
+
+def _matching(pieces: list[tuple[str, str]], significant: list[int], positions: range,
+              opens: str, closes: str) -> int | None:
+    """The first of `positions` where the brackets `opens` met so far are all closed."""
     depth = 0
-    for position in range(last, -1, -1):
+    for position in positions:
         kind, value = pieces[significant[position]]
         if kind != "other":
             continue
-        if value in ")]}":
+        if value in opens:
             depth += 1
-        elif value in "([{":
+        elif value in closes:
             depth -= 1
             if depth == 0:
                 return position
