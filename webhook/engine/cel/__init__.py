@@ -17,6 +17,7 @@ which is what bounds the time a policy can take on a hostile object.
 from __future__ import annotations
 
 import itertools
+import json
 import re
 from collections.abc import Iterator, Mapping, Sequence
 from contextvars import ContextVar
@@ -80,7 +81,16 @@ class EvaluationError(ValueError):
 # `container` from a list costs a lone container's evaluations about a third more (three
 # Pod Security expressions on one container: 28 us against 21 us), hence a second program
 # for a pod spec of several containers, compiled at load (PolicyProgram).
+#
+# One activation serves a whole review (review_activation, webhook.engine.rules.cel_review):
+# every CEL policy reads the same `object`, `oldObject`, `request` and `podSpec` from it (the
+# runtime converts a variable when an evaluation first reads it, and keeps it). What differs
+# by policy is bound by its program: `params` from the map of every policy's params (PARAMS)
+# at its key (with_params); in the program for several containers, `container` and
+# `containerGroup` from the lists, and `podSpec` from PODS when the container is in another
+# pod spec than the first (POD_OF).
 CONTAINERS, GROUPS = "qq__containers", "qq__groups"
+PODS, POD_OF, PARAMS = "qq__pods", "qq__pod_of", "qq__params"
 _CONTAINER_INDEX: ContextVar[int] = ContextVar("qq__container")
 _EXPRESSION_INDEX: ContextVar[int] = ContextVar("qq__expression")
 _CONTAINER_FUNCTION = _cel.FunctionDecl("qq__container", [
@@ -103,19 +113,20 @@ def _environment(variables: tuple[str, ...], *functions: Any) -> Any:
 
 
 # Built once: an environment only declares names and functions and is never changed.
-_ENVIRONMENTS = {"object": _environment(OBJECT_VARIABLES, _EXPRESSION_FUNCTION),
-                 "container": _environment(CONTAINER_VARIABLES, _EXPRESSION_FUNCTION)}
-# Where a container-scope policy's program runs for a pod spec of several containers.
-_EACH_CONTAINER = _environment((*OBJECT_VARIABLES, CONTAINERS, GROUPS), _CONTAINER_FUNCTION,
-                               _EXPRESSION_FUNCTION)
+_ENVIRONMENTS = {"object": _environment((*OBJECT_VARIABLES, PARAMS), _EXPRESSION_FUNCTION),
+                 "container": _environment((*CONTAINER_VARIABLES, PARAMS),
+                                           _EXPRESSION_FUNCTION)}
+# Where a container-scope policy's program runs for a review of several containers.
+_EACH_CONTAINER = _environment((*OBJECT_VARIABLES, CONTAINERS, GROUPS, PODS, POD_OF, PARAMS),
+                               _CONTAINER_FUNCTION, _EXPRESSION_FUNCTION)
 _WANTED = {"bool": ("bool",), "string": ("string",), "any": ()}
 
 
 @dataclass(frozen=True, slots=True)
 class PolicyProgram:
-    """A container-scope policy's program for a pod spec of several containers (see above),
-    compiled at load beside the policy's own: `container` and `containerGroup` bound from
-    the activation's lists at qq__container()."""
+    """A container-scope policy's program for a review of several containers (see above),
+    compiled at load beside the policy's own: `container`, `containerGroup` and `podSpec`
+    bound from the activation's lists at qq__container()."""
 
     each: Any
 
@@ -123,9 +134,21 @@ class PolicyProgram:
     def of(cls, text: str) -> PolicyProgram:
         """Raises RuntimeError where the runtime refuses it (it compiles wherever the
         policy's program compiled)."""
+        at = "qq__container()"
+        if "podSpec" in _top_level_names(text):  # each binding nests the text one deeper
+            text = (f"cel.bind(podSpec, {POD_OF}[{at}] == 0 ? podSpec : "
+                    f"{PODS}[{POD_OF}[{at}]], {text})")
         for name, values in (("containerGroup", GROUPS), ("container", CONTAINERS)):
-            text = f"cel.bind({name}, {values}[qq__container()], {text})"
+            text = f"cel.bind({name}, {values}[{at}], {text})"
         return cls(_EACH_CONTAINER.compile(text))
+
+
+def with_params(text: str, key: str) -> str:
+    """The text with `params` bound to the policy's own params, at `key` in the PARAMS map of
+    a review's activation, when it reads them (see above)."""
+    if not key or "params" not in _top_level_names(text):
+        return text
+    return f"cel.bind(params, {PARAMS}[{json.dumps(key)}], {text})"
 
 
 @dataclass(frozen=True, slots=True)
@@ -160,11 +183,12 @@ class Source:
 
 
 def compile_expression(text: str, scope: Scope, kind: Kind = "any",
-                       literals: bool = True) -> Expression:
+                       literals: bool = True, key: str = "") -> Expression:
     """Compile for the scope's variables; a bool or string `kind` is checked as far as the
     types are known (fields of the object are dynamic). `literals`: refuse a list or map
     literal of mixed types, as Kubernetes' CEL does (a mutation's patches may be plain maps,
-    which only quickq-guard reads). Raises CelError."""
+    which only quickq-guard reads). `key`: the policy's, whose params it reads from a
+    review's activation (with_params). Raises CelError."""
     _check_length(text)
     program, compiled = _compiled(text, _ENVIRONMENTS[scope], scope)
     problem = checked_problem(program, compiled, PYTHON_FUNCTIONS)
@@ -179,6 +203,12 @@ def compile_expression(text: str, scope: Scope, kind: Kind = "any",
     wanted = _WANTED[kind]
     if wanted and result not in (*wanted, "dyn"):
         raise CelError(f"the expression must yield a {kind}, but it yields {result}")
+    wrapped = with_params(compiled, key)  # checked as written, run with its params
+    if wrapped != compiled:
+        try:
+            program = _ENVIRONMENTS[scope].compile(wrapped)
+        except RuntimeError:
+            raise CelError(TOO_DEEP) from None
     return Expression(text, program, frozenset(variable_references(text)),
                       frozenset(_top_level_names(text)), moments=_makes_time(compiled))
 
@@ -270,7 +300,7 @@ def _compiled_as_written(text: str, scope: Scope) -> Any:
 
 
 def compile_policy(scope: Scope, variables: Sequence[tuple[str, Source]],
-                   sources: Sequence[Source], batch: Sequence[int] = ()
+                   sources: Sequence[Source], batch: Sequence[int] = (), key: str = ""
                    ) -> tuple[list[Expression], Expression | None]:
     """The expressions of one policy, compiled together, once: one program binds the
     variables (each compiled once, however many expressions read it) and holds every
@@ -279,8 +309,9 @@ def compile_policy(scope: Scope, variables: Sequence[tuple[str, Source]],
     fails only the expressions that read it. A variable reads only the ones before it.
     `batch`: the sources (two or more) also evaluated together, as a list of their values,
     the second Expression returned: one evaluation in place of several (the validations of
-    a container), which the caller falls back from when it fails. Raises CelError, starting
-    with the field of the expression at fault."""
+    a container), which the caller falls back from when it fails. `key`: the policy's, for
+    its params (with_params). Raises CelError, starting with the field of the expression at
+    fault."""
     for source in [*(source for _, source in variables), *sources]:
         try:
             _check_length(source.text)
@@ -293,12 +324,12 @@ def compile_policy(scope: Scope, variables: Sequence[tuple[str, Source]],
     unguarded: set[str] = set()  # the fields whose guards do not fit (see _compiled)
     named = {source.field: bound_names(source.text)
              for source in [*(source for _, source in variables), *sources]}
-    written = _policy_text(variables, sources, named, unguarded, batch)
+    written = _policy_text(variables, sources, named, unguarded, batch, key)
     try:
         program = environment.compile(written)
     except RuntimeError:
         unguarded = _diagnosed(scope, variables, sources)
-        written = _policy_text(variables, sources, named, unguarded, batch)
+        written = _policy_text(variables, sources, named, unguarded, batch, key)
         try:
             program = environment.compile(written)
         except RuntimeError as error:
@@ -374,11 +405,12 @@ def variable(text: str) -> Expression:
 
 def _policy_text(variables: Sequence[tuple[str, Source]], sources: Sequence[Source],
                  named: Mapping[str, str], unguarded: set[str],
-                 batch: Sequence[int] = ()) -> str:
+                 batch: Sequence[int] = (), key: str = "") -> str:
     """The text of a policy's program: its variables bound in order around a choice of its
     expressions by qq__expression() (halves, so that the nesting stays shallow), the last
-    choice the list of the `batch` ones' values when there is a batch. `named`: each text
-    with `variables.<name>` as the name cel.bind gives it."""
+    choice the list of the `batch` ones' values when there is a batch; the policy's params
+    bound around it all (with_params). `named`: each text with `variables.<name>` as the name
+    cel.bind gives it."""
     def piece(source: Source) -> str:
         text = named[source.field]
         return text if source.field in unguarded else guarded(lex(text))
@@ -404,7 +436,7 @@ def _policy_text(variables: Sequence[tuple[str, Source]], sources: Sequence[Sour
         text = f"cel.bind(qq__b{index}, (\n{piece(sources[index])}\n), {text})"
     for name, source in reversed(variables):
         text = f"cel.bind({BOUND}{name}, (\n{piece(source)}\n), {text})"
-    return text
+    return with_params(text, key)
 
 
 def _spans(written: str, named: str) -> list[tuple[int, int]]:
@@ -502,10 +534,11 @@ def activation(scope: Scope, data: Mapping[str, Any]) -> Any:
     return _activation(_ENVIRONMENTS[scope], data)
 
 
-def containers_activation(data: Mapping[str, Any]) -> Any:
-    """The variables of the evaluations of a pod spec's containers, for the programs of
-    PolicyProgram.each: `data` holds CONTAINERS and GROUPS, the containers and the group of
-    each (containers, initContainers...), in place of `container` and `containerGroup`."""
+def review_activation(data: Mapping[str, Any]) -> Any:
+    """The variables of every CEL evaluation of a review (see PolicyProgram), each converted
+    when an evaluation first reads it, once for all of them: `data` holds either `container`
+    and `containerGroup` (the review's one container), or CONTAINERS, GROUPS, POD_OF and PODS
+    for the programs of PolicyProgram.each, and PARAMS (see with_params)."""
     return _activation(_EACH_CONTAINER, data)
 
 
@@ -520,7 +553,7 @@ def _activation(environment: Any, data: Mapping[str, Any]) -> Any:
 def evaluate(expression: Expression, bound: Any, container: int | None = None) -> Any:
     """The expression's value as plain Python data (a timestamp or duration in it exact, as a
     webhook.engine.cel.moments Timestamp or Duration); with `container`, the index of the
-    container judged in a containers_activation. Raises EvaluationError."""
+    container judged in a review_activation's lists. Raises EvaluationError."""
     written = moments.begin() if expression.moments else None
     try:
         value = _value(expression, bound, container)
