@@ -1,7 +1,9 @@
 """A review converts its object once for all its CEL policies (issue 23): every CEL
 evaluation of a review reads one activation (webhook.engine.rules.cel_review), each policy's
-params bound by its own program. Counted through the runtime's seam (the activations made),
-not timed."""
+params bound by its own program. And a policy evaluates a variable at most once per
+container: its validations, the messages of those that fail and its mutations are each one
+evaluation (webhook.engine.cel.Batch). Counted through the runtime's seams (the activations
+made, the calls of a CEL function), not timed."""
 
 from __future__ import annotations
 
@@ -15,6 +17,9 @@ from builders import policies_in as policies
 
 from webhook import evaluate
 from webhook.engine import cel
+from webhook.engine.cel import library
+from webhook.engine.rules.cel import Request
+from webhook.engine.workload import read_workload
 from webhook.manifests import read_text
 
 ML_WORKLOADS = Path(__file__).resolve().parent / "ml_workloads"
@@ -122,3 +127,81 @@ def test_the_messages_of_a_review_see_one_hidden_activation(
                                      "container 'b': image registry.example.com/app:1.2.3"]
     assert len(activations) == 2
 
+
+@pytest.fixture
+def comparisons(monkeypatch: pytest.MonkeyPatch) -> list[Any]:
+    """Each call of the quantity comparison behind isGreaterThan, which the variable of
+    these policies makes: one per evaluation of the variable."""
+    made: list[Any] = []
+    real = library.compare_to
+    monkeypatch.setattr(library, "compare_to", lambda *args: made.append(args) or real(*args))
+    return made
+
+
+BIG = {"name": "big", "expression":
+       "quantity(container.?resources.?limits.?cpu.orValue('0')).isGreaterThan(quantity('1'))"}
+
+
+def _big(*names: str) -> dict[str, Any]:
+    return pod(*[container(name, resources={"limits": {"cpu": "2", "memory": "1Gi"},
+                                            "requests": {"cpu": "2", "memory": "1Gi"}})
+                 for name in names])
+
+
+def test_a_variable_is_evaluated_once_per_container_for_all_the_validations(
+        tmp_path: Path, comparisons: list[Any]) -> None:
+    """Three validations read it, two messages too: once for the validations, once for the
+    messages of those that fail (on the object with its secrets hidden), per container.
+    Before: each message was an evaluation of its own, 3 per container."""
+    policy = _policy("big", "container", variables=[BIG], validations=[
+        {"expression": "!variables.big", "messageExpression": "'big: ' + string(variables.big)"},
+        {"expression": "!variables.big || container.name == 'x'",
+         "messageExpression": "'still big: ' + string(variables.big)"},
+        {"expression": "!(variables.big && true)", "message": "big"},
+        {"expression": "true", "messageExpression": "'never: ' + string(variables.big)"}])
+    loaded = policies(tmp_path, policy)
+    comparisons.clear()
+    [result] = [r for r in evaluate(_big("a", "b"), loaded).results if r.policy == "big"]
+    assert [f.message for f in result.findings] == [
+        "container 'a': big: true", "container 'a': still big: true", "container 'a': big",
+        "container 'b': big: true", "container 'b': still big: true", "container 'b': big"]
+    assert len(comparisons) == 2 * 2
+
+
+def test_a_variable_of_an_object_scope_policy_is_evaluated_once(
+        tmp_path: Path, comparisons: list[Any]) -> None:
+    variable = dict(BIG, expression=BIG["expression"].replace(
+        "container", "object.spec.containers[0]"))
+    policy = _policy("big", "object", variables=[variable], validations=[
+        {"expression": "!variables.big", "messageExpression": "'big: ' + string(variables.big)"},
+        {"expression": "!variables.big || object.metadata.name == 'x'",
+         "messageExpression": "'still big: ' + string(variables.big)"},
+        {"expression": "!(variables.big && true)", "message": "big"}])
+    loaded = policies(tmp_path, policy)
+    comparisons.clear()
+    [result] = [r for r in evaluate(_big("a"), loaded).results if r.policy == "big"]
+    assert [f.message for f in result.findings] == ["big: true", "still big: true", "big"]
+    assert len(comparisons) == 2  # before: 3
+
+
+def test_a_variable_of_several_mutations_is_evaluated_once_per_container(
+        tmp_path: Path, comparisons: list[Any]) -> None:
+    """Before: once per mutation, 2 per container."""
+    policy = {"id": "calm", "description": "calms big containers", "type": "mutate",
+              "action": "enforce", "scope": "container", "variables": [BIG], "mutations": [
+                  {"patchType": "JSONPatch", "jsonPatch": {"expression": (
+                      "variables.big && !has(container.stdin) ? [JSONPatch{op: 'add', "
+                      "path: '/stdin', value: false}] : []")}},
+                  {"patchType": "JSONPatch", "jsonPatch": {"expression": (
+                      "variables.big && !has(container.tty) ? [JSONPatch{op: 'add', "
+                      "path: '/tty', value: false}] : []")}}]}
+    [loaded] = [p for p in policies(tmp_path, policy).policies if p.id == "calm"]
+    assert loaded.cel is not None
+    workload = read_workload(_big("a", "b"), ())
+    assert workload is not None
+    comparisons.clear()
+    [a, b] = loaded.cel.check(workload, Request())
+    assert [op["path"] for op in (*a.patch, *b.patch)] == [
+        "/spec/containers/0/stdin", "/spec/containers/0/tty",
+        "/spec/containers/1/stdin", "/spec/containers/1/tty"]
+    assert len(comparisons) == 2

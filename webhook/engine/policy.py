@@ -520,10 +520,16 @@ def _build_cel(spec: PolicyFile, where: str, config: Config) -> Policy:
         if item.perContainer and scope != "container":
             raise PolicyError(f"{where}: validations[{index}].perContainer: only a policy "
                               "with `scope: container` names containers")
-    checks = [index for index, source in enumerate(sources) if source.kind == "bool"]
+    # Each evaluated together, once per container (see CelPolicy): the validations, the
+    # messageExpressions of those that fail (forEach's are per item), the mutations.
+    numbered = list(enumerate(sources))
+    batches = [cel.Batch(tuple(index for index, source in numbered if source.kind == "bool")),
+               cel.Batch(tuple(index for index, source in numbered if source.kind == "string"),
+                         masked=True),
+               cel.Batch(tuple(range(len(sources) - len(spec.mutations), len(sources))))]
     try:
-        expressions, together = cel.compile_policy(scope, variables, sources, checks,
-                                                   key=spec.id)
+        expressions, (together, messages, mutated) = cel.compile_policy(
+            scope, variables, sources, batches, key=spec.id)
     except cel.CelError as error:
         raise PolicyError(f"{where}: {error}") from None
     compiled = dict(zip((source.field for source in sources), expressions, strict=True))
@@ -554,7 +560,8 @@ def _build_cel(spec: PolicyFile, where: str, config: Config) -> Policy:
                             Variable(name, cel.variable(source.text))
                             for name, source in variables),
                         match_conditions=tuple(conditions), validations=tuple(validations),
-                        mutations=tuple(mutations), together=together, key=spec.id)
+                        mutations=tuple(mutations), together=together, messages=messages,
+                        mutated=mutated, key=spec.id)
     repeated = idempotence_problem(program)
     if repeated:
         raise PolicyError(f"{where}: mutations: not idempotent: on a probe Pod, a second pass "

@@ -93,12 +93,17 @@ CONTAINERS, GROUPS = "qq__containers", "qq__groups"
 PODS, POD_OF, PARAMS = "qq__pods", "qq__pod_of", "qq__params"
 _CONTAINER_INDEX: ContextVar[int] = ContextVar("qq__container")
 _EXPRESSION_INDEX: ContextVar[int] = ContextVar("qq__expression")
+_WANTED_ITEMS: ContextVar[frozenset[int]] = ContextVar("qq__wanted", default=frozenset())
 _CONTAINER_FUNCTION = _cel.FunctionDecl("qq__container", [
     _cel.Overload("qq__container_int", _cel.Type.INT, [],
                   impl=lambda: _CONTAINER_INDEX.get())])
 _EXPRESSION_FUNCTION = _cel.FunctionDecl("qq__expression", [
     _cel.Overload("qq__expression_int", _cel.Type.INT, [],
                   impl=lambda: _EXPRESSION_INDEX.get())])
+# Whether an item of a masked batch (see Batch) is evaluated by this evaluation.
+_WANTED_FUNCTION = _cel.FunctionDecl("qq__wanted", [
+    _cel.Overload("qq__wanted_int", _cel.Type.BOOL, [_cel.Type.INT],
+                  impl=lambda item: item in _WANTED_ITEMS.get())])
 
 
 def _environment(variables: tuple[str, ...], *functions: Any) -> Any:
@@ -113,12 +118,13 @@ def _environment(variables: tuple[str, ...], *functions: Any) -> Any:
 
 
 # Built once: an environment only declares names and functions and is never changed.
-_ENVIRONMENTS = {"object": _environment((*OBJECT_VARIABLES, PARAMS), _EXPRESSION_FUNCTION),
+_ENVIRONMENTS = {"object": _environment((*OBJECT_VARIABLES, PARAMS), _EXPRESSION_FUNCTION,
+                                        _WANTED_FUNCTION),
                  "container": _environment((*CONTAINER_VARIABLES, PARAMS),
-                                           _EXPRESSION_FUNCTION)}
+                                           _EXPRESSION_FUNCTION, _WANTED_FUNCTION)}
 # Where a container-scope policy's program runs for a review of several containers.
 _EACH_CONTAINER = _environment((*OBJECT_VARIABLES, CONTAINERS, GROUPS, PODS, POD_OF, PARAMS),
-                               _CONTAINER_FUNCTION, _EXPRESSION_FUNCTION)
+                               _CONTAINER_FUNCTION, _EXPRESSION_FUNCTION, _WANTED_FUNCTION)
 _WANTED = {"bool": ("bool",), "string": ("string",), "any": ()}
 
 
@@ -141,6 +147,17 @@ class PolicyProgram:
         for name, values in (("containerGroup", GROUPS), ("container", CONTAINERS)):
             text = f"cel.bind({name}, {values}[{at}], {text})"
         return cls(_EACH_CONTAINER.compile(text))
+
+
+@dataclass(frozen=True, slots=True)
+class Batch:
+    """Expressions of a policy (indices into its sources, two or more) also evaluated
+    together, as the list of their values: one evaluation, in which a variable they read is
+    evaluated once. `masked`: only the items evaluate() is told it `wanted` are evaluated,
+    the others are null (the messages of the validations that failed)."""
+
+    indices: tuple[int, ...]
+    masked: bool = False
 
 
 def with_params(text: str, key: str) -> str:
@@ -300,36 +317,36 @@ def _compiled_as_written(text: str, scope: Scope) -> Any:
 
 
 def compile_policy(scope: Scope, variables: Sequence[tuple[str, Source]],
-                   sources: Sequence[Source], batch: Sequence[int] = (), key: str = ""
-                   ) -> tuple[list[Expression], Expression | None]:
+                   sources: Sequence[Source], batches: Sequence[Batch] = (), key: str = ""
+                   ) -> tuple[list[Expression], list[Expression | None]]:
     """The expressions of one policy, compiled together, once: one program binds the
     variables (each compiled once, however many expressions read it) and holds every
     expression, each an Expression with its `index`. As in Kubernetes, a variable is
     evaluated only when an expression reads it, at most once per evaluation, and its error
     fails only the expressions that read it. A variable reads only the ones before it.
-    `batch`: the sources (two or more) also evaluated together, as a list of their values,
-    the second Expression returned: one evaluation in place of several (the validations of
-    a container), which the caller falls back from when it fails. `key`: the policy's, for
-    its params (with_params). Raises CelError, starting with the field of the expression at
-    fault."""
+    `batches`: each also evaluated together (see Batch), its Expression returned second
+    (None for a batch of fewer than two): one evaluation in place of several (the
+    validations of a container), which the caller falls back from when it fails. `key`: the
+    policy's, for its params (with_params). Raises CelError, starting with the field of the
+    expression at fault."""
     for source in [*(source for _, source in variables), *sources]:
         try:
             _check_length(source.text)
         except CelError as error:
             raise CelError(f"{source.field}: {error}") from None
     if not sources:
-        return [], None
-    batch = batch if len(batch) > 1 else ()
+        return [], [None] * len(batches)
+    kept = [batch for batch in batches if len(batch.indices) > 1]
     environment = _ENVIRONMENTS[scope]
     unguarded: set[str] = set()  # the fields whose guards do not fit (see _compiled)
     named = {source.field: bound_names(source.text)
              for source in [*(source for _, source in variables), *sources]}
-    written = _policy_text(variables, sources, named, unguarded, batch, key)
+    written = _policy_text(variables, sources, named, unguarded, kept, key)
     try:
         program = environment.compile(written)
     except RuntimeError:
         unguarded = _diagnosed(scope, variables, sources)
-        written = _policy_text(variables, sources, named, unguarded, batch, key)
+        written = _policy_text(variables, sources, named, unguarded, kept, key)
         try:
             program = environment.compile(written)
         except RuntimeError as error:
@@ -346,7 +363,7 @@ def compile_policy(scope: Scope, variables: Sequence[tuple[str, Source]],
     problem = problem_in(checked, written, PYTHON_FUNCTIONS, lambda offset, said: (
         said.startswith("expected type") and any(start <= offset < end
                                                  for start, end in exempt)))
-    kinds = branch_types(checked, "qq__e", len(sources) + bool(batch))
+    kinds = branch_types(checked, "qq__e", len(sources) + len(kept))
     if problem or any(_WANTED[source.kind] and found not in (*_WANTED[source.kind], "dyn")
                       for source, found in zip(sources, kinds, strict=False)):
         _diagnosed(scope, variables, sources)  # raises what is wrong, as written
@@ -372,7 +389,7 @@ def compile_policy(scope: Scope, variables: Sequence[tuple[str, Source]],
         except RuntimeError as error:
             raise CelError(f"{sources[0].field}: for several containers: "
                            f"{_compile_problem(str(error), scope)}") from None
-    several = len(sources) > 1 or bool(batch)
+    several = len(sources) > 1 or bool(kept)
     timed = _makes_time(written)
     expressions = []
     for index, source in enumerate(sources):
@@ -385,14 +402,18 @@ def compile_policy(scope: Scope, variables: Sequence[tuple[str, Source]],
             source.text, program, frozenset(references), frozenset(names),
             bound_text(source.text, texts) if references else "",
             index if several else None, shared, timed))
-    together = None
-    if batch:
-        parts = [expressions[index] for index in batch]
-        together = Expression("\n".join(e.text for e in parts), program,
-                              frozenset().union(*(e.references for e in parts)),
-                              frozenset().union(*(e.names for e in parts)),
-                              "\n".join(e.bound or e.text for e in parts), len(sources), shared,
-                              timed)
+    together: list[Expression | None] = []
+    for batch in batches:
+        if batch not in kept:
+            together.append(None)
+            continue
+        parts = [expressions[index] for index in batch.indices]
+        together.append(Expression(
+            "\n".join(e.text for e in parts), program,
+            frozenset().union(*(e.references for e in parts)),
+            frozenset().union(*(e.names for e in parts)),
+            "\n".join(e.bound or e.text for e in parts), len(sources) + kept.index(batch),
+            shared, timed))
     return expressions, together
 
 
@@ -405,10 +426,10 @@ def variable(text: str) -> Expression:
 
 def _policy_text(variables: Sequence[tuple[str, Source]], sources: Sequence[Source],
                  named: Mapping[str, str], unguarded: set[str],
-                 batch: Sequence[int] = (), key: str = "") -> str:
+                 batches: Sequence[Batch] = (), key: str = "") -> str:
     """The text of a policy's program: its variables bound in order around a choice of its
     expressions by qq__expression() (halves, so that the nesting stays shallow), the last
-    choice the list of the `batch` ones' values when there is a batch; the policy's params
+    choices the lists of the `batches`' values (see Batch); the policy's params
     bound around it all (with_params). `named`: each text with `variables.<name>` as the name
     cel.bind gives it."""
     def piece(source: Source) -> str:
@@ -422,17 +443,20 @@ def _policy_text(variables: Sequence[tuple[str, Source]], sources: Sequence[Sour
         return (f"(qq__e < {start + half} ? {choice(pieces[:half], start)} "
                 f": {choice(pieces[half:], start + half)})")
 
-    # The batch's expressions are bound too, each once in the text: the choice of one of
-    # them and the list of all read them by name (qq__b<index>), evaluated when read.
-    pieces = [f"qq__b{index}" if index in batch else piece(source)
+    # The batches' expressions are bound too, each once in the text: the choice of one of
+    # them and the list of its batch read it by name (qq__b<index>), evaluated when read.
+    batched = sorted({index for batch in batches for index in batch.indices})
+    pieces = [f"qq__b{index}" if index in batched else piece(source)
               for index, source in enumerate(sources)]
-    if batch:
-        pieces.append("[" + ", ".join(f"dyn(qq__b{index})" for index in batch) + "]")
+    for batch in batches:
+        pieces.append("[" + ", ".join(
+            f"qq__wanted({number}) ? dyn(qq__b{index}) : dyn(null)" if batch.masked
+            else f"dyn(qq__b{index})" for number, index in enumerate(batch.indices)) + "]")
     count = len(pieces)
     text = choice(pieces, 0)
     if count > 1:
         text = f"cel.bind(qq__e, qq__expression(), {text})"
-    for index in reversed(batch):
+    for index in reversed(batched):
         text = f"cel.bind(qq__b{index}, (\n{piece(sources[index])}\n), {text})"
     for name, source in reversed(variables):
         text = f"cel.bind({BOUND}{name}, (\n{piece(source)}\n), {text})"
@@ -550,11 +574,14 @@ def _activation(environment: Any, data: Mapping[str, Any]) -> Any:
         raise EvaluationError(UNREPRESENTABLE) from None
 
 
-def evaluate(expression: Expression, bound: Any, container: int | None = None) -> Any:
+def evaluate(expression: Expression, bound: Any, container: int | None = None,
+             wanted: frozenset[int] | None = None) -> Any:
     """The expression's value as plain Python data (a timestamp or duration in it exact, as a
     webhook.engine.cel.moments Timestamp or Duration); with `container`, the index of the
-    container judged in a review_activation's lists. Raises EvaluationError."""
+    container judged in a review_activation's lists; `wanted`: the items of a masked Batch
+    to evaluate. Raises EvaluationError."""
     written = moments.begin() if expression.moments else None
+    items = None if wanted is None else _WANTED_ITEMS.set(wanted)
     try:
         value = _value(expression, bound, container)
         try:
@@ -562,6 +589,8 @@ def evaluate(expression: Expression, bound: Any, container: int | None = None) -
         except ValueError as error:
             raise EvaluationError(str(error)) from None
     finally:
+        if items is not None:
+            _WANTED_ITEMS.reset(items)
         if written is not None:
             moments.end(written)
 

@@ -115,9 +115,13 @@ class CelPolicy:
     match_conditions: tuple[MatchCondition, ...] = ()
     validations: tuple[Validation, ...] = ()
     mutations: tuple[Mutation, ...] = ()
-    # The validations' expressions evaluated together (cel.compile_policy's batch), when
-    # there are several: one evaluation per container in place of one per validation.
+    # The batches of cel.compile_policy, when there are several of each: one evaluation per
+    # container in place of one per expression, so that a variable they read is evaluated
+    # once: the validations, the messageExpressions of those that fail (forEach's aside),
+    # the mutations.
     together: Expression | None = None
+    messages: Expression | None = None
+    mutated: Expression | None = None
     key: str = ""
 
     def unmatched(self, workload: Workload, request: Request) -> str:
@@ -229,10 +233,15 @@ class CelPolicy:
         kept: list[dict[str, Any]] = []
         first: Path = ()
         described: list[str] = []
+        wheres = [f"mutations[{index}].jsonPatch.expression"
+                  for index in range(len(self.mutations))]
+        values = _batch(self.mutated, [m.expression for m in self.mutations], wheres, bound,
+                        at, sizes, meter)
         for index, mutation in enumerate(self.mutations):
-            where = f"mutations[{index}].jsonPatch.expression"
-            for number, (operation, relative) in enumerate(_operations(
-                    _run(mutation.expression, bound, where, meter, at, sizes), base, where)):
+            where = wheres[index]
+            value = values[index] if values is not None else \
+                _run(mutation.expression, bound, where, meter, at, sizes)
+            for number, (operation, relative) in enumerate(_operations(value, base, where)):
                 try:
                     changed = apply_patch(document, [operation])
                 except PatchError as error:
@@ -249,10 +258,10 @@ class CelPolicy:
             return []
         found = finding(container, "; ".join(described), first, tuple(kept))
         # The paths are the expression's: one built from an env value must not show it.
-        values = secrets()
-        shown = hidden_in(found.patch, values)
-        return [replace(found, message=hide(found.message, values),
-                        at=tuple(hide(key, values) if isinstance(key, str) else key
+        hidden = secrets()
+        shown = hidden_in(found.patch, hidden)
+        return [replace(found, message=hide(found.message, hidden),
+                        at=tuple(hide(key, hidden) if isinstance(key, str) else key
                                  for key in found.at),
                         shown_patch=None if shown is found.patch else shown)]
 
@@ -264,6 +273,8 @@ class CelPolicy:
     objects_without_spec: tuple[str, ...] = field(init=False, default=())
     # What each container evaluates for sure, (text, where), to estimate its cost first.
     costed: tuple[tuple[str, str], ...] = field(init=False, default=())
+    # The validations whose messageExpression is in the `messages` batch, in its order.
+    told: tuple[int, ...] = field(init=False, default=())
     # What it reads of a review (see cel_review.Shared).
     reader: Reader = field(init=False, hash=False, compare=False)
 
@@ -289,6 +300,9 @@ class CelPolicy:
         lean = {*self.objects_without_spec, *(() if self.reads_pod_containers else ("podSpec",))}
         object.__setattr__(self, "reader",
                            Reader(self.key, self.params, self.reads, frozenset(lean)))
+        object.__setattr__(self, "told", tuple(
+            index for index, v in enumerate(self.validations)
+            if v.message_expression is not None and v.each is None))
 
     def _base(self, workload: Workload, request: Request) -> dict[str, Any]:
         """The variables the expressions read: converting an object the policy never reads
@@ -317,9 +331,15 @@ class CelPolicy:
                   container: Container | None, shown: Callable[[], Any],
                   meter: Meter) -> list[Finding]:
         findings = []
-        values = self._together(bound, at, sizes, meter)
+        wheres = [f"validations[{index}].expression"
+                  for index in range(len(self.validations))]
+        values = _batch(self.together, [v.expression for v in self.validations], wheres,
+                        bound, at, sizes, meter)
+        # The messages of the failed validations, when known from one evaluation.
+        said = {} if values is None else \
+            self._messages([i for i in self.told if values[i] is False], shown, meter, at, sizes)
         for index, validation in enumerate(self.validations):
-            where = f"validations[{index}].expression"
+            where = wheres[index]
             value = values[index] if values is not None else \
                 _run(validation.expression, bound, where, meter, at, sizes)
             if value is True:
@@ -327,11 +347,13 @@ class CelPolicy:
             if value is not False:
                 raise EvaluationError(f"{where}: yields {_type(value)}, not a bool")
             about = _about(validation, container)
-            for message, path, item in (
-                    self._each(validation, index, bound, shown, meter, at, sizes)
-                    if validation.each is not None
-                    else [(self._message(validation, shown, meter, at, sizes),
-                           validation.field_path, "")]):
+            if validation.each is not None:
+                failures = self._each(validation, index, bound, shown, meter, at, sizes)
+            else:
+                message = (said[index] or _fallback(validation)) if index in said else \
+                    self._message(validation, shown, meter, at, sizes)
+                failures = [(message, validation.field_path, "")]
+            for message, path, item in failures:
                 # Without a fieldPath every validation names the object (or the container),
                 # and without a [*] step every item of a forEach the same field: then which
                 # validation failed, and for which item, tells one finding from another.
@@ -392,26 +414,24 @@ class CelPolicy:
         return [_one_line(text) if isinstance(text, str) and text.strip() else None
                 for _, text in texts]
 
-    def _together(self, bound: Any, at: int | None, sizes: Sizes | None,
-                  meter: Meter) -> list[Any] | None:
-        """The values of all the validations from one evaluation, each charged first as if
-        evaluated alone; None when there is no such evaluation or it fails (too costly, an
-        error in one of them): then each is evaluated alone, from the budget as it was, and
-        the first that fails says why, as it would have."""
-        if self.together is None:
-            return None
-        left = meter.budget.left if meter.budget is not None else 0
-        try:
-            for index, validation in enumerate(self.validations):
-                expression = validation.expression
-                meter.before(expression.bound or expression.text,
-                             f"validations[{index}].expression", sizes)
-            values = evaluate(self.together, bound, at)
-        except EvaluationError:
-            if meter.budget is not None:
-                meter.budget.left = left
-            return None
-        return values if isinstance(values, list) else None
+    def _messages(self, failed: list[int], shown: Callable[[], Any], meter: Meter,
+                  at: int | None, sizes: Sizes | None) -> dict[int, str]:
+        """The messageExpressions of these failed validations (of `told`), from one
+        evaluation of the `messages` batch on the object with its values hidden: what each
+        says ('' when nothing); none when there are fewer than two or that evaluation
+        fails (then each is evaluated alone, as _message does)."""
+        if len(failed) < 2 or self.messages is None:
+            return {}
+        hidden = shown()
+        if hidden is False:
+            return {}
+        expressions = [self.validations[index].message_expression for index in failed]
+        texts = _batch(self.messages, [e for e in expressions if e is not None],
+                       ["messageExpression"] * len(failed), hidden, at, sizes, meter,
+                       frozenset(self.told.index(index) for index in failed))
+        if texts is None:
+            return {}
+        return {index: _said(texts[self.told.index(index)]) for index in failed}
 
     def _message(self, validation: Validation, shown: Callable[[], Any], meter: Meter,
                  at: int | None, sizes: Sizes | None) -> str:
@@ -425,11 +445,42 @@ class CelPolicy:
                             at, sizes) if hidden is not False else None
             except EvaluationError:
                 text = None
-            if isinstance(text, str) and text.strip():
-                return _one_line(text)
-        if validation.message:
-            return _one_line(validation.message)
-        return f"failed expression: {_one_line(validation.expression.text)}"
+            if _said(text):
+                return _said(text)
+        return _fallback(validation)
+
+
+def _fallback(validation: Validation) -> str:
+    """`message`, else the expression, as ValidatingAdmissionPolicy falls back."""
+    if validation.message:
+        return _one_line(validation.message)
+    return f"failed expression: {_one_line(validation.expression.text)}"
+
+
+def _said(text: Any) -> str:
+    """A messageExpression's value as the message, or '' when it says nothing."""
+    return _one_line(text) if isinstance(text, str) and text.strip() else ""
+
+
+def _batch(together: Expression | None, parts: list[Expression], wheres: list[str],
+           bound: Any, at: int | None, sizes: Sizes | None, meter: Meter,
+           wanted: frozenset[int] | None = None) -> list[Any] | None:
+    """The values of `parts` from their one evaluation (`together`, see cel.Batch), each
+    charged first as if evaluated alone; None when there is no such evaluation or it fails
+    (too costly, an error in one of them): then each is evaluated alone, from the budget as
+    it was, and the first that fails says why, as it would have."""
+    if together is None:
+        return None
+    left = meter.budget.left if meter.budget is not None else 0
+    try:
+        for expression, where in zip(parts, wheres, strict=True):
+            meter.before(expression.bound or expression.text, where, sizes)
+        values = evaluate(together, bound, at, wanted)
+    except EvaluationError:
+        if meter.budget is not None:
+            meter.budget.left = left
+        return None
+    return values if isinstance(values, list) else None
 
 
 def shared_by(programs: Iterable[CelPolicy]) -> Shared | None:
