@@ -141,7 +141,7 @@ class PolicyProgram:
         """Raises RuntimeError where the runtime refuses it (it compiles wherever the
         policy's program compiled)."""
         at = "qq__container()"
-        if "podSpec" in _top_level_names(text):  # each binding nests the text one deeper
+        if _names(text, "podSpec"):  # each binding nests the text one deeper
             text = (f"cel.bind(podSpec, {POD_OF}[{at}] == 0 ? podSpec : "
                     f"{PODS}[{POD_OF}[{at}]], {text})")
         for name, values in (("containerGroup", GROUPS), ("container", CONTAINERS)):
@@ -163,7 +163,7 @@ class Batch:
 def with_params(text: str, key: str) -> str:
     """The text with `params` bound to the policy's own params, at `key` in the PARAMS map of
     a review's activation, when it reads them (see above)."""
-    if not key or "params" not in _top_level_names(text):
+    if not key or not _names(text, "params"):
         return text
     return f"cel.bind(params, {PARAMS}[{json.dumps(key)}], {text})"
 
@@ -748,6 +748,12 @@ def selects_only(text: str, name: str, left_out: frozenset[str]) -> bool:
                 r"[A-Za-z_][A-Za-z0-9_]*", field):
             return False  # a field left out, a method (size, all, map...), not a name
     return True
+
+
+def _names(text: str, name: str) -> bool:
+    """Whether `text` reads the variable `name` (spelled out first: most texts do not, and
+    a policy's whole program is read so when it loads)."""
+    return name in text and name in _top_level_names(text)
 
 
 def _top_level_names(text: str) -> set[str]:
