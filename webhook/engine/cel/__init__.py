@@ -73,14 +73,14 @@ class EvaluationError(ValueError):
 # and at most once per evaluation, and `qq__expression()` is the index of the expression to
 # evaluate, set around each evaluation.
 #
-# A container-scope expression runs once per container. A lone container is the activation's
-# `container`; the containers of a pod spec of several share one activation, where the
-# program reads `container` and `containerGroup` from the lists `qq__containers` and
-# `qq__groups`, at `qq__container()`: an activation per container converted `podSpec` (and
-# `object`) once per container, which grows with the square of the containers. Reading
-# `container` from a list costs a lone container's evaluations about a third more (three
-# Pod Security expressions on one container: 28 us against 21 us), hence a second program
-# for a pod spec of several containers, compiled at load (PolicyProgram).
+# A container-scope expression runs once per container. A review's lone container is the
+# activation's `container`; where there are several (in any of its pod specs), the program
+# reads `container` and `containerGroup` from the lists `qq__containers` and `qq__groups`,
+# at `qq__container()`: an activation per container converted `podSpec` (and `object`) once
+# per container, which grows with the square of the containers. Reading `container` from a
+# list costs a lone container's evaluations about a third more (three Pod Security
+# expressions on one container: 28 us against 21 us), hence a second program for several
+# containers, compiled at load (PolicyProgram).
 #
 # One activation serves a whole review (review_activation, webhook.engine.rules.cel_review):
 # every CEL policy reads the same `object`, `oldObject`, `request` and `podSpec` from it (the
