@@ -3,7 +3,8 @@ another checkout's, in one process, timed alternately (as engine_ab.py): what co
 expression and variable costs when a policy set loads (the webhook's start and every reload,
 each `quickq-guard check`). Then the CEL policies of Pod Security's restricted level (the
 shipped CEL policies with the most variables and validations) judging the typical Pod,
-matchConditions and check(), per CPU-second of the best round.
+through evaluate() as the webhook calls it with only those policies loaded (so that a
+review's one activation is measured as it serves them), per CPU-second of the best round.
 
     git worktree add --detach /tmp/before <commit>
     python benchmarks/cel_load.py /tmp/before                 # 200 policies, 5 variables each
@@ -84,21 +85,17 @@ def main(argv: Sequence[str] | None = None) -> int:
         judged = {}
         for side, package in (("before", before), ("after", webhook)):
             loaded = package.load_policies(None, package.load_config(config))
-            engine = package.__name__ + ".engine"
-            workload = importlib.import_module(engine + ".workload").read_workload(pod, ())
-            request = importlib.import_module(engine + ".rules.cel").Request()
-            judged[side] = ([p.cel for p in loaded.policies if p.cel is not None], workload,
-                            request)
+            policy_set = importlib.import_module(package.__name__ + ".engine.policy").PolicySet
+            judged[side] = (package.evaluate, policy_set(
+                tuple(p for p in loaded.policies if p.cel is not None), loaded.config))
         spent = dict.fromkeys(judged, float("inf"))
         for _ in range(args.rounds * 6):
-            for side, (programs, workload, request) in judged.items():
+            for side, (evaluate, programs) in judged.items():
                 start = time.process_time()
                 for _ in range(50):
-                    for program in programs:
-                        if not program.unmatched(workload, request):
-                            program.check(workload, request)
+                    evaluate(pod, programs, from_api_server=True)
                 spent[side] = min(spent[side], (time.process_time() - start) / 50)
-        count = len(judged["after"][0])
+        count = len(judged["after"][1].policies)
         print(f"the {count} CEL policies of podSecurity restricted on {TYPICAL_POD.name}, best "
               f"of {args.rounds * 6} alternating rounds (us per Pod): before "
               f"{spent['before'] * 1e6:.0f}  after {spent['after'] * 1e6:.0f}  "

@@ -1,4 +1,4 @@
-"""A container-scope CEL policy converts `podSpec` and `object` once per pod spec, not once
+"""A container-scope CEL policy converts `podSpec` and `object` once per review, not once
 per container (webhook.engine.cel.PolicyProgram.each): its work, and the cost the budget
 charges for it, grow with the containers, not with their square. Each container is still its
 own evaluation, judged in order, with its own findings, messages and errors."""
@@ -15,6 +15,7 @@ from builders import policies_in as policies
 from webhook import evaluate
 from webhook.engine import cost
 from webhook.engine.rules import cel as cel_rules
+from webhook.engine.rules import cel_review
 from webhook.engine.rules.cel import Request
 from webhook.engine.workload import read_workload
 
@@ -52,11 +53,9 @@ READS_LISTS = {"expression": "podSpec.containers.size() > 0 && container.name !=
 def test_one_activation_per_pod_spec_whatever_the_containers(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     made: list[Any] = []
-    for name in ("activation", "containers_activation"):
-        real = getattr(cel_rules, name, None)
-        if real is not None:
-            monkeypatch.setattr(cel_rules, name,
-                                lambda *args, real=real: made.append(args) or real(*args))
+    real = cel_review.review_activation
+    monkeypatch.setattr(cel_review, "review_activation",
+                        lambda *args: made.append(args) or real(*args))
     findings, _ = _check(tmp_path, _policy(READS_LISTS), _pod(40))
     assert findings == []
     assert len(made) == 1  # before: one per container, each converting the whole podSpec

@@ -23,9 +23,11 @@ The estimate, from the expression's tokens and the sizes of its data:
 - every token costs one unit per time it runs: once, or inside a comprehension (all, exists,
   exists_one, map, filter...) as many times as the longest list, nested ones multiplied,
   at most the runtime's 10,000 iterations;
-- converting the variables for an activation costs CONVERT_COST per node (measured: the
-  runtime converts all of what it is given, 0.5 us a node); the containers of a pod spec
-  share one activation, so podSpec and object are charged once, not once per container;
+- converting the variables a policy reads costs CONVERT_COST per node (measured: the
+  runtime converts all of a variable when it is first read, 0.5 us a node), charged to each
+  policy and pod spec as if it converted them alone, though a review converts them once for
+  all its policies (webhook.engine.rules.cel_review): podSpec and object are charged once
+  per pod spec, not once per container;
 - an evaluation of a container-scope expression is estimated on the sizes of what it can
   read: the shared variables and its own container, not the other containers;
 - a string function costs a tenth of a unit per character, as Kubernetes counts (measured:

@@ -29,7 +29,7 @@ from webhook.engine.results import (
     outcome_of,
     verdict_of,
 )
-from webhook.engine.rules.cel import Request
+from webhook.engine.rules.cel_review import Request, Reviews
 from webhook.engine.schema import is_mapping
 from webhook.engine.workload import (
     InvalidObject,
@@ -118,8 +118,11 @@ def evaluate(
     namespace = resource.namespace
     lookup = claims or NO_CLAIMS
     workload = with_claims(workload, lookup, namespace)
+    # One CEL cost budget per review, and one activation per state of its object for all
+    # its CEL policies (webhook.engine.rules.cel_review).
+    shared = policies.cel
     request = Request(operation, namespace, username, groups, dry_run, old_object,
-                      namespace_object, Budget())  # one CEL cost budget per review
+                      namespace_object, Budget(), Reviews(shared) if shared is not None else None)
     results: list[Result] = []  # in the order they run: mutate policies, then validate ones
     current: Any = obj
     patch: list[dict[str, Any]] = []

@@ -31,7 +31,9 @@ from webhook.engine.rules.cel import (
     Variable,
     idempotence_problem,
     parse_field_path,
+    shared_by,
 )
+from webhook.engine.rules.cel_review import Shared
 from webhook.engine.workload import ANY, WORKLOAD_KINDS, PodSite
 
 Action = Literal["enforce", "warn", "audit", "off"]
@@ -354,6 +356,9 @@ class PolicySet:
     # The validate policies a workload with pods is run through: not those that are off or
     # judge only DRA claims, whose verdict on it is known (Policy.idle) before it arrives.
     validating_pods: tuple[Policy, ...] = field(init=False, repr=False, compare=False)
+    # What its CEL policies read of a review, which a review converts once for all of them
+    # (webhook.engine.rules.cel_review); None without CEL policies.
+    cel: Shared | None = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "mutating",
@@ -362,6 +367,8 @@ class PolicySet:
                            tuple(p for p in self.policies if p.type == "validate"))
         object.__setattr__(self, "validating_pods", tuple(
             p for p in self.validating if p.pods and p.action != "off"))
+        object.__setattr__(self, "cel", shared_by(p.cel for p in self.policies
+                                                  if p.cel is not None))
 
     def get(self, policy_id: str) -> Policy:
         for policy in self.policies:
@@ -472,7 +479,8 @@ def _build_cel(spec: PolicyFile, where: str, config: Config) -> Policy:
     conditions = []
     for index, condition in enumerate(spec.matchConditions):
         try:
-            expression = cel.compile_expression(condition.expression, "object", "bool")
+            expression = cel.compile_expression(condition.expression, "object", "bool",
+                                                key=spec.id)
         except cel.CelError as error:
             raise PolicyError(f"{where}: matchConditions[{index}] ({condition.name})"
                               f".expression: {error}") from None
@@ -512,9 +520,16 @@ def _build_cel(spec: PolicyFile, where: str, config: Config) -> Policy:
         if item.perContainer and scope != "container":
             raise PolicyError(f"{where}: validations[{index}].perContainer: only a policy "
                               "with `scope: container` names containers")
-    checks = [index for index, source in enumerate(sources) if source.kind == "bool"]
+    # Each evaluated together, once per container (see CelPolicy): the validations, the
+    # messageExpressions of those that fail (forEach's are per item), the mutations.
+    numbered = list(enumerate(sources))
+    batches = [cel.Batch(tuple(index for index, source in numbered if source.kind == "bool")),
+               cel.Batch(tuple(index for index, source in numbered if source.kind == "string"),
+                         masked=True),
+               cel.Batch(tuple(range(len(sources) - len(spec.mutations), len(sources))))]
     try:
-        expressions, together = cel.compile_policy(scope, variables, sources, checks)
+        expressions, (together, messages, mutated) = cel.compile_policy(
+            scope, variables, sources, batches, key=spec.id)
     except cel.CelError as error:
         raise PolicyError(f"{where}: {error}") from None
     compiled = dict(zip((source.field for source in sources), expressions, strict=True))
@@ -545,7 +560,8 @@ def _build_cel(spec: PolicyFile, where: str, config: Config) -> Policy:
                             Variable(name, cel.variable(source.text))
                             for name, source in variables),
                         match_conditions=tuple(conditions), validations=tuple(validations),
-                        mutations=tuple(mutations), together=together)
+                        mutations=tuple(mutations), together=together, messages=messages,
+                        mutated=mutated, key=spec.id)
     repeated = idempotence_problem(program)
     if repeated:
         raise PolicyError(f"{where}: mutations: not idempotent: on a probe Pod, a second pass "

@@ -17,6 +17,7 @@ which is what bounds the time a policy can take on a hostile object.
 from __future__ import annotations
 
 import itertools
+import json
 import re
 from collections.abc import Iterator, Mapping, Sequence
 from contextvars import ContextVar
@@ -72,23 +73,37 @@ class EvaluationError(ValueError):
 # and at most once per evaluation, and `qq__expression()` is the index of the expression to
 # evaluate, set around each evaluation.
 #
-# A container-scope expression runs once per container. A lone container is the activation's
-# `container`; the containers of a pod spec of several share one activation, where the
-# program reads `container` and `containerGroup` from the lists `qq__containers` and
-# `qq__groups`, at `qq__container()`: an activation per container converted `podSpec` (and
-# `object`) once per container, which grows with the square of the containers. Reading
-# `container` from a list costs a lone container's evaluations about a third more (three
-# Pod Security expressions on one container: 28 us against 21 us), hence a second program
-# for a pod spec of several containers, compiled at load (PolicyProgram).
+# A container-scope expression runs once per container. A review's lone container is the
+# activation's `container`; where there are several (in any of its pod specs), the program
+# reads `container` and `containerGroup` from the lists `qq__containers` and `qq__groups`,
+# at `qq__container()`: an activation per container converted `podSpec` (and `object`) once
+# per container, which grows with the square of the containers. Reading `container` from a
+# list costs a lone container's evaluations about a third more (three Pod Security
+# expressions on one container: 28 us against 21 us), hence a second program for several
+# containers, compiled at load (PolicyProgram).
+#
+# One activation serves a whole review (review_activation, webhook.engine.rules.cel_review):
+# every CEL policy reads the same `object`, `oldObject`, `request` and `podSpec` from it (the
+# runtime converts a variable when an evaluation first reads it, and keeps it). What differs
+# by policy is bound by its program: `params` from the map of every policy's params (PARAMS)
+# at its key (with_params); in the program for several containers, `container` and
+# `containerGroup` from the lists, and `podSpec` from PODS when the container is in another
+# pod spec than the first (POD_OF).
 CONTAINERS, GROUPS = "qq__containers", "qq__groups"
+PODS, POD_OF, PARAMS = "qq__pods", "qq__pod_of", "qq__params"
 _CONTAINER_INDEX: ContextVar[int] = ContextVar("qq__container")
 _EXPRESSION_INDEX: ContextVar[int] = ContextVar("qq__expression")
+_WANTED_ITEMS: ContextVar[frozenset[int]] = ContextVar("qq__wanted", default=frozenset())
 _CONTAINER_FUNCTION = _cel.FunctionDecl("qq__container", [
     _cel.Overload("qq__container_int", _cel.Type.INT, [],
                   impl=lambda: _CONTAINER_INDEX.get())])
 _EXPRESSION_FUNCTION = _cel.FunctionDecl("qq__expression", [
     _cel.Overload("qq__expression_int", _cel.Type.INT, [],
                   impl=lambda: _EXPRESSION_INDEX.get())])
+# Whether an item of a masked batch (see Batch) is evaluated by this evaluation.
+_WANTED_FUNCTION = _cel.FunctionDecl("qq__wanted", [
+    _cel.Overload("qq__wanted_int", _cel.Type.BOOL, [_cel.Type.INT],
+                  impl=lambda item: item in _WANTED_ITEMS.get())])
 
 
 def _environment(variables: tuple[str, ...], *functions: Any) -> Any:
@@ -103,19 +118,21 @@ def _environment(variables: tuple[str, ...], *functions: Any) -> Any:
 
 
 # Built once: an environment only declares names and functions and is never changed.
-_ENVIRONMENTS = {"object": _environment(OBJECT_VARIABLES, _EXPRESSION_FUNCTION),
-                 "container": _environment(CONTAINER_VARIABLES, _EXPRESSION_FUNCTION)}
-# Where a container-scope policy's program runs for a pod spec of several containers.
-_EACH_CONTAINER = _environment((*OBJECT_VARIABLES, CONTAINERS, GROUPS), _CONTAINER_FUNCTION,
-                               _EXPRESSION_FUNCTION)
+_ENVIRONMENTS = {"object": _environment((*OBJECT_VARIABLES, PARAMS), _EXPRESSION_FUNCTION,
+                                        _WANTED_FUNCTION),
+                 "container": _environment((*CONTAINER_VARIABLES, PARAMS),
+                                           _EXPRESSION_FUNCTION, _WANTED_FUNCTION)}
+# Where a container-scope policy's program runs for a review of several containers.
+_EACH_CONTAINER = _environment((*OBJECT_VARIABLES, CONTAINERS, GROUPS, PODS, POD_OF, PARAMS),
+                               _CONTAINER_FUNCTION, _EXPRESSION_FUNCTION, _WANTED_FUNCTION)
 _WANTED = {"bool": ("bool",), "string": ("string",), "any": ()}
 
 
 @dataclass(frozen=True, slots=True)
 class PolicyProgram:
-    """A container-scope policy's program for a pod spec of several containers (see above),
-    compiled at load beside the policy's own: `container` and `containerGroup` bound from
-    the activation's lists at qq__container()."""
+    """A container-scope policy's program for a review of several containers (see above),
+    compiled at load beside the policy's own: `container`, `containerGroup` and `podSpec`
+    bound from the activation's lists at qq__container()."""
 
     each: Any
 
@@ -123,9 +140,32 @@ class PolicyProgram:
     def of(cls, text: str) -> PolicyProgram:
         """Raises RuntimeError where the runtime refuses it (it compiles wherever the
         policy's program compiled)."""
+        at = "qq__container()"
+        if _names(text, "podSpec"):  # each binding nests the text one deeper
+            text = (f"cel.bind(podSpec, {POD_OF}[{at}] == 0 ? podSpec : "
+                    f"{PODS}[{POD_OF}[{at}]], {text})")
         for name, values in (("containerGroup", GROUPS), ("container", CONTAINERS)):
-            text = f"cel.bind({name}, {values}[qq__container()], {text})"
+            text = f"cel.bind({name}, {values}[{at}], {text})"
         return cls(_EACH_CONTAINER.compile(text))
+
+
+@dataclass(frozen=True, slots=True)
+class Batch:
+    """Expressions of a policy (indices into its sources, two or more) also evaluated
+    together, as the list of their values: one evaluation, in which a variable they read is
+    evaluated once. `masked`: only the items evaluate() is told it `wanted` are evaluated,
+    the others are null (the messages of the validations that failed)."""
+
+    indices: tuple[int, ...]
+    masked: bool = False
+
+
+def with_params(text: str, key: str) -> str:
+    """The text with `params` bound to the policy's own params, at `key` in the PARAMS map of
+    a review's activation, when it reads them (see above)."""
+    if not key or not _names(text, "params"):
+        return text
+    return f"cel.bind(params, {PARAMS}[{json.dumps(key)}], {text})"
 
 
 @dataclass(frozen=True, slots=True)
@@ -160,11 +200,12 @@ class Source:
 
 
 def compile_expression(text: str, scope: Scope, kind: Kind = "any",
-                       literals: bool = True) -> Expression:
+                       literals: bool = True, key: str = "") -> Expression:
     """Compile for the scope's variables; a bool or string `kind` is checked as far as the
     types are known (fields of the object are dynamic). `literals`: refuse a list or map
     literal of mixed types, as Kubernetes' CEL does (a mutation's patches may be plain maps,
-    which only quickq-guard reads). Raises CelError."""
+    which only quickq-guard reads). `key`: the policy's, whose params it reads from a
+    review's activation (with_params). Raises CelError."""
     _check_length(text)
     program, compiled = _compiled(text, _ENVIRONMENTS[scope], scope)
     problem = checked_problem(program, compiled, PYTHON_FUNCTIONS)
@@ -179,6 +220,12 @@ def compile_expression(text: str, scope: Scope, kind: Kind = "any",
     wanted = _WANTED[kind]
     if wanted and result not in (*wanted, "dyn"):
         raise CelError(f"the expression must yield a {kind}, but it yields {result}")
+    wrapped = with_params(compiled, key)  # checked as written, run with its params
+    if wrapped != compiled:
+        try:
+            program = _ENVIRONMENTS[scope].compile(wrapped)
+        except RuntimeError:
+            raise CelError(TOO_DEEP) from None
     return Expression(text, program, frozenset(variable_references(text)),
                       frozenset(_top_level_names(text)), moments=_makes_time(compiled))
 
@@ -270,35 +317,36 @@ def _compiled_as_written(text: str, scope: Scope) -> Any:
 
 
 def compile_policy(scope: Scope, variables: Sequence[tuple[str, Source]],
-                   sources: Sequence[Source], batch: Sequence[int] = ()
-                   ) -> tuple[list[Expression], Expression | None]:
+                   sources: Sequence[Source], batches: Sequence[Batch] = (), key: str = ""
+                   ) -> tuple[list[Expression], list[Expression | None]]:
     """The expressions of one policy, compiled together, once: one program binds the
     variables (each compiled once, however many expressions read it) and holds every
     expression, each an Expression with its `index`. As in Kubernetes, a variable is
     evaluated only when an expression reads it, at most once per evaluation, and its error
     fails only the expressions that read it. A variable reads only the ones before it.
-    `batch`: the sources (two or more) also evaluated together, as a list of their values,
-    the second Expression returned: one evaluation in place of several (the validations of
-    a container), which the caller falls back from when it fails. Raises CelError, starting
-    with the field of the expression at fault."""
+    `batches`: each also evaluated together (see Batch), its Expression returned second
+    (None for a batch of fewer than two): one evaluation in place of several (the
+    validations of a container), which the caller falls back from when it fails. `key`: the
+    policy's, for its params (with_params). Raises CelError, starting with the field of the
+    expression at fault."""
     for source in [*(source for _, source in variables), *sources]:
         try:
             _check_length(source.text)
         except CelError as error:
             raise CelError(f"{source.field}: {error}") from None
     if not sources:
-        return [], None
-    batch = batch if len(batch) > 1 else ()
+        return [], [None] * len(batches)
+    kept = [batch for batch in batches if len(batch.indices) > 1]
     environment = _ENVIRONMENTS[scope]
     unguarded: set[str] = set()  # the fields whose guards do not fit (see _compiled)
     named = {source.field: bound_names(source.text)
              for source in [*(source for _, source in variables), *sources]}
-    written = _policy_text(variables, sources, named, unguarded, batch)
+    written = _policy_text(variables, sources, named, unguarded, kept, key)
     try:
         program = environment.compile(written)
     except RuntimeError:
         unguarded = _diagnosed(scope, variables, sources)
-        written = _policy_text(variables, sources, named, unguarded, batch)
+        written = _policy_text(variables, sources, named, unguarded, kept, key)
         try:
             program = environment.compile(written)
         except RuntimeError as error:
@@ -315,7 +363,7 @@ def compile_policy(scope: Scope, variables: Sequence[tuple[str, Source]],
     problem = problem_in(checked, written, PYTHON_FUNCTIONS, lambda offset, said: (
         said.startswith("expected type") and any(start <= offset < end
                                                  for start, end in exempt)))
-    kinds = branch_types(checked, "qq__e", len(sources) + bool(batch))
+    kinds = branch_types(checked, "qq__e", len(sources) + len(kept))
     if problem or any(_WANTED[source.kind] and found not in (*_WANTED[source.kind], "dyn")
                       for source, found in zip(sources, kinds, strict=False)):
         _diagnosed(scope, variables, sources)  # raises what is wrong, as written
@@ -341,7 +389,7 @@ def compile_policy(scope: Scope, variables: Sequence[tuple[str, Source]],
         except RuntimeError as error:
             raise CelError(f"{sources[0].field}: for several containers: "
                            f"{_compile_problem(str(error), scope)}") from None
-    several = len(sources) > 1 or bool(batch)
+    several = len(sources) > 1 or bool(kept)
     timed = _makes_time(written)
     expressions = []
     for index, source in enumerate(sources):
@@ -354,14 +402,18 @@ def compile_policy(scope: Scope, variables: Sequence[tuple[str, Source]],
             source.text, program, frozenset(references), frozenset(names),
             bound_text(source.text, texts) if references else "",
             index if several else None, shared, timed))
-    together = None
-    if batch:
-        parts = [expressions[index] for index in batch]
-        together = Expression("\n".join(e.text for e in parts), program,
-                              frozenset().union(*(e.references for e in parts)),
-                              frozenset().union(*(e.names for e in parts)),
-                              "\n".join(e.bound or e.text for e in parts), len(sources), shared,
-                              timed)
+    together: list[Expression | None] = []
+    for batch in batches:
+        if batch not in kept:
+            together.append(None)
+            continue
+        parts = [expressions[index] for index in batch.indices]
+        together.append(Expression(
+            "\n".join(e.text for e in parts), program,
+            frozenset().union(*(e.references for e in parts)),
+            frozenset().union(*(e.names for e in parts)),
+            "\n".join(e.bound or e.text for e in parts), len(sources) + kept.index(batch),
+            shared, timed))
     return expressions, together
 
 
@@ -374,11 +426,12 @@ def variable(text: str) -> Expression:
 
 def _policy_text(variables: Sequence[tuple[str, Source]], sources: Sequence[Source],
                  named: Mapping[str, str], unguarded: set[str],
-                 batch: Sequence[int] = ()) -> str:
+                 batches: Sequence[Batch] = (), key: str = "") -> str:
     """The text of a policy's program: its variables bound in order around a choice of its
     expressions by qq__expression() (halves, so that the nesting stays shallow), the last
-    choice the list of the `batch` ones' values when there is a batch. `named`: each text
-    with `variables.<name>` as the name cel.bind gives it."""
+    choices the lists of the `batches`' values (see Batch); the policy's params
+    bound around it all (with_params). `named`: each text with `variables.<name>` as the name
+    cel.bind gives it."""
     def piece(source: Source) -> str:
         text = named[source.field]
         return text if source.field in unguarded else guarded(lex(text))
@@ -390,21 +443,24 @@ def _policy_text(variables: Sequence[tuple[str, Source]], sources: Sequence[Sour
         return (f"(qq__e < {start + half} ? {choice(pieces[:half], start)} "
                 f": {choice(pieces[half:], start + half)})")
 
-    # The batch's expressions are bound too, each once in the text: the choice of one of
-    # them and the list of all read them by name (qq__b<index>), evaluated when read.
-    pieces = [f"qq__b{index}" if index in batch else piece(source)
+    # The batches' expressions are bound too, each once in the text: the choice of one of
+    # them and the list of its batch read it by name (qq__b<index>), evaluated when read.
+    batched = sorted({index for batch in batches for index in batch.indices})
+    pieces = [f"qq__b{index}" if index in batched else piece(source)
               for index, source in enumerate(sources)]
-    if batch:
-        pieces.append("[" + ", ".join(f"dyn(qq__b{index})" for index in batch) + "]")
+    for batch in batches:
+        pieces.append("[" + ", ".join(
+            f"qq__wanted({number}) ? dyn(qq__b{index}) : dyn(null)" if batch.masked
+            else f"dyn(qq__b{index})" for number, index in enumerate(batch.indices)) + "]")
     count = len(pieces)
     text = choice(pieces, 0)
     if count > 1:
         text = f"cel.bind(qq__e, qq__expression(), {text})"
-    for index in reversed(batch):
+    for index in reversed(batched):
         text = f"cel.bind(qq__b{index}, (\n{piece(sources[index])}\n), {text})"
     for name, source in reversed(variables):
         text = f"cel.bind({BOUND}{name}, (\n{piece(source)}\n), {text})"
-    return text
+    return with_params(text, key)
 
 
 def _spans(written: str, named: str) -> list[tuple[int, int]]:
@@ -502,10 +558,11 @@ def activation(scope: Scope, data: Mapping[str, Any]) -> Any:
     return _activation(_ENVIRONMENTS[scope], data)
 
 
-def containers_activation(data: Mapping[str, Any]) -> Any:
-    """The variables of the evaluations of a pod spec's containers, for the programs of
-    PolicyProgram.each: `data` holds CONTAINERS and GROUPS, the containers and the group of
-    each (containers, initContainers...), in place of `container` and `containerGroup`."""
+def review_activation(data: Mapping[str, Any]) -> Any:
+    """The variables of every CEL evaluation of a review (see PolicyProgram), each converted
+    when an evaluation first reads it, once for all of them: `data` holds either `container`
+    and `containerGroup` (the review's one container), or CONTAINERS, GROUPS, POD_OF and PODS
+    for the programs of PolicyProgram.each, and PARAMS (see with_params)."""
     return _activation(_EACH_CONTAINER, data)
 
 
@@ -517,11 +574,14 @@ def _activation(environment: Any, data: Mapping[str, Any]) -> Any:
         raise EvaluationError(UNREPRESENTABLE) from None
 
 
-def evaluate(expression: Expression, bound: Any, container: int | None = None) -> Any:
+def evaluate(expression: Expression, bound: Any, container: int | None = None,
+             wanted: frozenset[int] | None = None) -> Any:
     """The expression's value as plain Python data (a timestamp or duration in it exact, as a
     webhook.engine.cel.moments Timestamp or Duration); with `container`, the index of the
-    container judged in a containers_activation. Raises EvaluationError."""
+    container judged in a review_activation's lists; `wanted`: the items of a masked Batch
+    to evaluate. Raises EvaluationError."""
     written = moments.begin() if expression.moments else None
+    items = None if wanted is None else _WANTED_ITEMS.set(wanted)
     try:
         value = _value(expression, bound, container)
         try:
@@ -529,6 +589,8 @@ def evaluate(expression: Expression, bound: Any, container: int | None = None) -
         except ValueError as error:
             raise EvaluationError(str(error)) from None
     finally:
+        if items is not None:
+            _WANTED_ITEMS.reset(items)
         if written is not None:
             moments.end(written)
 
@@ -686,6 +748,12 @@ def selects_only(text: str, name: str, left_out: frozenset[str]) -> bool:
                 r"[A-Za-z_][A-Za-z0-9_]*", field):
             return False  # a field left out, a method (size, all, map...), not a name
     return True
+
+
+def _names(text: str, name: str) -> bool:
+    """Whether `text` reads the variable `name` (spelled out first: most texts do not, and
+    a policy's whole program is read so when it loads)."""
+    return name in text and name in _top_level_names(text)
 
 
 def _top_level_names(text: str) -> set[str]:

@@ -3,81 +3,47 @@
 A policy in `scope: container` evaluates its expressions once per container, initContainer
 and ephemeral container of whatever kind the object is (a NodeTemplate's spec is its one
 container), with `container` bound, so its findings name the container and field path as the
-built-in rules' do; the containers of a pod spec share one activation, so that `podSpec` and
-`object` are converted once, not once per container. In `scope: object` the expressions see
-the whole object once.
+built-in rules' do. In `scope: object` the expressions see the whole object once. Every
+evaluation of a review reads one activation (webhook.engine.rules.cel_review), so that the
+object, the pod specs and the containers are converted once per review, not once per policy,
+pod spec or container.
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from functools import cache
-from typing import Any, NamedTuple
+from typing import Any
 
 from webhook.engine.cel import (
-    CONTAINERS,
-    GROUPS,
     EvaluationError,
     Expression,
     Scope,
-    activation,
-    containers_activation,
     evaluate,
     selects_only,
 )
 from webhook.engine.cel.moments import Duration, Timestamp, json_value
-from webhook.engine.cost import Budget, Meter, Sizes, combined
-from webhook.engine.hidden import hidden_in, hidden_values, hide, redacted
+from webhook.engine.cost import Meter, Sizes, combined
+from webhook.engine.hidden import hidden_in, hidden_values, hide
 from webhook.engine.patch import PatchError, Path, apply_patch, pointer, split_pointer
 from webhook.engine.results import Finding
 from webhook.engine.rules._base import finding
-from webhook.engine.workload import (
-    Container,
-    PodSpec,
-    Workload,
-    api_group,
-    dotted,
-    read_workload,
+from webhook.engine.rules.cel_review import (
+    BULK,
+    Reader,
+    Review,
+    Reviews,
+    Shared,
+    without,
 )
+from webhook.engine.rules.cel_review import Request as Request  # where it was, for callers
+from webhook.engine.workload import Container, Workload, dotted, read_workload
 
 _EMPTY: Mapping[str, Any] = {}
-_POD_CONTAINER_LISTS = frozenset({"containers", "initContainers", "ephemeralContainers"})
-_OBJECT_BULK = frozenset({"spec", "status"})  # where an object's size is
-
-
-class Request(NamedTuple):
-    """What the API server says about the request, beyond the object: the `request`,
-    `oldObject` and `namespaceObject` of an expression. (A tuple: one is built per
-    evaluation, and a frozen dataclass costs several times as much to build.)"""
-
-    operation: str = "CREATE"
-    namespace: str = ""
-    username: str | None = None
-    groups: tuple[str, ...] = ()
-    dry_run: bool = False
-    old_object: Any = None
-    namespace_object: Any = None
-    # The review's CEL cost budget (webhook.engine.cost); None: no limit (load-time probes).
-    budget: Budget | None = None
-
-    def data(self, obj: Mapping[str, Any]) -> dict[str, Any]:
-        """The `request` variable, in the fields of an AdmissionRequest."""
-        api_version = obj.get("apiVersion")
-        api_version = api_version if isinstance(api_version, str) else ""
-        metadata = obj.get("metadata")
-        metadata = metadata if isinstance(metadata, Mapping) else _EMPTY
-        return {
-            "operation": self.operation,
-            "namespace": self.namespace,
-            "name": metadata.get("name") or "",
-            "kind": {"group": api_group(api_version),
-                     "version": api_version.rpartition("/")[2],
-                     "kind": obj.get("kind") or ""},
-            "userInfo": {"username": self.username or "", "groups": list(self.groups)},
-            "dryRun": self.dry_run,
-        }
+_POD_CONTAINER_LISTS = BULK["podSpec"]
+_OBJECT_BULK = BULK["object"]  # where an object's size is
 
 
 @dataclass(frozen=True, slots=True)
@@ -137,10 +103,10 @@ class CelPolicy:
     """A CEL policy compiled at load: what evaluate() runs in place of a built-in rule.
 
     The variables, validations, messageExpressions and mutations are one program
-    (`cel.compile_policy`), each compiled once, that binds the variables, so that a
-    container's expressions share one activation, and a variable is evaluated only when an
-    expression reads it and fails only the expressions that read it, as Kubernetes' lazy
-    variables do.
+    (`cel.compile_policy`), each compiled once, that binds the variables (and its params,
+    at `key` in a review's activation: cel.with_params), so that a variable is evaluated
+    only when an expression reads it and fails only the expressions that read it, as
+    Kubernetes' lazy variables do.
     """
 
     scope: Scope
@@ -149,9 +115,14 @@ class CelPolicy:
     match_conditions: tuple[MatchCondition, ...] = ()
     validations: tuple[Validation, ...] = ()
     mutations: tuple[Mutation, ...] = ()
-    # The validations' expressions evaluated together (cel.compile_policy's batch), when
-    # there are several: one evaluation per container in place of one per validation.
+    # The batches of cel.compile_policy, when there are several of each: one evaluation per
+    # container in place of one per expression, so that a variable they read is evaluated
+    # once: the validations, the messageExpressions of those that fail (forEach's aside),
+    # the mutations.
     together: Expression | None = None
+    messages: Expression | None = None
+    mutated: Expression | None = None
+    key: str = ""
 
     def unmatched(self, workload: Workload, request: Request) -> str:
         """Why a matchCondition leaves the object alone, or '' when all of them hold.
@@ -159,9 +130,8 @@ class CelPolicy:
         is raised only when no condition is false."""
         if not self.match_conditions:
             return ""
-        data = {**self._base(workload, request), "variables": {}}
-        meter = Meter(request.budget, data)
-        bound = activation("object", data)
+        meter = Meter(request.budget, {**self._base(workload, request), "variables": {}})
+        bound = self.review(workload, request).bound
         failed: EvaluationError | None = None
         for condition in self.match_conditions:
             try:
@@ -182,50 +152,49 @@ class CelPolicy:
     def check(self, workload: Workload, request: Request) -> list[Finding]:
         """The findings of the validations, or of the mutations with their patches. Raises
         EvaluationError, naming the expression."""
-        base = self._base(workload, request)
-
-        @cache
-        def hidden_base() -> dict[str, Any]:  # for messageExpressions: see webhook.engine.hidden
-            return {name: redacted(value) for name, value in base.items()}
-
+        base = self._base(workload, request)  # what the cost budget charges for
         # The values a mutation's paths must not show, found once per check.
         secrets = cache(lambda: hidden_values(workload.obj))
         if self.scope == "object":
             meter = Meter(request.budget, base)
-            bound = activation("object", base)
+            review = self.review(workload, request)
             if self.mutations:
-                return self._mutate(bound, None, None, workload, None, secrets, meter)
-            return self._validate(bound, None, None, _first_pod_path(workload), None,
-                                  cache(lambda: _hidden_activation(
-                                      lambda: activation("object", hidden_base()))), meter)
+                return self._mutate(review.bound, None, None, workload, None, secrets, meter)
+            return self._validate(review.bound, None, None, _first_pod_path(workload), None,
+                                  review.hidden, meter)
         for name in self.objects_without_spec:  # see reads_pod_containers: the same reason
             if isinstance(base.get(name), Mapping):
-                base[name] = _without(request.budget, base[name], _OBJECT_BULK)
+                base[name] = without(request.budget, base[name], _OBJECT_BULK)
         findings = []
         reads_pod = "podSpec" in self.reads
-        for pod_spec in workload.pod_specs:  # a container sees the pod spec it belongs to
+        for number, pod_spec in enumerate(workload.pod_specs):  # a container sees its own
             pod = _EMPTY if workload.is_node_template else pod_spec.data
             if reads_pod and not self.reads_pod_containers:
                 # The expressions only select other fields of podSpec (the Pod Security
                 # controls read os, hostNetwork, securityContext...): without its container
                 # lists it is a small value, whatever the number of containers.
-                pod = _without(request.budget, pod, _POD_CONTAINER_LISTS)
+                pod = without(request.budget, pod, _POD_CONTAINER_LISTS)
             findings += self._each_container(base, pod if reads_pod else None, workload,
-                                             pod_spec, hidden_base, secrets, request.budget)
+                                             number, secrets, request)
         # A finding about the pod (see _about) comes from every container alike: say it once.
         return list(dict.fromkeys(findings))
 
+    def review(self, workload: Workload, request: Request) -> Review:
+        """The review's activation, or one of this policy's own when judged alone."""
+        reviews = request.reviews or Reviews(Shared.of([self.reader]))
+        return reviews.of(workload, request)
+
     def _each_container(self, base: dict[str, Any], pod: Mapping[str, Any] | None,
-                        workload: Workload, pod_spec: PodSpec,
-                        hidden_base: Callable[[], dict[str, Any]],
+                        workload: Workload, number: int,
                         secrets: Callable[[], frozenset[str]],
-                        budget: Budget | None) -> list[Finding]:
-        """The findings of a pod spec's containers, in order, each container one evaluation
-        of each expression. Several containers share one activation (with the program of
-        cel.PolicyProgram.each), so that podSpec and object are converted once; a lone
-        container is the activation's `container` itself. The whole cost is estimated
-        first: past the budget, the review is refused before any of it runs, not after the
-        budget's second of work."""
+                        request: Request) -> list[Finding]:
+        """The findings of the containers of the workload's pod spec `number`, in order,
+        each container one evaluation of each expression: where it is in the review's lists
+        (see cel_review.Review), or the review's lone container. `base` and `pod` are what
+        the cost budget charges for converting, as if this policy converted them alone. The
+        whole cost is estimated first: past the budget, the review is refused before any of
+        it runs, not after the budget's second of work."""
+        pod_spec, budget = workload.pod_specs[number], request.budget
         containers = pod_spec.containers
         if not containers:
             return []
@@ -242,34 +211,16 @@ class CelPolicy:
             sizes = [meter.data_sizes + size for size in own]  # what one evaluation reads
             meter.afford((text, where, size) for size in sizes if size is not None
                          for text, where in self.costed)
-
-        def variables(shown: Mapping[str, Any], view: Callable[[Any], Any]) -> Any:
-            if len(containers) == 1:
-                return activation("container", {**shown, "container": view(containers[0].data),
-                                                "containerGroup": containers[0].group})
-            return containers_activation({**shown, CONTAINERS: [view(c.data) for c in containers],
-                                          GROUPS: [c.group for c in containers]})
-
-        bound = variables(shared, lambda data: data)
-
-        made: list[Any] = []
-
-        def hidden() -> Any:  # what messageExpressions see: see webhook.engine.hidden
-            if not made:
-                shown = hidden_base() if pod is None else {**hidden_base(),
-                                                           "podSpec": redacted(pod)}
-                made.append(_hidden_activation(lambda: variables(shown, redacted)))
-            return made[0]
-
+        review = self.review(workload, request)
         findings = []
         for index, container in enumerate(containers):
-            at = index if len(containers) > 1 else None
+            at = None if review.lone else review.offsets[number] + index
             if self.mutations:
-                findings += self._mutate(bound, at, sizes[index], workload, container,
+                findings += self._mutate(review.bound, at, sizes[index], workload, container,
                                          secrets, meter)
             else:
-                findings += self._validate(bound, at, sizes[index], pod_spec.path,
-                                           container, hidden, meter)
+                findings += self._validate(review.bound, at, sizes[index], pod_spec.path,
+                                           container, review.hidden, meter)
         return findings
 
     def _mutate(self, bound: Any, at: int | None, sizes: Sizes | None, workload: Workload,
@@ -282,10 +233,15 @@ class CelPolicy:
         kept: list[dict[str, Any]] = []
         first: Path = ()
         described: list[str] = []
+        wheres = [f"mutations[{index}].jsonPatch.expression"
+                  for index in range(len(self.mutations))]
+        values = _batch(self.mutated, [m.expression for m in self.mutations], wheres, bound,
+                        at, sizes, meter)
         for index, mutation in enumerate(self.mutations):
-            where = f"mutations[{index}].jsonPatch.expression"
-            for number, (operation, relative) in enumerate(_operations(
-                    _run(mutation.expression, bound, where, meter, at, sizes), base, where)):
+            where = wheres[index]
+            value = values[index] if values is not None else \
+                _run(mutation.expression, bound, where, meter, at, sizes)
+            for number, (operation, relative) in enumerate(_operations(value, base, where)):
                 try:
                     changed = apply_patch(document, [operation])
                 except PatchError as error:
@@ -302,10 +258,10 @@ class CelPolicy:
             return []
         found = finding(container, "; ".join(described), first, tuple(kept))
         # The paths are the expression's: one built from an env value must not show it.
-        values = secrets()
-        shown = hidden_in(found.patch, values)
-        return [replace(found, message=hide(found.message, values),
-                        at=tuple(hide(key, values) if isinstance(key, str) else key
+        hidden = secrets()
+        shown = hidden_in(found.patch, hidden)
+        return [replace(found, message=hide(found.message, hidden),
+                        at=tuple(hide(key, hidden) if isinstance(key, str) else key
                                  for key in found.at),
                         shown_patch=None if shown is found.patch else shown)]
 
@@ -317,6 +273,10 @@ class CelPolicy:
     objects_without_spec: tuple[str, ...] = field(init=False, default=())
     # What each container evaluates for sure, (text, where), to estimate its cost first.
     costed: tuple[tuple[str, str], ...] = field(init=False, default=())
+    # The validations whose messageExpression is in the `messages` batch, in its order.
+    told: tuple[int, ...] = field(init=False, default=())
+    # What it reads of a review (see cel_review.Shared).
+    reader: Reader = field(init=False, hash=False, compare=False)
 
     def __post_init__(self) -> None:
         expressions = [*(v.expression for v in self.variables),
@@ -337,6 +297,12 @@ class CelPolicy:
         object.__setattr__(self, "objects_without_spec", tuple(
             name for name in ("object", "oldObject") if name in self.reads and all(
                 selects_only(e.bound or e.text, name, _OBJECT_BULK) for e in expressions)))
+        lean = {*self.objects_without_spec, *(() if self.reads_pod_containers else ("podSpec",))}
+        object.__setattr__(self, "reader",
+                           Reader(self.key, self.params, self.reads, frozenset(lean)))
+        object.__setattr__(self, "told", tuple(
+            index for index, v in enumerate(self.validations)
+            if v.message_expression is not None and v.each is None))
 
     def _base(self, workload: Workload, request: Request) -> dict[str, Any]:
         """The variables the expressions read: converting an object the policy never reads
@@ -365,9 +331,15 @@ class CelPolicy:
                   container: Container | None, shown: Callable[[], Any],
                   meter: Meter) -> list[Finding]:
         findings = []
-        values = self._together(bound, at, sizes, meter)
+        wheres = [f"validations[{index}].expression"
+                  for index in range(len(self.validations))]
+        values = _batch(self.together, [v.expression for v in self.validations], wheres,
+                        bound, at, sizes, meter)
+        # The messages of the failed validations, when known from one evaluation.
+        said = {} if values is None else \
+            self._messages([i for i in self.told if values[i] is False], shown, meter, at, sizes)
         for index, validation in enumerate(self.validations):
-            where = f"validations[{index}].expression"
+            where = wheres[index]
             value = values[index] if values is not None else \
                 _run(validation.expression, bound, where, meter, at, sizes)
             if value is True:
@@ -375,11 +347,13 @@ class CelPolicy:
             if value is not False:
                 raise EvaluationError(f"{where}: yields {_type(value)}, not a bool")
             about = _about(validation, container)
-            for message, path, item in (
-                    self._each(validation, index, bound, shown, meter, at, sizes)
-                    if validation.each is not None
-                    else [(self._message(validation, shown, meter, at, sizes),
-                           validation.field_path, "")]):
+            if validation.each is not None:
+                failures = self._each(validation, index, bound, shown, meter, at, sizes)
+            else:
+                message = (said[index] or _fallback(validation)) if index in said else \
+                    self._message(validation, shown, meter, at, sizes)
+                failures = [(message, validation.field_path, "")]
+            for message, path, item in failures:
                 # Without a fieldPath every validation names the object (or the container),
                 # and without a [*] step every item of a forEach the same field: then which
                 # validation failed, and for which item, tells one finding from another.
@@ -440,26 +414,24 @@ class CelPolicy:
         return [_one_line(text) if isinstance(text, str) and text.strip() else None
                 for _, text in texts]
 
-    def _together(self, bound: Any, at: int | None, sizes: Sizes | None,
-                  meter: Meter) -> list[Any] | None:
-        """The values of all the validations from one evaluation, each charged first as if
-        evaluated alone; None when there is no such evaluation or it fails (too costly, an
-        error in one of them): then each is evaluated alone, from the budget as it was, and
-        the first that fails says why, as it would have."""
-        if self.together is None:
-            return None
-        left = meter.budget.left if meter.budget is not None else 0
-        try:
-            for index, validation in enumerate(self.validations):
-                expression = validation.expression
-                meter.before(expression.bound or expression.text,
-                             f"validations[{index}].expression", sizes)
-            values = evaluate(self.together, bound, at)
-        except EvaluationError:
-            if meter.budget is not None:
-                meter.budget.left = left
-            return None
-        return values if isinstance(values, list) else None
+    def _messages(self, failed: list[int], shown: Callable[[], Any], meter: Meter,
+                  at: int | None, sizes: Sizes | None) -> dict[int, str]:
+        """The messageExpressions of these failed validations (of `told`), from one
+        evaluation of the `messages` batch on the object with its values hidden: what each
+        says ('' when nothing); none when there are fewer than two or that evaluation
+        fails (then each is evaluated alone, as _message does)."""
+        if len(failed) < 2 or self.messages is None:
+            return {}
+        hidden = shown()
+        if hidden is False:
+            return {}
+        expressions = [self.validations[index].message_expression for index in failed]
+        texts = _batch(self.messages, [e for e in expressions if e is not None],
+                       ["messageExpression"] * len(failed), hidden, at, sizes, meter,
+                       frozenset(self.told.index(index) for index in failed))
+        if texts is None:
+            return {}
+        return {index: _said(texts[self.told.index(index)]) for index in failed}
 
     def _message(self, validation: Validation, shown: Callable[[], Any], meter: Meter,
                  at: int | None, sizes: Sizes | None) -> str:
@@ -473,11 +445,48 @@ class CelPolicy:
                             at, sizes) if hidden is not False else None
             except EvaluationError:
                 text = None
-            if isinstance(text, str) and text.strip():
-                return _one_line(text)
-        if validation.message:
-            return _one_line(validation.message)
-        return f"failed expression: {_one_line(validation.expression.text)}"
+            if _said(text):
+                return _said(text)
+        return _fallback(validation)
+
+
+def _fallback(validation: Validation) -> str:
+    """`message`, else the expression, as ValidatingAdmissionPolicy falls back."""
+    if validation.message:
+        return _one_line(validation.message)
+    return f"failed expression: {_one_line(validation.expression.text)}"
+
+
+def _said(text: Any) -> str:
+    """A messageExpression's value as the message, or '' when it says nothing."""
+    return _one_line(text) if isinstance(text, str) and text.strip() else ""
+
+
+def _batch(together: Expression | None, parts: list[Expression], wheres: list[str],
+           bound: Any, at: int | None, sizes: Sizes | None, meter: Meter,
+           wanted: frozenset[int] | None = None) -> list[Any] | None:
+    """The values of `parts` from their one evaluation (`together`, see cel.Batch), each
+    charged first as if evaluated alone; None when there is no such evaluation or it fails
+    (too costly, an error in one of them): then each is evaluated alone, from the budget as
+    it was, and the first that fails says why, as it would have."""
+    if together is None:
+        return None
+    left = meter.budget.left if meter.budget is not None else 0
+    try:
+        for expression, where in zip(parts, wheres, strict=True):
+            meter.before(expression.bound or expression.text, where, sizes)
+        values = evaluate(together, bound, at, wanted)
+    except EvaluationError:
+        if meter.budget is not None:
+            meter.budget.left = left
+        return None
+    return values if isinstance(values, list) else None
+
+
+def shared_by(programs: Iterable[CelPolicy]) -> Shared | None:
+    """What a set of CEL policies reads of a review (see cel_review); None without any."""
+    readers = [program.reader for program in programs]
+    return Shared.of(readers) if readers else None
 
 
 def _pairs(value: Any) -> list[tuple[Any, Any]] | None:
@@ -583,23 +592,6 @@ def _about(validation: Validation, container: Container | None) -> Container | N
     if validation.per_container:
         return container
     return None if validation.field_path[:1] in (("podSpec",), ("object",)) else container
-
-
-def _hidden_activation(make: Callable[[], Any]) -> Any:
-    """The activation of the redacted data, or False when it cannot be made (an object
-    nested too deep to copy, one CEL cannot represent): the message then falls back."""
-    try:
-        return make()
-    except (RecursionError, EvaluationError):
-        return False
-
-
-def _without(budget: Budget | None, value: Mapping[str, Any],
-             left_out: frozenset[str]) -> dict[str, Any]:
-    """`value` without the keys `left_out`: the review's one copy when it has a budget."""
-    if budget is not None:
-        return budget.without(value, left_out)
-    return {key: item for key, item in value.items() if key not in left_out}
 
 
 def _run(expression: Expression, bound: Any, where: str, meter: Meter, at: int | None = None,
