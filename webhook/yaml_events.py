@@ -6,12 +6,11 @@ what `check` does with a large input.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 import yaml
 
-from webhook.engine.patch import Path as FieldPath
 from webhook.engine.yaml_limits import RECURSIVE, LimitError, depth_problem, expansion_problem
 from webhook.yaml11 import CParser, KubernetesConstructor, KubernetesResolver, problem
 
@@ -28,8 +27,9 @@ class Positions:
         self.marks = marks  # id(dict) -> {key: mark}, id(list) -> [mark per item]
         self.offset = offset  # lines before the part of the file that was read
 
-    def find(self, obj: Any, path: FieldPath) -> tuple[int, int] | None:
-        """(line, column) of the deepest field along a path that is in the source."""
+    def find(self, obj: Any, path: Sequence[object]) -> tuple[int, int] | None:
+        """(line, column) of the deepest field along a path that is in the source. A segment
+        is any key YAML allows (`~: x` is a key None), found as the text it was written in."""
         found = None
         node = obj
         table = self.marks
@@ -58,10 +58,10 @@ class Positions:
                 for mark in self.marks.get(id(sequence), ())]
 
 
-def _index(segment: str | int) -> int:
+def _index(segment: object) -> int:
     """A path's segment as an index into a sequence, or -1: a JSON pointer's token
     (a CEL mutation's path) names an item by its digits."""
-    if type(segment) is int:
+    if isinstance(segment, int) and not isinstance(segment, bool):
         return segment
     return int(segment) if isinstance(segment, str) and segment.isascii() \
         and segment.isdigit() else -1
