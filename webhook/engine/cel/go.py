@@ -44,7 +44,7 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -857,7 +857,7 @@ def _opening_position(pieces: list[tuple[str, str]], significant: list[int],
     return _matching(pieces, significant, range(last, -1, -1), ")]}", "([{")
 
 
-def _matching(pieces: list[tuple[str, str]], significant: list[int], positions: range,
+def _matching(pieces: list[tuple[str, str]], significant: Sequence[int], positions: range,
               opens: str, closes: str) -> int | None:
     """The first of `positions` where the brackets `opens` met so far are all closed."""
     depth = 0
@@ -892,15 +892,6 @@ def _top_level_commas(pieces: list[tuple[str, str]], opening: int, closing: int)
 
 def _closing(pieces: list[tuple[str, str]], opening: int) -> int | None:
     """The index of the `)` that closes the `(` at `opening`, if it closes."""
-    depth = 0
-    for index in range(opening, len(pieces)):
-        kind, value = pieces[index]
-        if kind != "other":
-            continue
-        if value in "([{":
-            depth += 1
-        elif value in ")]}":
-            depth -= 1
-            if depth == 0:
-                return index if value == ")" else None
-    return None
+    every = range(len(pieces))
+    index = _matching(pieces, every, every[opening:], "([{", ")]}")
+    return index if index is not None and pieces[index][1] == ")" else None
