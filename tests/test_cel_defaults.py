@@ -16,6 +16,7 @@ import yaml
 from builders import workload
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from native_messages import MAP_ORDER, joined
 from test_cel_examples import container_fields, objects
 from test_export import bindings, compiled
 from test_export import pairs as _vap_pairs
@@ -353,7 +354,7 @@ def _same_as_exported(form: str, pairs: list[tuple[PolicySet, PolicySet]],
     findings = [found.message for result in decision.results for found in result.findings]
     failed = _native(exported[form], served, "default")
     assert bool(failed) == bool(findings) and None not in failed, (obj, failed)
-    assert all(_joined(str(message), findings, form in MAP_ORDER) for message in failed), \
+    assert all(joined(str(message), findings, form in MAP_ORDER) for message in failed), \
         (failed, findings)
     assert len("; ".join(map(str, failed))) == len("; ".join(findings)), failed
 
@@ -429,7 +430,7 @@ def test_the_exported_forms_give_the_rules_findings_as_their_messages(pairs, exp
             failed = _native(vap, served, doc["metadata"].get("namespace", "d"))
             assert bool(failed) == bool(findings), (doc, failed)
             messages = [message for message in failed if message is not None]
-            assert all(_joined(message, findings, cel.policies[0].id in MAP_ORDER)
+            assert all(joined(message, findings, cel.policies[0].id in MAP_ORDER)
                        for message in messages), (messages, findings)
             if len(messages) == len(failed):
                 assert len("; ".join(messages)) == len("; ".join(findings)), (messages, findings)
@@ -501,23 +502,6 @@ def _exported_kind(obj: dict[str, Any]) -> bool:
     if kind == "NodeTemplate":
         return api_version.split("/")[0] in ("quickq", "quickq.io")
     return kind in BUILT_IN and api_version == BUILT_IN[kind].api_version
-
-
-# The forms whose items are the keys of a map (a container's GPU resources): Kubernetes
-# iterates a map in no fixed order, so the exported message gives a container's findings in
-# an order of its own.
-MAP_ORDER = {"require-gpu-limits"}
-
-
-def _joined(message: str, findings: list[str], any_order: bool = False) -> bool:
-    """Whether the message is some of the findings, in their order (`any_order`: in any),
-    joined by '; '."""
-    for index, found in enumerate(findings):
-        rest = findings[:index] + findings[index + 1:] if any_order else findings[index + 1:]
-        if message == found or (message.startswith(found + "; ")
-                                and _joined(message[len(found) + 2:], rest, any_order)):
-            return True
-    return False
 
 
 def _documents(path: Path) -> list[dict[str, Any]]:

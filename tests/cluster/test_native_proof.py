@@ -55,6 +55,7 @@ from cluster_helpers import (
     exported_in_force,
     wait_until,
 )
+from native_messages import MAP_ORDER, joined
 
 from webhook import Decision, evaluate, load_policies
 from webhook.engine.policy import PolicySet
@@ -490,23 +491,6 @@ def _by_policy(lines: list[str]) -> dict[str, list[str]]:
     return out
 
 
-# The exported policies whose findings are about the keys of a map (a container's GPU
-# resources): Kubernetes iterates a map in no fixed order, so its message gives a container's
-# findings in an order of its own.
-MAP_ORDER = frozenset({"require-gpu-limits"})
-
-
-def _joined(message: str, findings: list[str], any_order: bool = False) -> bool:
-    """Whether the message is some of the findings, in their order (`any_order`: in any),
-    joined by '; '."""
-    for index, found in enumerate(findings):
-        rest = findings[:index] + findings[index + 1:] if any_order else findings[index + 1:]
-        if message == found or (message.startswith(found + "; ")
-                                and _joined(message[len(found) + 2:], rest, any_order)):
-            return True
-    return False
-
-
 def _refused(answer: Answer) -> bool:
     """Refused by the API server itself (decoding, validation), not by admission."""
     return answer.status != 201 and not (_WEBHOOK_DENIED.search(answer.message)
@@ -588,13 +572,13 @@ def test_the_three_verdicts_agree_on_every_object(
             if policy == named and vap:
                 # The API server reports the first denying check of the first policy that
                 # denies: the engine's findings of that check, one per failing container.
-                same = policy in deny and _joined(vap.group("message"), findings[policy],
+                same = policy in deny and joined(vap.group("message"), findings[policy],
                                                   policy in MAP_ORDER)
             else:
                 same = policy not in deny or named in deny
             # A warning per failing check: together, every finding of the policy.
             shown = native_warnings.get(policy, [])
-            same = same and all(_joined(text, warn.get(policy, []), policy in MAP_ORDER)
+            same = same and all(joined(text, warn.get(policy, []), policy in MAP_ORDER)
                                 for text in shown) \
                 and len("; ".join(shown)) == len("; ".join(warn.get(policy, [])))
             if alone.native_audit is not None:  # Audit failures: in the audit log
@@ -603,7 +587,7 @@ def test_the_three_verdicts_agree_on_every_object(
                 audit_expected = findings.get(policy, []) if actions.get(policy) == "audit" \
                     else []
                 logged_native = alone.native_audit.get(policy, [])
-                same = same and all(_joined(text, audit_expected, policy in MAP_ORDER)
+                same = same and all(joined(text, audit_expected, policy in MAP_ORDER)
                                     for text in logged_native) \
                     and (len("; ".join(logged_native)) == len("; ".join(audit_expected))
                          or (len(audited) > 1 and not logged_native))

@@ -436,19 +436,26 @@ def _ends_term(kinds: list[tuple[str, str]], index: int) -> bool:
 
 def _term_after(kinds: list[tuple[str, str]], index: int) -> list[tuple[str, str]]:
     """The tokens of the term after the operator at `index`, at its bracket level."""
-    end, level = index + 1, 0
-    while end < len(kinds):
-        value = kinds[end][1]
-        if value in _OPENING:
+    return kinds[index + 1:_term_edge(kinds, index + 1, 1)]
+
+
+def _term_edge(kinds: list[tuple[str, str]], position: int, step: int) -> int:
+    """Where the term that starts at `position` ends, going right (`step` 1) or left (-1) at
+    its bracket level: the index of the first token past it."""
+    opening, closing = (_OPENING, _CLOSING) if step > 0 else (_CLOSING, _OPENING)
+    level = 0
+    while 0 <= position < len(kinds):
+        value = kinds[position][1]
+        if value in opening:
             level += 1
-        elif value in _CLOSING:
+        elif value in closing:
             if level == 0:
                 break
             level -= 1
-        elif level == 0 and _ends_term(kinds, end):
+        elif level == 0 and _ends_term(kinds, position):
             break
-        end += 1
-    return kinds[index + 1:end]
+        position += step
+    return position
 
 
 def _term_before(kinds: list[tuple[str, str]], index: int, variables: set[str],
@@ -462,18 +469,7 @@ def _term_before(kinds: list[tuple[str, str]], index: int, variables: set[str],
     keys: tuple[str, ...] | None = ()
     lists = False
     while True:
-        start, level = end - 1, 0
-        while start >= 0:
-            value = kinds[start][1]
-            if value in _CLOSING:
-                level += 1
-            elif value in _OPENING:
-                if level == 0:
-                    break
-                level -= 1
-            elif level == 0 and _ends_term(kinds, start):
-                break
-            start -= 1
+        start = _term_edge(kinds, end - 1, -1)
         term = kinds[start + 1:end]
         held = _term_kind(term, variables, constant)
         if held == _DATA:
