@@ -4,6 +4,7 @@ directory walks of real repositories, and a summary that counts what it says."""
 from __future__ import annotations
 
 import json
+import os
 import re
 import socket
 import subprocess
@@ -15,6 +16,7 @@ import pytest
 from builders import run_cli as run
 
 from webhook.cli import judge, main
+from webhook.loader import load_policies
 from webhook.manifests import manifest_sources, walk
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -298,16 +300,8 @@ def test_the_scan_reads_each_file_once_and_names_those_that_may_hold_exceptions_
     write(tmp_path, "exception.yaml", "apiVersion: quickq.io/v1alpha1\nkind: PolicyException\n")
     write(tmp_path, "claim.yaml", "apiVersion: resource.k8s.io/v1\nkind: ResourceClaim\n")
     write(tmp_path, "big.yaml", "---\n".join([GOOD_POD] * 40))
-    opened: list[str] = []
-    real_open = open
-
-    def counting_open(name, *args, **kwargs):
-        if not str(name).endswith(".gitignore"):  # looked for once per folder, not a manifest
-            opened.append(str(name))
-        return real_open(name, *args, **kwargs)
-
+    opened = _count_opens(monkeypatch, tmp_path)
     monkeypatch.setattr(judge, "TASK_BYTES", 2000)
-    monkeypatch.setattr("builtins.open", counting_open)
     found = judge.scan([str(tmp_path), str(tmp_path / "missing.yaml")], [], None)
     monkeypatch.undo()
     assert sorted(opened) == sorted(str(tmp_path / name) for name in (
@@ -318,7 +312,49 @@ def test_the_scan_reads_each_file_once_and_names_those_that_may_hold_exceptions_
     assert sum(s.name.endswith("big.yaml") for s in sources) > 3  # split into pieces
     assert sources[-1].name.endswith("missing.yaml") and not sources[-1].exists
     assert found.size == sum(p.stat().st_size for p in tmp_path.glob("*.yaml"))
+    assert found.read == {str(p): p.read_bytes() for p in tmp_path.glob("*.yaml")}
     assert judge.tasks([str(tmp_path)], [], None) == judge.scan([str(tmp_path)], [], None).tasks
+
+
+def _count_opens(monkeypatch, directory: Path) -> list[str]:
+    """The manifests of `directory` opened from now on (not a .gitignore or kustomization
+    looked for once per folder)."""
+    manifests = {str(path) for path in directory.glob("*.yaml")}
+    opened: list[str] = []
+    real_open = os.open
+
+    def counting_open(name, *args, **kwargs):
+        if str(name) in manifests:
+            opened.append(str(name))
+        return real_open(name, *args, **kwargs)
+
+    monkeypatch.setattr("os.open", counting_open)
+    return opened
+
+
+@pytest.mark.parametrize("kept", [judge.KEPT_BYTES, 3000])
+def test_judging_what_the_scan_read_reads_no_file_again_unless_it_kept_too_much(
+        tmp_path, monkeypatch, kept):
+    """The scan keeps the bytes it read for the judging (a forked worker inherits them), up to
+    KEPT_BYTES; past that a file is read again when judged, with the same verdicts."""
+    write(tmp_path, "a.yaml", GOOD_POD)
+    write(tmp_path, "b.yaml", BAD_POD)
+    write(tmp_path, "big.yaml", "---\n".join([GOOD_POD] * 40))
+    policies = load_policies(ROOT / "policies")
+    monkeypatch.setattr(judge, "KEPT_BYTES", kept)
+    monkeypatch.setattr(judge, "TASK_BYTES", 2000)
+    found = judge.scan([str(tmp_path)], [], None)
+    opened = _count_opens(monkeypatch, tmp_path)
+    parts = list(judge.judge_all(found.tasks, policies, len, 1, found.read))
+    monkeypatch.undo()
+    kept_all = kept == judge.KEPT_BYTES
+    assert sorted(found.read) == sorted(str(tmp_path / name) for name in (
+        ("a.yaml", "b.yaml", "big.yaml") if kept_all else ("a.yaml", "b.yaml")))
+    pieces = sum(source.name.endswith("big.yaml") for task in found.tasks for source in task)
+    assert sorted(set(opened)) == ([] if kept_all else [str(tmp_path / "big.yaml")])
+    assert len(opened) == (0 if kept_all else pieces)
+    assert sum(part.counts["resources"] for part in parts) == 42
+    assert sum(part.counts["outcome:denied"] for part in parts) == 1
 
 
 # --- lint and serve -------------------------------------------------------------------------

@@ -263,19 +263,31 @@ def read_named(name: str, start: int = 0, end: int = -1) -> bytes:
 def read_regular(name: str, start: int = 0, end: int = -1) -> bytes:
     """The bytes of a regular file, or of the range [start, end) of it. Whatever else a path
     names (/dev/zero, a FIFO, a socket, or a symlink to one, which a checkout or a test suite
-    may hold) is refused with OSError: reading it would never end or would wait for ever."""
-    with open(name, "rb", opener=_without_waiting) as file:
-        if not stat.S_ISREG(os.fstat(file.fileno()).st_mode):
+    may hold) is refused with OSError: reading it would never end or would wait for ever.
+    Opening with O_NONBLOCK, a FIFO does not wait for a writer (a regular file ignores it).
+    Plain descriptor reads: a directory walk reads thousands of small files, and a buffered
+    file object per file costs as much again as reading it."""
+    fd = os.open(name, os.O_RDONLY | os.O_NONBLOCK)
+    try:
+        status = os.fstat(fd)
+        if stat.S_ISDIR(status.st_mode):  # as open() says it
+            raise IsADirectoryError(errno.EISDIR, os.strerror(errno.EISDIR), name)
+        if not stat.S_ISREG(status.st_mode):
             raise OSError(errno.EINVAL, NOT_REGULAR, name)
         if start:
-            file.seek(start)
-        return file.read(-1 if end == -1 else end - start)
-
-
-def _without_waiting(name: str, flags: int) -> int:
-    """os.open for read_regular: opening a FIFO must not wait for a writer (O_NONBLOCK); a
-    regular file ignores the flag."""
-    return os.open(name, flags | os.O_NONBLOCK)
+            os.lseek(fd, start, os.SEEK_SET)
+        left = status.st_size - start if end == -1 else end - start
+        chunks: list[bytes] = []
+        while end == -1 or left > 0:
+            # One byte more than the size, so that the next read finds the end of the file.
+            chunk = os.read(fd, left if end != -1 else left + 1 if left > 0 else 65536)
+            if not chunk:
+                break
+            chunks.append(chunk)
+            left -= len(chunk)
+        return chunks[0] if len(chunks) == 1 else b"".join(chunks)
+    finally:
+        os.close(fd)
 
 
 def read_file(path: Path) -> Iterator[Document]:

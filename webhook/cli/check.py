@@ -134,8 +134,8 @@ def check(args: argparse.Namespace) -> int:
     claims = judge.input_claims([found.claims], stdin)
     counts: Counter[str] = Counter()
     writer.start(policies)
-    for part in judge.judge_all(found.tasks, policies, writer.render, args.jobs, stdin, granted,
-                                  claims, found.size):
+    for part in judge.judge_all(found.tasks, policies, writer.render, args.jobs, found.read,
+                                  granted, claims, found.size):
         for line in part.errors:
             error(line)
         if not args.quiet:

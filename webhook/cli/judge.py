@@ -15,7 +15,7 @@ import os
 import pickle
 import tempfile
 from collections import Counter, deque
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
@@ -40,6 +40,9 @@ from webhook.manifests import (
 
 TASK_BYTES = 512 * 1024  # input bytes per task: the unit of work and of output in flight
 TASK_FILES = 100
+# What the scan keeps of the bytes it read, for whoever judges them (a forked worker inherits
+# them): past this, a file is read again when it is judged, so memory stays bounded.
+KEPT_BYTES = 256 * 1024 * 1024
 PARALLEL_MIN_BYTES = 1024 * 1024  # below this, starting workers costs more than it saves
 
 
@@ -212,18 +215,19 @@ def is_object(obj: Any) -> bool:
 
 
 def run_task(task: Sequence[Source], policies: PolicySet, render: Render,
-             stdin: bytes | None, granted: Granted = NOTHING_GRANTED,
+             read: Mapping[str, bytes] | None, granted: Granted = NOTHING_GRANTED,
              claims: ClaimLookup | None = None) -> Part:
-    """Read, judge and render the sources of one task."""
+    """Read, judge and render the sources of one task. `read`: the bytes of sources read
+    already, by name (Input.read; `-` is stdin)."""
     part = Part(None)
     with _without_cyclic_gc():
         # The verdicts are freed as soon as they are rendered, while the collector is still
         # off: switched back on, it would otherwise scan all of them once more first.
-        part.rendered = render(_judge_task(task, policies, stdin, part, granted, claims))
+        part.rendered = render(_judge_task(task, policies, read or {}, part, granted, claims))
     return part
 
 
-def _judge_task(task: Sequence[Source], policies: PolicySet, stdin: bytes | None,
+def _judge_task(task: Sequence[Source], policies: PolicySet, read: Mapping[str, bytes],
                 part: Part, granted: Granted, claims: ClaimLookup | None) -> list[Judged]:
     judged: list[Judged] = []
     for source in task:
@@ -231,8 +235,7 @@ def _judge_task(task: Sequence[Source], policies: PolicySet, stdin: bytes | None
             if source.start == 0:  # once for a file split into pieces
                 part.notes.append(f"skipped {source.name}: {why}")
             continue
-        documents: Iterator[Document] = read_source(
-            source, stdin if source.name == "-" else None)
+        documents: Iterator[Document] = read_source(source, read.get(source.name))
         if source.walked:
             documents = _skip_non_manifests(source, documents, part.notes)
         # Read the piece whole, then judge: alternating parser and engine document by
@@ -291,13 +294,15 @@ def _looks_like_template(name: str) -> bool:
 
 @dataclass(frozen=True, slots=True)
 class Input:
-    """A run's input, its bytes read once: the tasks, their size in bytes, and the few sources
-    whose bytes name a PolicyException or a DRA claim (only those are parsed before judging)."""
+    """A run's input, its bytes read once: the tasks, their size in bytes, the few sources
+    whose bytes name a PolicyException or a DRA claim (only those are parsed before judging),
+    and the bytes read, by source name (`-`: stdin), up to KEPT_BYTES in all."""
 
     tasks: list[list[Source]]
     size: int
     exceptions: list[Source]
     claims: list[Source]
+    read: dict[str, bytes] = field(default_factory=dict)
 
 
 def tasks(paths: Sequence[str], exclude: Sequence[str],
@@ -312,12 +317,18 @@ def scan(paths: Sequence[str], exclude: Sequence[str], stdin: bytes | None) -> I
     pieces: list[tuple[Source, int]] = []
     exceptions: list[Source] = []
     claims: list[Source] = []
+    read: dict[str, bytes] = {}
+    kept = 0
     for source in manifest_sources(paths, exclude):
         try:
             data = (stdin or b"") if source.name == "-" else (
                 _source_bytes(source) if source.exists else b"")
         except OSError:
             data = b""  # reported when the source is judged
+        else:
+            if source.name == "-" or (source.exists and kept + len(data) <= KEPT_BYTES):
+                read[source.name] = data
+                kept += len(data)
         if _EXCEPTION_MARKER in data:
             exceptions.append(source)
         if _CLAIM_MARKER in data:
@@ -339,15 +350,15 @@ def scan(paths: Sequence[str], exclude: Sequence[str], stdin: bytes | None) -> I
         current_bytes += size
     if current:
         grouped.append(current)
-    return Input(grouped, sum(size for _, size in pieces), exceptions, claims)
+    return Input(grouped, sum(size for _, size in pieces), exceptions, claims, read)
 
 
 _EXCEPTION_MARKER = KIND.encode()
 
 
-def _size(source: Source, stdin: bytes | None) -> int:
+def _size(source: Source, read: Mapping[str, bytes]) -> int:
     if source.name == "-":
-        return len(stdin or b"")
+        return len(read.get("-", b""))
     try:
         return os.stat(source.name).st_size if source.exists else 0
     except OSError:
@@ -355,21 +366,23 @@ def _size(source: Source, stdin: bytes | None) -> int:
 
 
 def judge_all(work: list[list[Source]], policies: PolicySet, render: Render, jobs: int,
-              stdin: bytes | None, granted: Granted = NOTHING_GRANTED,
+              read: Mapping[str, bytes] | None, granted: Granted = NOTHING_GRANTED,
               claims: ClaimLookup | None = None, size: int | None = None) -> Iterator[Part]:
     """Each task's Part, in order. jobs: 0 = one process per CPU when the input is large
-    enough to gain from it, 1 = this process only. size: the input's bytes, if known."""
+    enough to gain from it, 1 = this process only. read: the bytes of sources read already
+    (Input.read; `-` is stdin). size: the input's bytes, if known."""
+    read = read or {}
     workers = min(jobs if jobs > 0 else _cpus(), len(work))
     total = size if size is not None else sum(
-        _size(source, stdin) for task in work for source in task)
+        _size(source, read) for task in work for source in task)
     if (workers <= 1 or "fork" not in mp.get_all_start_methods()
             or (jobs <= 0 and total < PARALLEL_MIN_BYTES)):
         for task in work:
-            yield run_task(task, policies, render, stdin, granted, claims)
+            yield run_task(task, policies, render, read, granted, claims)
         return
     global _worker_job
     with tempfile.TemporaryDirectory(prefix="quickq-guard-") as parts:
-        _worker_job = (policies, render, stdin, parts, granted, claims)
+        _worker_job = (policies, render, read, parts, granted, claims)
         try:
             with mp.get_context("fork").Pool(workers) as pool:
                 _worker_job = None  # the workers have their copy; the parent needs none
@@ -385,9 +398,10 @@ def judge_all(work: list[list[Source]], policies: PolicySet, render: Render, job
 
 
 # Set in the parent just before the fork, so the workers inherit the policies, the renderer,
-# stdin's bytes, the folder parts come back through, the exceptions and the claims, instead
-# of having them pickled for every task.
-_worker_job: tuple[PolicySet, Render, bytes | None, str, Granted, ClaimLookup | None] | None = None
+# the bytes read already, the folder parts come back through, the exceptions and the claims,
+# instead of having them pickled for every task.
+_worker_job: tuple[PolicySet, Render, Mapping[str, bytes], str, Granted,
+                   ClaimLookup | None] | None = None
 
 
 def _run_in_worker(task: list[Source]) -> str:
@@ -395,8 +409,8 @@ def _run_in_worker(task: list[Source]) -> str:
     through the pool's pipe: the pipe moves a large output (a JSON report is many times its input)
     in 64 KB reads that cost the parent more than writing it."""
     assert _worker_job is not None
-    policies, render, stdin, parts, granted, claims = _worker_job
-    part = run_task(task, policies, render, stdin, granted, claims)
+    policies, render, read, parts, granted, claims = _worker_job
+    part = run_task(task, policies, render, read, granted, claims)
     handle, name = tempfile.mkstemp(dir=parts)
     with open(handle, "wb") as file:
         pickle.dump(part, file, protocol=pickle.HIGHEST_PROTOCOL)
