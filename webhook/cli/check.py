@@ -12,7 +12,7 @@ from typing import Any
 
 from webhook.cli import exceptions, judge
 from webhook.cli.exits import EXIT_ERROR, CliError, error, note
-from webhook.cli.formats import NAMES, Options, formats
+from webhook.cli.formats import NAMES, Options, format_named
 from webhook.cli.summary import FAIL_ON, exit_code
 from webhook.engine.policy import PolicySet
 from webhook.loader import load_config, load_policies
@@ -122,7 +122,7 @@ def check(args: argparse.Namespace) -> int:
     out = sys.stdout
     color = args.output == "table" and out.isatty() and "NO_COLOR" not in os.environ
     options = Options(color=color, quiet=args.quiet, fail_on=args.fail_on)
-    writer = formats()[args.output](out, options)
+    writer = format_named(args.output)(out, options)
     found = judge.scan(args.paths, args.exclude, stdin)
     now = args.at or datetime.now(UTC)  # the one time the whole run judges at
     notes: list[str] = []

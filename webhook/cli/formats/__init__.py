@@ -117,12 +117,28 @@ def location(judged: Judged, finding: Finding | None = None) -> str:
     return f"{document.file}:{line}:{column}"
 
 
-def formats() -> dict[str, type[Format]]:
-    """The formats by name (imported here, after this module's helpers exist)."""
-    from webhook.cli.formats import github, json, junit, policyreport, sarif, table
-
-    return {"table": table.Table, "json": json.Json, "sarif": sarif.Sarif, "junit": junit.JUnit,
-            "github": github.GitHub, "policyreport": policyreport.PolicyReport}
+def format_named(name: str) -> type[Format]:
+    """The format called `name` (one of NAMES). Only its module is imported: a run writes one
+    format, and the others' imports (XML for JUnit) would delay every run's start."""
+    if name == "table":
+        from webhook.cli.formats.table import Table
+        return Table
+    if name == "json":
+        from webhook.cli.formats.json import Json
+        return Json
+    if name == "sarif":
+        from webhook.cli.formats.sarif import Sarif
+        return Sarif
+    if name == "junit":
+        from webhook.cli.formats.junit import JUnit
+        return JUnit
+    if name == "github":
+        from webhook.cli.formats.github import GitHub
+        return GitHub
+    if name == "policyreport":
+        from webhook.cli.formats.policyreport import PolicyReport
+        return PolicyReport
+    raise ValueError(f"no output format {name!r}: one of {', '.join(NAMES)}")
 
 
 NAMES = ("table", "json", "sarif", "junit", "github", "policyreport")
@@ -136,7 +152,7 @@ def render_all(name: str, judged: Sequence[Judged], policies: PolicySet,
     from webhook.cli.judge import count
 
     out = io.StringIO()
-    writer = formats()[name](out, options or Options())
+    writer = format_named(name)(out, options or Options())
     counts: Counter[str] = Counter()
     for item in judged:
         count(item.decision, counts)
