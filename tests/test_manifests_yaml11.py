@@ -14,8 +14,11 @@ import sys
 from pathlib import Path
 
 import pytest
+import yaml
+from hypothesis import given
+from hypothesis import strategies as st
 
-from webhook import manifests
+from webhook import manifests, yaml11
 from webhook.manifests import read_text
 from webhook.yaml_events import EventReader, Fallback
 
@@ -85,6 +88,31 @@ def test_scalars_follow_yaml_1_1_as_kubectl_reads_them(scalar, expected):
     found = value(scalar)
     assert found == expected and type(found) is type(expected)
     same(f"v: {scalar}\n")
+
+
+# Plain scalars as a manifest has them: names, images, quantities, flags, numbers of every form.
+_PLAIN = st.one_of(
+    st.from_regex(r"[-+.~<0-9a-zA-Z_/:=@]{1,12}", fullmatch=True),
+    st.sampled_from(["yes", "No", "on", "OFF", "y", "~", "null", "<<", ".inf", "-.Inf", ".NaN",
+                     "0x1F", "0o17", "0b11", "1_000", "0755", "1e3", "+.5", "-0", "Null"]),
+    st.text(min_size=1, max_size=8),
+)
+
+
+@given(_PLAIN)
+def test_a_plain_scalar_is_typed_as_pyyaml_types_it(text):
+    """The reader takes a plain scalar whose first character no resolver is added for as a
+    string without asking the resolver (yaml11.TYPED_FIRST): the same value PyYAML's loader
+    makes of it, type included."""
+    from webhook.yaml_events import _plain
+
+    node = yaml.ScalarNode(yaml11.KubernetesResolver().resolve(yaml.ScalarNode, text,
+                                                               (True, False)), text)
+    if node.tag == "tag:yaml.org,2002:merge":
+        return  # left to PyYAML's loader (Fallback)
+    expected = yaml11.KubernetesConstructor().construct_document(node)
+    got = _plain(text)
+    assert repr(got) == repr(expected) and type(got) is type(expected)
 
 
 def test_special_floats():

@@ -11,15 +11,29 @@ from typing import Any
 
 import yaml
 
-__all__ = ["CParser", "KubernetesConstructor", "KubernetesLoader", "KubernetesResolver", "problem"]
+__all__ = [
+    "TYPED_FIRST",
+    "CParser",
+    "KubernetesConstructor",
+    "KubernetesLoader",
+    "KubernetesResolver",
+    "problem",
+]
 
 
 class KubernetesResolver(yaml.resolver.BaseResolver):
     """Plain-scalar typing as go-yaml v2 does it (the library behind kubectl's YAML)."""
 
 
+# The characters a plain scalar of any type but string starts with: each resolver is added
+# for the first characters its values can have, so a plain scalar that starts with none of
+# these (or is empty) is a string, its text as written.
+_typed_first: set[str] = set()
+
+
 def _add(tag: str, pattern: str, first: str) -> None:
     KubernetesResolver.add_implicit_resolver(tag, re.compile(pattern, re.X), list(first))
+    _typed_first.update(first)
 
 
 _add("tag:yaml.org,2002:bool",
@@ -35,6 +49,7 @@ _add("tag:yaml.org,2002:float",
 _add("tag:yaml.org,2002:null", r"^(?:~|null|Null|NULL|)$", "~nN\0")
 KubernetesResolver.add_implicit_resolver("tag:yaml.org,2002:null", re.compile(r"^$"), [""])
 _add("tag:yaml.org,2002:merge", r"^(?:<<)$", "<")
+TYPED_FIRST = frozenset(_typed_first)
 
 
 class KubernetesConstructor(yaml.constructor.SafeConstructor):

@@ -12,7 +12,7 @@ from typing import Any
 import yaml
 
 from webhook.engine.yaml_limits import RECURSIVE, LimitError, depth_problem, expansion_problem
-from webhook.yaml11 import CParser, KubernetesConstructor, KubernetesResolver, problem
+from webhook.yaml11 import TYPED_FIRST, CParser, KubernetesConstructor, KubernetesResolver, problem
 
 
 class Positions:
@@ -88,10 +88,13 @@ def _plain(text: str) -> Any:
         return _PLAIN_VALUES[text]
     except KeyError:
         pass
-    tag = _RESOLVER.resolve(yaml.ScalarNode, text, (True, False))  # type: ignore[no-untyped-call]
-    if tag == _MERGE_TAG:
-        raise Fallback  # a plain `<<` outside a key: PyYAML's error message
-    value = KubernetesConstructor().construct_document(yaml.ScalarNode(tag, text))
+    if text and text[0] not in TYPED_FIRST:
+        value: Any = text  # no resolver is added for its first character: a string
+    else:
+        tag = _RESOLVER.resolve(yaml.ScalarNode, text, (True, False))  # type: ignore[no-untyped-call]
+        if tag == _MERGE_TAG:
+            raise Fallback  # a plain `<<` outside a key: PyYAML's error message
+        value = KubernetesConstructor().construct_document(yaml.ScalarNode(tag, text))
     if len(_PLAIN_VALUES) >= 65536:
         _PLAIN_VALUES.clear()
     _PLAIN_VALUES[text] = value
