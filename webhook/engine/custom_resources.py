@@ -20,6 +20,7 @@ from typing import Any
 
 from webhook.engine.crd_schemas import NODE_TEMPLATE, POLICY_EXCEPTION
 from webhook.engine.patch import Path
+from webhook.engine.schema import is_mapping
 
 Schema = Mapping[str, Any]
 GROUP = "quickq.io"
@@ -40,67 +41,85 @@ def schema_of(obj: Any) -> Schema | None:
 
 def as_served(obj: Any) -> tuple[Any, list[tuple[Path, str]]]:
     """(the object as the API server hands it over, what the API server refuses in it):
-    `obj` itself when it is none of ours, else a copy decoded by its schema."""
+    `obj` itself when it is none of ours, else a copy decoded by its schema, made in the
+    walk that decodes it."""
     schema = schema_of(obj)
     if schema is None:
         return obj, []
-    served = copy.deepcopy(dict(obj))
     refused: list[tuple[Path, str]] = []
-    _drop_nulls(served, schema, (), refused)
-    _default(served, schema)
-    return served, refused
+    return _served(obj if type(obj) is dict else dict(obj), schema, (), refused), refused
 
 
-def _property(schema: Schema, key: str) -> Schema | None:
+def _property(schema: Schema, key: Any) -> Schema | None:
     properties = schema.get("properties")
-    if isinstance(properties, Mapping) and key in properties:
+    if is_mapping(properties) and key in properties:
         found: Schema = properties[key]
         return found
     extra = schema.get("additionalProperties")
-    return extra if isinstance(extra, Mapping) else None
+    return extra if is_mapping(extra) else None
 
 
-def _drop_nulls(value: Any, schema: Schema, path: Path,
-                refused: list[tuple[Path, str]]) -> None:
-    """PruneNonNullableNullsWithoutDefaults: a null the schema allows no null for, and has
-    no default for, is dropped (a null list item stays); a null an enum leaves out is
-    refused."""
+def _served(value: Any, schema: Schema, path: Path, refused: list[tuple[Path, str]]) -> Any:
+    """A copy of `value` as its schema decodes it. PruneNonNullableNullsWithoutDefaults: a null
+    the schema allows no null for, and has no default for, is dropped (a null list item
+    stays); a null an enum leaves out is refused. Then structuraldefaulting.Default: a field
+    that is missing (or a null the schema allows no null for) gets its default."""
     if isinstance(value, dict):
-        for key in list(value):
+        served: dict[Any, Any] = {}
+        for key, item in value.items():
             inner = _property(schema, key)
             if inner is None:
-                continue
-            if value[key] is None:
-                if not inner.get("nullable") and "default" not in inner:
-                    del value[key]
-                elif "enum" in inner and None not in inner["enum"]:
+                served[key] = _copy(item)
+            elif item is not None:
+                served[key] = _served(item, inner, (*path, key), refused)
+            elif inner.get("nullable") or "default" in inner:
+                if "enum" in inner and None not in inner["enum"]:
                     allowed = ", ".join(f'"{v}"' for v in inner["enum"])
                     refused.append(((*path, key), "Unsupported value: null: "
                                     f"supported values: {allowed}"))
-            else:
-                _drop_nulls(value[key], inner, (*path, key), refused)
-    elif isinstance(value, list):
-        items = schema.get("items")
-        if isinstance(items, Mapping):
-            for index, item in enumerate(value):
-                _drop_nulls(item, items, (*path, index), refused)
+                served[key] = None
+        _default(served, schema)
+        return served
+    items = schema.get("items")
+    if isinstance(value, list) and is_mapping(items):
+        return [_served(item, items, (*path, index), refused) for index, item in enumerate(value)]
+    return _copy(value)
 
 
-def _default(value: Any, schema: Schema) -> None:
-    """structuraldefaulting.Default: a field that is missing (or a null the schema allows no
-    null for) gets its default, and defaulting goes on inside every value."""
+def _default(value: dict[Any, Any], schema: Schema) -> None:
+    """The defaults of one mapping's missing fields (and of its nulls the schema allows no null
+    for), each defaulted inside in turn; the rest of the mapping is defaulted already."""
+    properties = schema.get("properties")
+    for key, inner in (properties.items() if is_mapping(properties) else ()):
+        if "default" in inner and (key not in value or (
+                value[key] is None and not inner.get("nullable"))):
+            value[key] = _defaulted(_copy(inner["default"]), inner)
+
+
+def _defaulted(value: Any, schema: Schema) -> Any:
+    """A default value with the defaults inside it set (it holds no null to drop)."""
     if isinstance(value, dict):
-        properties = schema.get("properties")
-        for key, inner in (properties.items() if isinstance(properties, Mapping) else ()):
-            if "default" in inner and (key not in value or (
-                    value[key] is None and not inner.get("nullable"))):
-                value[key] = copy.deepcopy(inner["default"])
         for key, item in value.items():
             inner = _property(schema, key)
             if inner is not None:
-                _default(item, inner)
-    elif isinstance(value, list):
-        items = schema.get("items")
-        if isinstance(items, Mapping):
-            for item in value:
-                _default(item, items)
+                _defaulted(item, inner)
+        _default(value, schema)
+    elif isinstance(value, list) and is_mapping(items := schema.get("items")):
+        for item in value:
+            _defaulted(item, items)
+    return value
+
+
+def _copy(value: Any) -> Any:
+    """A deep copy of decoded data: its dicts and lists copied, its scalars (immutable) shared."""
+    kind = type(value)
+    if kind is dict:
+        return {key: _copy(item) for key, item in value.items()}
+    if kind is list:
+        return [_copy(item) for item in value]
+    if kind in _SCALARS:
+        return value
+    return copy.deepcopy(value)
+
+
+_SCALARS = frozenset({str, int, float, bool, type(None)})
