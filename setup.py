@@ -15,7 +15,9 @@ from setuptools import setup
 # pydantic models have methods (mypyc compiles a method into an object pydantic does not take
 # for one), and all the rest, whose share of an evaluation is small.
 COMPILED = [
+    "webhook/engine/apiserver.py",
     "webhook/engine/claims.py",
+    "webhook/engine/custom_resources.py",
     "webhook/engine/evaluate.py",
     "webhook/engine/globs.py",
     "webhook/engine/hidden.py",
@@ -31,6 +33,12 @@ COMPILED = [
     "webhook/engine/workload.py",
     # Reading YAML from libyaml's events: most of what `check` does with a large input.
     "webhook/yaml_events.py",
+    # What `check` does per file and per object around the engine: judging a task, the
+    # kustomize look at each file, the JSON report. (webhook/manifests.py is left out: mypyc
+    # cannot unpickle its frozen Source, which goes to the workers.)
+    "webhook/cli/judge.py",
+    "webhook/cli/kustomize.py",
+    "webhook/cli/formats/json.py",
 ]
 
 if os.environ.get("QUICKQ_GUARD_COMPILE") == "1":
