@@ -17,6 +17,7 @@ from typing import Any
 
 import orjson
 
+from webhook.engine.schema import is_mapping
 from webhook.manifests import read_regular, read_text
 
 KUSTOMIZATION_FILES = ("kustomization.yaml", "kustomization.yml", "Kustomization")
@@ -90,21 +91,21 @@ def fragment(obj: Any) -> str:
         return "it has a strategic merge patch directive ($patch)"
     containers = [item for spec in _pod_specs(obj) for group in _CONTAINER_LISTS
                   if isinstance(spec.get(group), list) for item in spec[group]]
-    if containers and not any(isinstance(c, Mapping) and c.get("image") for c in containers):
+    if containers and not any(is_mapping(c) and c.get("image") for c in containers):
         return "no container has an image"
     return ""
 
 
 def _pod_specs(obj: Any) -> list[Mapping[str, Any]]:
     """The pod specs of a Pod or a built-in controller (the shapes patches take)."""
-    if not isinstance(obj, Mapping):
+    if not is_mapping(obj):
         return []
     spec = obj.get("spec")
     for step in (("jobTemplate", "spec", "template", "spec"), ("template", "spec"), ()):
         current: Any = spec
         for key in step:
-            current = current.get(key) if isinstance(current, Mapping) else None
-        if isinstance(current, Mapping) and any(g in current for g in _CONTAINER_LISTS):
+            current = current.get(key) if is_mapping(current) else None
+        if is_mapping(current) and any(g in current for g in _CONTAINER_LISTS):
             return [current]
     return []
 

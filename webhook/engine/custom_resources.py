@@ -31,7 +31,7 @@ _SCHEMAS: dict[str, Schema] = {"NodeTemplate": NODE_TEMPLATE, "PolicyException":
 
 def schema_of(obj: Any) -> Schema | None:
     """The structural schema the API server decodes `obj` by, if it is one of ours."""
-    if not isinstance(obj, Mapping):
+    if not is_mapping(obj):
         return None
     api_version = obj.get("apiVersion")
     if not isinstance(api_version, str) or api_version.partition("/")[0] != GROUP:

@@ -408,13 +408,13 @@ def _job(obj: dict[str, Any]) -> None:
     the API server knows)."""
     name = _field(obj.get("metadata"), "name")
     spec = obj.get("spec")
-    template = spec.get("template") if isinstance(spec, Mapping) else None
+    template = spec.get("template") if schema.is_mapping(spec) else None
     if not isinstance(name, str) or not name or not isinstance(template, dict):
         return
     metadata = template.setdefault("metadata", {})
     if isinstance(metadata, dict):
         labels = metadata.get("labels")
-        merged = dict(labels) if isinstance(labels, Mapping) else {}
+        merged = dict(labels) if schema.is_mapping(labels) else {}
         merged.setdefault("batch.kubernetes.io/job-name", name)
         merged.setdefault("job-name", name)
         metadata["labels"] = merged
@@ -433,7 +433,7 @@ def _daemon_set(obj: dict[str, Any]) -> None:
 
 def _field(value: Any, key: str) -> Any:
     """value[key] when value is a mapping (a manifest may hold anything where one belongs)."""
-    return value.get(key) if isinstance(value, Mapping) else None
+    return value.get(key) if schema.is_mapping(value) else None
 
 
 def _mappings(value: Any) -> list[dict[str, Any]]:

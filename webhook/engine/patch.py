@@ -49,7 +49,7 @@ def value_at(obj: Any, path: Path) -> Any:
     """The value at `path` (an int steps into a list), or None where a level is missing or
     is not a mapping or list."""
     for key in path:
-        if isinstance(obj, Mapping):
+        if obj.__class__ is dict or isinstance(obj, Mapping):  # see schema.is_mapping
             obj = obj.get(key)
         elif isinstance(obj, list) and isinstance(key, int) and 0 <= key < len(obj):
             obj = obj[key]

@@ -255,8 +255,9 @@ def _wrong(where: _Where, key: Any, kind: str, value: Any) -> Problem:
 
 def is_mapping(value: object) -> TypeGuard[Mapping[Any, Any]]:
     """Whether `value` is a mapping. A decoded object's mappings are dicts, so that is asked
-    first: isinstance(value, Mapping) alone goes through the ABC machinery on every call."""
-    return value.__class__ is dict or isinstance(value, Mapping)
+    first, and a missing field's None next: isinstance(value, Mapping) alone goes through the
+    ABC machinery (a Python call) on every call."""
+    return value.__class__ is dict or (value is not None and isinstance(value, Mapping))
 
 
 def type_name(value: Any) -> str:

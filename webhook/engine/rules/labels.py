@@ -16,6 +16,7 @@ from pydantic import field_validator
 from webhook.engine.patch import Path, value_at
 from webhook.engine.results import Finding
 from webhook.engine.rules._base import Params, finding
+from webhook.engine.schema import is_mapping
 from webhook.engine.workload import Workload, dotted
 
 # A Kubernetes label key: an optional DNS subdomain prefix and '/', then a name of up to 63
@@ -107,4 +108,4 @@ def _dig(obj: Mapping[str, Any], path: Path) -> Mapping[str, Any]:
     """The mapping at `path`, or an empty one where a level is missing or not a mapping (an
     object the API server refuses for that before any policy runs)."""
     found = value_at(obj, path)
-    return found if isinstance(found, Mapping) else _EMPTY
+    return found if is_mapping(found) else _EMPTY
