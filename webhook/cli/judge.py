@@ -382,13 +382,13 @@ def judge_all(work: list[list[Source]], policies: PolicySet, render: Render, job
         return
     global _worker_job
     with tempfile.TemporaryDirectory(prefix="quickq-guard-") as parts:
-        _worker_job = (policies, render, read, parts, granted, claims)
+        _worker_job = (work, policies, render, read, parts, granted, claims)
         try:
             with mp.get_context("fork").Pool(workers) as pool:
                 _worker_job = None  # the workers have their copy; the parent needs none
                 pending: deque[Any] = deque()
-                for task in work:
-                    pending.append(pool.apply_async(_run_in_worker, (task,)))
+                for index in range(len(work)):
+                    pending.append(pool.apply_async(_run_in_worker, (index,)))
                     if len(pending) > 2 * workers:  # back-pressure: a bounded number in flight
                         yield _collect(pending.popleft().get())
                 while pending:
@@ -397,20 +397,21 @@ def judge_all(work: list[list[Source]], policies: PolicySet, render: Render, job
             _worker_job = None
 
 
-# Set in the parent just before the fork, so the workers inherit the policies, the renderer,
-# the bytes read already, the folder parts come back through, the exceptions and the claims,
-# instead of having them pickled for every task.
-_worker_job: tuple[PolicySet, Render, Mapping[str, bytes], str, Granted,
+# Set in the parent just before the fork, so the workers inherit the tasks (a task goes
+# through the pool's pipe as its index), the policies, the renderer, the bytes read already,
+# the folder parts come back through, the exceptions and the claims, instead of having them
+# pickled for every task.
+_worker_job: tuple[list[list[Source]], PolicySet, Render, Mapping[str, bytes], str, Granted,
                    ClaimLookup | None] | None = None
 
 
-def _run_in_worker(task: list[Source]) -> str:
-    """Judge a task; its Part goes back through a file in the parts folder, whose name goes
-    through the pool's pipe: the pipe moves a large output (a JSON report is many times its input)
-    in 64 KB reads that cost the parent more than writing it."""
+def _run_in_worker(index: int) -> str:
+    """Judge the task of that index; its Part goes back through a file in the parts folder,
+    whose name goes through the pool's pipe: the pipe moves a large output (a JSON report is
+    many times its input) in 64 KB reads that cost the parent more than writing it."""
     assert _worker_job is not None
-    policies, render, read, parts, granted, claims = _worker_job
-    part = run_task(task, policies, render, read, granted, claims)
+    work, policies, render, read, parts, granted, claims = _worker_job
+    part = run_task(work[index], policies, render, read, granted, claims)
     handle, name = tempfile.mkstemp(dir=parts)
     with open(handle, "wb") as file:
         pickle.dump(part, file, protocol=pickle.HIGHEST_PROTOCOL)
