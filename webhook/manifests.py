@@ -17,15 +17,17 @@ from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from itertools import islice
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import pathspec
 import yaml
 
 from webhook.engine.patch import Path as FieldPath
 from webhook.engine.yaml_limits import LimitError, check_node
 from webhook.yaml11 import KubernetesLoader, problem
 from webhook.yaml_events import EventReader, Fallback, Positions, Read
+
+if TYPE_CHECKING:
+    import pathspec
 
 MANIFEST_SUFFIXES = (".yaml", ".yml", ".json")
 
@@ -116,8 +118,7 @@ def walk(directory: Path, exclude: Sequence[str] = ()) -> list[Path]:
 def _walk(directory: Path, exclude: Sequence[str]) -> list[str]:
     """`walk` as path strings, sorted as Paths sort (by their parts): no Path per file."""
     found: list[str] = []
-    excluded = _Ignore(os.path.abspath(directory), pathspec.GitIgnoreSpec.from_lines(exclude)) \
-        if exclude else None
+    excluded = _Ignore(os.path.abspath(directory), _gitignore_spec(exclude)) if exclude else None
     rules_of: dict[str, list[_Ignore]] = {}
     for root, folders, files in os.walk(directory):
         rules = rules_of.get(root)
@@ -152,13 +153,21 @@ class _Ignore:
     spec: pathspec.GitIgnoreSpec
 
 
+def _gitignore_spec(lines: Iterable[str]) -> pathspec.GitIgnoreSpec:
+    """Patterns in .gitignore syntax. pathspec is imported for the first: a walk that meets
+    no .gitignore and no --exclude needs none, and its import would delay the run's start."""
+    import pathspec
+
+    return pathspec.GitIgnoreSpec.from_lines(lines)
+
+
 def _ignore_file(folder: Path) -> list[_Ignore]:
     try:
         lines = read_regular(str(folder / ".gitignore")).decode("utf-8", "replace")
     except OSError:
         return []
     return [_Ignore(os.path.abspath(folder),
-                    pathspec.GitIgnoreSpec.from_lines(lines.splitlines()))]
+                    _gitignore_spec(lines.splitlines()))]
 
 
 def _parent_ignores(folder: Path) -> list[_Ignore]:
@@ -183,7 +192,7 @@ def _relative(folder: str, base: str) -> str:
     return "" if relative == "." else relative + "/"
 
 
-_Check = tuple[pathspec.GitIgnoreSpec, str]  # patterns, and the folder's path from theirs
+_Check = tuple["pathspec.GitIgnoreSpec", str]  # patterns, and the folder's path from theirs
 
 
 def _ignored(name: str, checks: list[_Check], excluded: _Check | None, folder: bool) -> bool:
