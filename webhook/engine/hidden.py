@@ -13,7 +13,7 @@ import re
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from webhook.engine.rules.secrets import PlaintextSecretParams
+from webhook.engine.rules.secrets_params import PlaintextSecretParams
 
 HIDDEN = "(hidden)"
 _NAMES = PlaintextSecretParams()  # the default words: DB_PASSWORD, api-key, tls.key...

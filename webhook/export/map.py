@@ -34,8 +34,8 @@ from webhook.engine.rules.probes import (
     DEFAULT_PERIOD_SECONDS,
     HANDLERS,
     INT32_MAX,
-    StartupProbeParams,
 )
+from webhook.engine.rules.probes_params import StartupProbeParams
 from webhook.engine.workload import BUILT_IN, IN_TEMPLATE
 from webhook.export import kubernetes_cel
 from webhook.export.vap import (

@@ -5,18 +5,15 @@ So do values read from a ConfigMap. Messages name the variable and never echo it
 
 from __future__ import annotations
 
-import itertools
 import re
-from functools import cached_property, lru_cache
 from typing import Any
 
 from webhook.engine.results import Finding
-from webhook.engine.rules._base import Params, finding
+from webhook.engine.rules._base import finding
+from webhook.engine.rules.secrets_params import PlaintextSecretParams
 from webhook.engine.schema import is_mapping
 from webhook.engine.workload import Workload
 
-_SEPARATORS = re.compile(r"[_\-.]+")
-_CAMEL = re.compile(r"(?<=[a-z0-9])(?=[A-Z])")
 # Values that are settings about a secret, not one: ALLOW_EMPTY_PASSWORD "yes",
 # PASSWORD_MIN_LENGTH "12", and DB_PASSWORD "$(POSTGRES_PASSWORD)", which the kubelet fills
 # in from another variable of the container (typically itself from a secretKeyRef).
@@ -37,62 +34,6 @@ _SECRET_QUERY = re.compile(r"[?&](?:[\w.-]*(?:password|passwd|secret|token|key|s
 # of both cases and digits.
 _HEX_KEY = re.compile(r"(?:0x)?[0-9a-fA-F]{32,}")
 _BASE64_KEY = re.compile(r"[A-Za-z0-9+/_-]{32,}={0,2}")
-
-
-class PlaintextSecretParams(Params):
-    words: tuple[str, ...] = ("PASSWORD", "PASSWD", "SECRET", "TOKEN", "APIKEY",
-                              "CREDENTIAL", "CREDENTIALS")
-    pairs: tuple[str, ...] = ("API KEY", "PRIVATE KEY", "ACCESS KEY")
-    # A name ending in one of these refers to a secret (SECRET_NAME) instead of holding one.
-    referenceSuffixes: tuple[str, ...] = ("NAME", "PATH", "FILE", "DIR", "REF", "URL", "URI",
-                                          "ENDPOINT", "HEADER")
-    # A name with one of these words holds a key when its value looks like key material
-    # (ENCRYPTION_KEY=<64 hex digits>), while KEY alone says nothing (CACHE_KEY=user-id).
-    keyWords: tuple[str, ...] = ("KEY",)
-
-    @cached_property
-    def _words(self) -> frozenset[str]:
-        return frozenset(word.upper() for word in self.words)
-
-    @cached_property
-    def _pairs(self) -> frozenset[tuple[str, ...]]:
-        return frozenset(tuple(pair.upper().split()) for pair in self.pairs)
-
-    @cached_property
-    def _suffixes(self) -> frozenset[str]:
-        return frozenset(suffix.upper() for suffix in self.referenceSuffixes)
-
-    @cached_property
-    def _key_words(self) -> frozenset[str]:
-        return frozenset(word.upper() for word in self.keyWords)
-
-    def names_key(self, name: str) -> bool:
-        """ENCRYPTION_KEY, HMAC_KEY_V2 do; KEY_PATH (a reference) doesn't."""
-        words = name_words(name)
-        return bool(words) and words[-1] not in self._suffixes \
-            and not self._key_words.isdisjoint(words)
-
-    def ends_in_secret(self, name: str) -> bool:
-        """DB_PASSWORD, API_KEY, AWS_SECRET_ACCESS_KEY do; PASSWORD_MIN_LENGTH, TOKEN_TTL
-        (settings about a secret) don't."""
-        words = name_words(name)
-        return bool(words) and (words[-1] in self._words or words[-2:] in self._pairs)
-
-    def names_secret(self, name: str) -> bool:
-        """DB_PASSWORD, GITHUB_TOKEN, AWS_SECRET_ACCESS_KEY do; TOKENIZER_PATH, SECRET_NAME
-        don't. Words split on `_`, `-`, `.` and camelCase, compared case-insensitively."""
-        words = name_words(name)
-        if not words or words[-1] in self._suffixes:
-            return False
-        return not self._words.isdisjoint(words) \
-            or not self._pairs.isdisjoint(itertools.pairwise(words))
-
-
-@lru_cache(maxsize=4096)
-def name_words(name: str) -> tuple[str, ...]:
-    """The words of a variable name, upper-cased: splitting on `_`, `-`, `.` and camelCase
-    is most of this rule's work, and the same few names come back in every object."""
-    return tuple(w.upper() for w in _SEPARATORS.split(_CAMEL.sub("_", name)) if w)
 
 
 def holds_a_secret(value: Any, names_the_secret: bool) -> bool:
