@@ -126,12 +126,12 @@ def check(args: argparse.Namespace) -> int:
     found = judge.scan(args.paths, args.exclude, stdin)
     now = args.at or datetime.now(UTC)  # the one time the whole run judges at
     notes: list[str] = []
-    granted = judge.Granted(exceptions.load(args.exceptions, found.exceptions, stdin,
+    granted = judge.Granted(exceptions.load(args.exceptions, found.exceptions, found.read,
                                             policies, now, notes), now)
     if not args.quiet:
         for line in notes:
             note(line)
-    claims = judge.input_claims([found.claims], stdin)
+    claims = judge.input_claims([found.claims], found.read)
     counts: Counter[str] = Counter()
     writer.start(policies)
     for part in judge.judge_all(found.tasks, policies, writer.render, args.jobs, found.read,

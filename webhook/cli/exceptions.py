@@ -7,7 +7,7 @@ its expiry) is the engine's call, as online.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from datetime import datetime
 
 from webhook.cli.exits import CliError
@@ -26,12 +26,13 @@ from webhook.engine.policy import PolicySet
 from webhook.manifests import Document, Source, manifest_sources, read_source
 
 
-def load(files: Sequence[str], manifests: Sequence[Source], stdin: bytes | None,
+def load(files: Sequence[str], manifests: Sequence[Source], read: Mapping[str, bytes],
          policies: PolicySet, now: datetime, notes: list[str]) -> Exceptions:
     """The exceptions of `files` (every object in them must be one) and those among the
-    sources of the manifests (judged there too, as the webhook judges them), as of `now`."""
+    sources of the manifests (judged there too, as the webhook judges them), as of `now`.
+    `read`: the bytes the scan read already, by source name (`-` is stdin)."""
     found: list[PolicyException] = []
-    for document in _documents(manifest_sources(files), stdin):
+    for document in _documents(manifest_sources(files), read):
         where = f"--exceptions {document.source}"
         if document.error:
             raise CliError(f"{where}: {document.error}")
@@ -43,7 +44,7 @@ def load(files: Sequence[str], manifests: Sequence[Source], stdin: bytes | None,
         except ExceptionError as error:
             raise CliError(f"{where}: {error}") from None
     for source in manifests:  # judge.scan found the kind's name in these
-        for document in read_source(source, stdin if source.name == "-" else None):
+        for document in read_source(source, read.get(source.name)):
             if not document.error and is_exception(document.obj):
                 try:
                     found.append(read_exception(document.obj))
@@ -64,9 +65,9 @@ def load(files: Sequence[str], manifests: Sequence[Source], stdin: bytes | None,
     return index(applied)
 
 
-def _documents(sources: list[Source], stdin: bytes | None) -> Iterator[Document]:
+def _documents(sources: list[Source], read: Mapping[str, bytes]) -> Iterator[Document]:
     """The documents of the --exceptions sources."""
     for source in sources:
         if not source.exists:
             raise CliError(f"--exceptions {source.name}: no such file or directory")
-        yield from read_source(source, stdin if source.name == "-" else None)
+        yield from read_source(source, read.get(source.name))

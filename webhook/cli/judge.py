@@ -137,17 +137,21 @@ def _patches(decision: Decision, result: Result) -> bool:
     return any(decision.verdict(result, found) == "patch" for found in result.findings)
 
 
-def input_claims(work: Sequence[Sequence[Source]], stdin: bytes | None) -> Claims:
+def input_claims(work: Sequence[Sequence[Source]], read: Mapping[str, bytes] | None) -> Claims:
     """The ResourceClaims and ResourceClaimTemplates anywhere in the input, so a pod resolves
     the claims it consumes whatever file or order they come in. Only the sources whose bytes
-    name the kind are parsed: most inputs have none, and pay one scan of their bytes."""
+    name the kind are parsed: most inputs have none, and pay one scan of their bytes.
+    `read`: the bytes read already, by source name (`-` is stdin, and only there)."""
+    read = read or {}
     objects: list[Any] = []
     for task in work:
         for source in task:
             if not source.exists:
                 continue
             try:
-                data = stdin if source.name == "-" else _source_bytes(source)
+                data = read.get(source.name)
+                if data is None and source.name != "-":
+                    data = _source_bytes(source)
             except OSError:
                 continue  # reported when the source is judged
             if data is None or _CLAIM_MARKER not in data:
