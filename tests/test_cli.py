@@ -384,6 +384,61 @@ def test_the_installed_command_runs(tmp_path):
     assert json.loads(done.stdout)["summary"]["fail"] == 1
 
 
+def run_command(*args: str, setup: str = "", stdout=subprocess.PIPE,
+                ) -> subprocess.CompletedProcess[bytes]:
+    """The command as `python -m webhook.cli` runs it (webhook.cli.run), after `setup`."""
+    code = f"import sys\n{setup}\nsys.argv = ['quickq-guard', *{list(args)!r}]\n" \
+        "from webhook.cli import run\nrun()\n"
+    return subprocess.run([sys.executable, "-c", code], stdout=stdout, stderr=subprocess.PIPE,
+                          check=False)
+
+
+def test_the_command_ends_without_tearing_the_interpreter_down(tmp_path):
+    path = write(tmp_path, "p.yaml", BAD_POD)
+    done = run_command("check", "-o", "json", str(path), setup=(
+        "import atexit; atexit.register(lambda: print('torn down', file=sys.stderr))"))
+    assert done.returncode == 1  # main()'s exit code, as sys.exit would give it
+    assert json.loads(done.stdout)["summary"]["fail"] == 1  # flushed: all of it is there
+    assert b"torn down" not in done.stderr
+
+
+def test_the_command_writes_a_large_report_whole_to_a_file(tmp_path):
+    for index in range(300):
+        write(tmp_path / "in", f"p{index}.yaml", BAD_POD.replace("name: bad", f"name: b{index}"))
+    report = tmp_path / "report.json"
+    with report.open("wb") as out:
+        done = run_command("check", "-o", "json", str(tmp_path / "in"), stdout=out)
+    assert done.returncode == 1
+    assert json.loads(report.read_bytes())["summary"]["resources"] == 300
+
+
+def test_the_command_says_so_when_the_output_cannot_be_written():
+    if not Path("/dev/full").exists():
+        pytest.skip("no /dev/full here")
+    # What the command prints stays in the buffer until run() flushes it, and fails there.
+    done = run_command("policies", setup="sys.stdout = open('/dev/full', 'w', buffering=1 << 20)")
+    assert done.returncode == 2
+    assert b"quickq-guard: error: cannot write the output: No space left on device" \
+        in done.stderr
+    assert b"Traceback" not in done.stderr
+
+
+def test_the_command_is_quiet_when_its_reader_goes_away(tmp_path):
+    for index in range(300):
+        write(tmp_path, f"p{index}.yaml", BAD_POD.replace("name: bad", f"name: b{index}"))
+    code = ("import subprocess, sys\n"
+            "cmd = [sys.executable, '-m', 'webhook.cli', 'check', '-o', 'json', "
+            f"{str(tmp_path)!r}]\n"
+            "p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE)\n"
+            "p.stdout.read(100); p.stdout.close()\n"
+            "err = p.stderr.read(); sys.stdout.write(f'{p.wait()} {err!r}')\n")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          check=True)
+    returncode, err = done.stdout.split(" ", 1)
+    assert returncode in ("0", "1")  # as far as it got: no crash
+    assert "Traceback" not in err and "Exception ignored" not in err
+
+
 def test_fix_writes_a_copied_probe_handler_out_in_full_not_as_a_yaml_alias(tmp_path: Path) -> None:
     manifest = tmp_path / "pod.yaml"
     manifest.write_text(

@@ -142,7 +142,7 @@ def test_build_stage_replayed_yields_complete_wheel(tmp_path: Path) -> None:
     with zipfile.ZipFile(wheel) as archive:
         names = archive.namelist()
         entry_points = next(n for n in names if n.endswith("entry_points.txt"))
-        assert "quickq-guard = webhook.cli:main" in archive.read(entry_points).decode()
+        assert "quickq-guard = webhook.cli:run" in archive.read(entry_points).decode()
     shipped = {n for n in names if n.startswith("webhook/policies/")}
     # the default policies and the Pod Security Standards profiles under pod-security/
     assert shipped == {f"webhook/policies/{p.relative_to(REPO / 'policies')}"

@@ -1,7 +1,5 @@
 """`python -m webhook.cli`: the same as the `quickq-guard` command."""
 
-import sys
+from webhook.cli.main import run
 
-from webhook.cli.main import main
-
-sys.exit(main())
+run()

@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import sys
 from collections.abc import Sequence
+from typing import NoReturn
 
 from webhook import __version__
 from webhook.cli import certs, check, cluster, crd, export, lint, policies, serve, test
@@ -25,6 +27,25 @@ def main(argv: Sequence[str] | None = None) -> int:
     except BrokenPipeError:  # `quickq-guard check ... | head`
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return EXIT_OK
+
+
+def run() -> NoReturn:
+    """The `quickq-guard` command: main(), its output flushed, then the process ends at once.
+    Tearing the interpreter down after that (a last full garbage collection, every module
+    and object freed one by one) changes nothing anyone sees and takes about 45 ms of a
+    5,000-file `check`; mypy's command ends the same way. A command that raises still
+    unwinds as usual, with its traceback."""
+    code = main()
+    try:
+        sys.stdout.flush()
+    except BrokenPipeError:  # `quickq-guard check ... | head`: the reader has what it wanted
+        pass
+    except OSError as problem:  # a full disk, say: the output is not all there
+        error(f"cannot write the output: {problem.strerror or problem}")
+        code = EXIT_ERROR
+    with contextlib.suppress(OSError):
+        sys.stderr.flush()
+    os._exit(code)
 
 
 def parser() -> argparse.ArgumentParser:
