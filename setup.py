@@ -36,9 +36,9 @@ COMPILED = [
     "webhook/engine/workload.py",
     # Reading YAML from libyaml's events: most of what `check` does with a large input.
     "webhook/yaml_events.py",
-    # What `check` does per file and per object around the engine: judging a task, the
-    # kustomize look at each file, the JSON report. (webhook/manifests.py is left out: mypyc
-    # cannot unpickle its frozen Source, which goes to the workers.)
+    # What `check` does per file and per object around the engine: finding and reading the
+    # files, judging a task, the kustomize look at each file, the JSON report.
+    "webhook/manifests.py",
     "webhook/cli/judge.py",
     "webhook/cli/kustomize.py",
     "webhook/cli/formats/json.py",

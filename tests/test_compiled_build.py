@@ -37,8 +37,8 @@ def test_the_compiled_run_imports_every_listed_module_compiled() -> None:
 
 
 # Besides the engine and the YAML reader, what `check` runs per file and per object.
-CHECK_MODULES = ("webhook.yaml_events", "webhook.cli.judge", "webhook.cli.kustomize",
-                 "webhook.cli.formats.json")
+CHECK_MODULES = ("webhook.yaml_events", "webhook.manifests", "webhook.cli.judge",
+                 "webhook.cli.kustomize", "webhook.cli.formats.json")
 
 
 def test_every_listed_module_is_a_module_of_the_engine_or_of_checks_path() -> None:
