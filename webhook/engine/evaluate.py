@@ -6,6 +6,8 @@ offline verdict equal the one given at `kubectl apply`.
 
 from __future__ import annotations
 
+import hashlib
+import json
 from collections.abc import Iterable, Mapping
 from dataclasses import replace
 from datetime import datetime
@@ -65,7 +67,8 @@ def evaluate(
 
     Mutate policies run first and validate policies judge the patched object, as the validating
     webhook does after the mutating one. On UPDATE, a violation `old_object` already had (same
-    policy, container and field) is only a warning. In dry-run mode nothing is denied or patched.
+    policy, container and field, with the same value there) is only a warning. In dry-run
+    mode nothing is denied or patched.
     `dry_run` (the review's dryRun: nothing will be stored) and `namespace_object` are what
     CEL policies read as `request.dryRun` and `namespaceObject`. `from_api_server` (the
     webhook's objects) says the API server has decoded the object already: what it would refuse
@@ -335,15 +338,17 @@ def _mark_unpatched(result: Result) -> Result:
                                           for f in result.findings))
 
 
-# A finding as an UPDATE compares it with the old object's: policy, container, field, and
-# which of the policy's checks (Finding.check).
-FindingKey = tuple[str | None, str | None, Path, str]
+# A finding as an UPDATE compares it with the old object's: policy, container, field, which
+# of the policy's checks (Finding.check), and a digest of the field's value.
+FindingKey = tuple[str | None, str | None, Path, str, bytes]
 
 
 def _mark_preexisting(result: Result, old_keys: frozenset[FindingKey], obj: Any) -> Result:
     """On UPDATE, the findings of a failed result the old object already had: the same
-    policy, container, field and check, so a second secret added beside one already there,
-    or a second validation of a CEL policy failing on the same field, is new."""
+    policy, container, field and check with the same value there, so a second secret added
+    beside one already there, a second validation of a CEL policy failing on the same field,
+    or a new value of the same field (`kubectl set image` to another :latest image, a new
+    literal password) is new."""
     if result.status != "fail":
         return result
     return replace(result, findings=tuple(
@@ -354,7 +359,8 @@ def _mark_preexisting(result: Result, old_keys: frozenset[FindingKey], obj: Any)
 def _finding_key(policy: str | None, found: Finding, obj: Any) -> FindingKey:
     """Which finding this is, whatever the order of arrays: an index into an array of named
     entries (containers, env, ports, volumeMounts...) is replaced by the entry's name, so
-    `env[2].value` of DB_PASSWORD stays the same finding when a variable is added before it."""
+    `env[2].value` of DB_PASSWORD stays the same finding when a variable is added before it.
+    The field's value is kept as a digest (see _value_digest), never as itself."""
     field: list[str | int] = []
     node = obj
     for segment in found.at:
@@ -365,7 +371,18 @@ def _finding_key(policy: str | None, found: Finding, obj: Any) -> FindingKey:
             continue
         field.append(segment)
         node = node.get(str(segment)) if isinstance(node, Mapping) else None
-    return policy, found.container, tuple(field), found.check
+    return policy, found.container, tuple(field), found.check, _value_digest(found, node)
+
+
+def _value_digest(found: Finding, value: Any) -> bytes:
+    """What the offending value was, as a digest: equal values give equal digests, and the
+    key holds nothing of a secret. A finding that names no field of its own (a CEL
+    validation without a fieldPath points at the whole container or object: `check` says
+    which validation failed) has no offending value to compare, so its digest is empty."""
+    if found.check:
+        return b""
+    text = json.dumps(value, sort_keys=True, separators=(",", ":"), default=str)
+    return hashlib.blake2b(text.encode(), digest_size=16).digest()
 
 
 def _result(policy: Policy, status: Any, findings: tuple[Finding, ...] = (),
