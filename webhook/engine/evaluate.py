@@ -410,7 +410,7 @@ def _violation_keys(old_object: Any, policies: PolicySet, request: Request,
 
 
 def _exclusion(workload: Workload, namespace: str, username: str | None,
-               groups: Iterable[str], policies: PolicySet) -> str:
+               groups: tuple[str, ...], policies: PolicySet) -> str:
     """Why the object is left alone, or '' when it is judged."""
     config = policies.config
     if namespace and matches_any(namespace, config.excludeNamespaces):
@@ -420,12 +420,19 @@ def _exclusion(workload: Workload, namespace: str, username: str | None,
     for group in groups if config.excludeGroups else ():
         if matches_any(group, config.excludeGroups):
             return f"group {group} is excluded"
-    if workload.is_pod:
+    if workload.is_pod and is_node(username, groups):
         metadata = workload.obj.get("metadata") or {}
         annotations = metadata.get("annotations")
         if is_mapping(annotations) and MIRROR_POD_ANNOTATION in annotations:
             return "a mirror pod of a static pod is managed by the kubelet"
     return ""
+
+
+def is_node(username: str | None, groups: tuple[str, ...]) -> bool:
+    """Whether the requester is a kubelet, as Kubernetes' own node identifier (NodeRestriction,
+    the Node authorizer) tells one: a `system:node:<name>` user in the `system:nodes` group.
+    Only a kubelet makes mirror pods; anyone else's pod with the mirror annotation is judged."""
+    return bool(username and username.startswith("system:node:")) and "system:nodes" in groups
 
 
 def skipped_decision(resource: Resource, policies: PolicySet, reason: str) -> Decision:
