@@ -20,6 +20,7 @@ from webhook.engine.claims import NO_CLAIMS, ClaimLookup, with_claims
 from webhook.engine.cost import Budget, TooCostly
 from webhook.engine.globs import matches_any
 from webhook.engine.hidden import hidden_values, hide
+from webhook.engine.namespaces import is_namespace, judge_opt_outs
 from webhook.engine.normalize import checks, normalize
 from webhook.engine.patch import PatchError, Path, apply_patch, dotted, value_at
 from webhook.engine.policy import Policy, PolicySet
@@ -97,6 +98,11 @@ def evaluate(
     in_dry_run_mode = config.mode == "dry-run"
     if granted.is_exception(obj):
         return granted.judge(obj, policies, resource, now, in_dry_run_mode)
+    if is_namespace(obj):  # judged for its opt-outs alone (webhook.engine.namespaces)
+        opt_outs = judge_opt_outs(obj, old_object, operation, username, groups, config)
+        if opt_outs.status == "skip":
+            return Decision(resource, (opt_outs,), allowed=True, skipped=opt_outs.reason)
+        return _decide(resource, (opt_outs,), in_dry_run_mode, (), None)
     try:
         if refused:
             raise RefusedObject(refused)
