@@ -69,7 +69,9 @@ def evaluate(
     Mutate policies run first and validate policies judge the patched object, as the validating
     webhook does after the mutating one. On UPDATE, a violation `old_object` already had (same
     policy, container and field, with the same value there) is only a warning. In dry-run
-    mode nothing is denied or patched.
+    mode nothing is denied or patched. A Namespace is judged for its opt-outs alone, for
+    `username` and `groups` (webhook.engine.namespaces); a mirror pod is left alone only
+    when a kubelet creates it (is_node).
     `dry_run` (the review's dryRun: nothing will be stored) and `namespace_object` are what
     CEL policies read as `request.dryRun` and `namespaceObject`. `from_api_server` (the
     webhook's objects) says the API server has decoded the object already: what it would refuse
