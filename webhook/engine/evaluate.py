@@ -389,8 +389,15 @@ def _value_digest(found: Finding, value: Any) -> bytes:
     which validation failed) has no offending value to compare, so its digest is empty."""
     if found.check:
         return b""
-    text = json.dumps(value, sort_keys=True, separators=(",", ":"), default=str)
-    return hashlib.blake2b(text.encode(), digest_size=16).digest()
+    if isinstance(value, str):  # most offending values (an image, an env value)
+        data = b"s" + value.encode("utf-8", "surrogatepass")
+    else:  # a missing field (None), a number, a list or mapping: its canonical JSON
+        data = b"j" + _CANONICAL.encode(value).encode("utf-8", "surrogatepass")
+    return hashlib.blake2b(data, digest_size=16).digest()
+
+
+# One encoder for every digest: json.dumps() with options builds a new one per call.
+_CANONICAL = json.JSONEncoder(sort_keys=True, separators=(",", ":"), default=str)
 
 
 def _result(policy: Policy, status: Any, findings: tuple[Finding, ...] = (),
