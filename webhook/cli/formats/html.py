@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import base64
 import hashlib
+import json
 import re
 from collections import Counter
 from collections.abc import Sequence
@@ -26,6 +27,7 @@ from typing import Any
 
 import jinja2
 import orjson
+from jinja2.utils import htmlsafe_json_dumps
 from markupsafe import Markup
 
 from webhook import __version__
@@ -55,7 +57,7 @@ class Row:
     location: str
     message: str
     fix: str
-    patch: str  # the patch as reports show it, one JSON operation a line
+    patch: tuple[dict[str, Any], ...]  # as reports show it (Finding.shown_patch)
     exception: str
     note: str  # existing (an UPDATE keeps it), or what the policy says of all its findings
 
@@ -106,7 +108,7 @@ class Html(Format):
                 # a warning of no policy: a field quickq-guard does not judge (podSpecPatch)
                 if not warning.startswith("[") and not (quiet and not fails("warn", fail_on)):
                     rows.append(Row("warn", "", resource.kind, resource.namespace,
-                                    resource.name, location(item), warning, "", "", "", ""))
+                                    resource.name, location(item), warning, "", (), "", ""))
         return rows, skipped
 
     def write(self, rendered: tuple[list[Row], list[Skipped]]) -> None:
@@ -122,10 +124,9 @@ class Html(Format):
 def _row(item: Judged, result: Result, verdict: str, message: str,
          finding: Finding | None) -> Row:
     resource = item.decision.resource
-    patch = ""
+    patch: tuple[dict[str, Any], ...] = ()
     if finding is not None and finding.patch:
-        shown = finding.patch if finding.shown_patch is None else finding.shown_patch
-        patch = "\n".join(orjson.dumps(op).decode() for op in shown)
+        patch = finding.patch if finding.shown_patch is None else finding.shown_patch
     notes = []
     if finding is not None and finding.preexisting:
         notes.append("existing: the object had it before this change")
@@ -166,6 +167,10 @@ def page(policies: PolicySet, rows: Sequence[Row], skipped: Sequence[Skipped],
         by_file.setdefault(_file_of(row.location), Counter())[row.verdict] += 1
     code = exit_code(counts, fail_on)
     actions = Counter(policy.action for policy in policies.policies)
+    options = {"verdict": [v for v in VERDICTS if any(r.verdict == v for r in rows)],
+               "policy": sorted({r.policy for r in rows}),
+               "kind": sorted({r.kind for r in rows}),
+               "namespace": sorted({r.namespace for r in rows})}
     template = _environment().get_template("report.html.j2")
     style, script = _asset("report.css"), _asset("report.js")
     return template.render(
@@ -179,19 +184,39 @@ def page(policies: PolicySet, rows: Sequence[Row], skipped: Sequence[Skipped],
                    "description": p.description, "found": by_policy.get(p.id, Counter())}
                   for p in policies.policies],
         actions=actions,
-        charts=[_chart("Findings by policy", by_policy),
+        charts=[_chart("Findings by policy", by_policy,
+                       {p.id: f"{p.id} ({p.action})" for p in policies.policies}),
                 _chart("Findings by namespace", by_namespace),
                 _chart("Findings by file", by_file)],
-        rows=rows, skipped=skipped,
+        total=len(rows), skipped=skipped,
         exceptions=Counter(row.exception for row in rows if row.exception).most_common(),
-        options={"policy": sorted({r.policy for r in rows if r.policy}),
-                 "kind": sorted({r.kind for r in rows if r.kind}),
-                 "namespace": sorted({r.namespace for r in rows}),
-                 "verdict": [v for v in VERDICTS if any(r.verdict == v for r in rows)]},
+        options=options, data=table_data(rows, options),
         style=Markup(style), script=Markup(script),
         csp=f"default-src 'none'; style-src {_hash(style)}; script-src {_hash(script)}; "
             "img-src data:; base-uri 'none'; form-action 'none'",
     )
+
+
+def table_data(rows: Sequence[Row], options: dict[str, list[str]]) -> Markup:
+    """The findings table as JSON for the page's script, which shows it a page at a time (a
+    browser lays out thousands of rows slowly; it parses this at once): each row a list,
+    its verdict, policy, kind and namespace as indices into `options`, its fix null when the
+    message is the fix, its patch the operations as reports show them. Escaped by Jinja's
+    htmlsafe_json_dumps for a script element."""
+    index = {key: {value: n for n, value in enumerate(values)}
+             for key, values in options.items()}
+    encoded = [[index["verdict"][r.verdict], index["policy"][r.policy], index["kind"][r.kind],
+                index["namespace"][r.namespace], r.name, r.message,
+                None if r.fix == r.message else r.fix, r.patch, r.exception, r.note,
+                r.location] for r in rows]
+    return htmlsafe_json_dumps({"options": options, "rows": encoded}, dumps=_dumps)
+
+
+def _dumps(value: Any, **_: Any) -> str:
+    try:
+        return orjson.dumps(value, default=str).decode()
+    except TypeError:  # a patch of user data orjson refuses: keys not strings, huge integers
+        return json.dumps(value, default=str)
 
 
 def _file_of(where: str) -> str:
@@ -200,11 +225,12 @@ def _file_of(where: str) -> str:
     return parts[0] if len(parts) == 3 and parts[1].isdigit() else where
 
 
-def _chart(title: str, groups: dict[str, Counter[str]]) -> dict[str, Any]:
+def _chart(title: str, groups: dict[str, Counter[str]],
+           labels: dict[str, str] | None = None) -> dict[str, Any]:
     """A horizontal bar chart's data: the TOP groups with the most findings, each bar split
-    by verdict, and the others summed."""
+    by verdict, and the others summed. `labels`: what to call a group, if not its name."""
     ranked = sorted(groups.items(), key=lambda kv: (-sum(kv[1].values()), kv[0]))
-    bars = [(label, counter) for label, counter in ranked[:TOP]]
+    bars = [((labels or {}).get(label, label), counter) for label, counter in ranked[:TOP]]
     rest: Counter[str] = Counter()
     for _, counter in ranked[TOP:]:
         rest.update(counter)
@@ -247,5 +273,13 @@ def _environment() -> jinja2.Environment:
             loader=jinja2.PackageLoader("webhook.cli.formats", "templates"),
             autoescape=True, trim_blocks=True, lstrip_blocks=True,
             undefined=jinja2.StrictUndefined)
+        _ENVIRONMENT.filters["text"] = text
     return _ENVIRONMENT
+
+
+def text(value: object) -> Markup:
+    """`value` escaped for text between tags, where only `&`, `<` and `>` mean anything: the
+    table's thousands of messages and patches are full of quotes, which autoescaping writes
+    as `&#39;` and `&#34;`. Never for an attribute's value (autoescaping does those)."""
+    return Markup(str(value).replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;"))
 
