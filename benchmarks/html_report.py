@@ -18,6 +18,8 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
+import re
 import shutil
 import statistics
 import subprocess
@@ -49,7 +51,7 @@ def report(count: int, seed: int) -> tuple[Path, int]:
     with page.open("w") as out:
         done = subprocess.run([sys.executable, "-m", "webhook.cli", "check", "-o", "html",
                                folder.name], stdout=out, stderr=subprocess.PIPE, text=True,
-                              cwd=OUT, env={"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin"},
+                              cwd=OUT, env={**os.environ, "PYTHONPATH": str(ROOT)},
                               check=False)
     if done.returncode not in (0, 1):
         sys.exit(f"check failed: {done.stderr[-2000:]}")
@@ -99,7 +101,8 @@ def main() -> None:
     page, seconds = report(args.count, args.seed)
     size = page.stat().st_size
     text = page.read_text()
-    rows = text.count("<tr class=")
+    data = re.search(r'<script type="application/json" id="data">(.*?)</script>', text, re.S)
+    rows = len(json.loads(data.group(1))["rows"]) if data else 0
     times = interactive_ms(page, args.runs)
     median = statistics.median(times) if isinstance(times, list) else None
     figures: dict[str, Any] = {
