@@ -193,3 +193,14 @@ def test_the_actions_of_the_policies_are_shown(capsys: Any, tmp_path: Path) -> N
 ])
 def test_the_fix_is_what_the_message_asks(message: str, fix: str) -> None:
     assert suggested_fix(message) == fix
+
+
+def test_an_object_that_cannot_be_read_is_an_error_row(capsys: Any, tmp_path: Path) -> None:
+    broken = tmp_path / "broken.yaml"
+    broken.write_text("a: [\n")
+    code, out = report(capsys, "-o", "html", str(broken), "examples/bad/pod.yaml")
+    assert code == 2
+    [row] = [row for row in Page(out).rows if row[0] == "error"]
+    assert row[5].startswith("invalid YAML") and row[7] == f"{broken}:2:1"
+    assert "<strong>Errors:</strong> 1 object cannot be judged (exit code 2)" in out
+    assert Page(out).numbers["outcomes.error"] == 1
