@@ -193,7 +193,7 @@ def page(policies: PolicySet, rows: Sequence[Row], skipped: Sequence[Skipped],
         options=options, data=table_data(rows, options),
         style=Markup(style), script=Markup(script),
         csp=f"default-src 'none'; style-src {_hash(style)}; script-src {_hash(script)}; "
-            "img-src data:; base-uri 'none'; form-action 'none'",
+            "base-uri 'none'; form-action 'none'",
     )
 
 
