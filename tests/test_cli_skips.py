@@ -66,7 +66,7 @@ def overlay(tmp_path):
 
 
 def test_the_patches_a_kustomization_lists_are_skipped_saying_so(capsys, tmp_path):
-    code, out, err = run(capsys, "check", str(overlay(tmp_path)))
+    code, out, err = run(capsys, "check", "--verbose", str(overlay(tmp_path)))
     assert code == 0, out
     assert out.splitlines()[-1].startswith("1 resources: 1 allowed, 0 denied, 0 error;")
     assert (f"note: skipped {tmp_path}/patches/gpu.yaml: a kustomize patch "
@@ -76,6 +76,12 @@ def test_the_patches_a_kustomization_lists_are_skipped_saying_so(capsys, tmp_pat
             "kustomization.yaml lists it under patchesStrategicMerge:)") in err
     assert (f"note: skipped {tmp_path}/kustomization.yaml: a kustomization; check what it "
             f"builds: kustomize build {tmp_path} | quickq-guard check -") in err
+    # Without --verbose, one note for all of them (a repository has dozens of overlays).
+    code, _, err = run(capsys, "check", str(tmp_path))
+    assert code == 0
+    assert err == ("quickq-guard: note: skipped 3 files with no Kubernetes object to judge "
+                   "(1 kustomization: check what each builds with kustomize build DIR | "
+                   "quickq-guard check -); --verbose lists them\n")
 
 
 def test_a_patch_file_named_on_the_command_line_is_still_judged(capsys, tmp_path):
@@ -150,7 +156,7 @@ def test_fix_leaves_the_patches_a_kustomization_lists_alone(capsys, tmp_path):
     before = {path: path.read_text() for path in (folder / "patches" / "gpu.yaml",
                                                   folder / "memory.yaml",
                                                   folder / "kustomization.yaml")}
-    code, out, err = run(capsys, "check", "--fix", "--in-place", str(folder))
+    code, out, err = run(capsys, "check", "--fix", "--in-place", "--verbose", str(folder))
     assert code == 0, err
     assert {path: path.read_text() for path in before} == before
     assert (f"note: skipped {folder}/patches/gpu.yaml: a kustomize patch "

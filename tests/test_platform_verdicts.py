@@ -3,8 +3,19 @@ object of our own; the comment above each test names the source pattern it stand
 
 from __future__ import annotations
 
-from builders import container, judge, messages, pod
+from builders import container, judge, messages, pod, run_cli
 
+POD = """\
+apiVersion: v1
+kind: Pod
+metadata: {name: app, labels: {app: app}}
+spec:
+  securityContext: {runAsNonRoot: true}
+  containers:
+    - name: app
+      image: registry.example.com/app:1.0
+      resources: {requests: {cpu: "1", memory: 1Gi}}
+"""
 LIVENESS = {"httpGet": {"path": "/health", "port": 8000}}
 
 
@@ -18,3 +29,22 @@ def test_a_vllm_image_pinned_by_digest_gets_vllms_startup_window():
         value = operation["value"]
         assert value["periodSeconds"] * value["failureThreshold"] == 1800, image
         assert "for up to 1800s" in messages(decision, "inject-startup-probe")[0]
+
+
+# 2. A repository's mkdocs.yml (`!!python/name:material.extensions.emoji.twemoji`) and an
+#    application's test data (`!workspace`) met by a directory walk: valid YAML for their
+#    application, no Kubernetes object, so skipped as any other file without one.
+def test_a_walk_skips_yaml_with_application_tags(tmp_path, capsys):
+    (tmp_path / "mkdocs.yml").write_text(
+        "site_name: docs\nmarkdown_extensions:\n  - pymdownx.emoji:\n"
+        "      emoji_index: !!python/name:material.extensions.emoji.twemoji\n")
+    (tmp_path / "data.yaml").write_text("root: !workspace app\n")
+    (tmp_path / "pod.yaml").write_text(POD)
+    code, out, err = run_cli(capsys, "check", "--verbose", str(tmp_path))
+    assert code == 0, err
+    assert "error" not in err
+    assert "1 resources" in out and "0 error" in out
+    assert f"skipped {tmp_path / 'mkdocs.yml'}: no Kubernetes object" in err
+    # Named on its own, a file with an unknown tag is still an error: it was meant as input.
+    code, _, err = run_cli(capsys, "check", str(tmp_path / "data.yaml"))
+    assert code == 2 and "!workspace" in err

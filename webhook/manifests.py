@@ -89,8 +89,8 @@ def read_paths(paths: Iterable[str], exclude: Sequence[str] = ()) -> Iterator[Do
 
 def manifest_sources(paths: Iterable[str], exclude: Sequence[str] = ()) -> list[Source]:
     """What `read_paths` reads, in order: `-`, each file named, each directory's manifest files
-    (sorted; hidden folders and files, what `.gitignore` ignores and the `exclude` globs are
-    left out), or the path as given when it does not exist."""
+    (sorted; hidden folders and files, `vendor/`, `node_modules/`, what `.gitignore` ignores
+    and the `exclude` globs are left out), or the path as given when it does not exist."""
     sources: list[Source] = []
     for given in paths:
         if given == "-":
@@ -104,10 +104,16 @@ def manifest_sources(paths: Iterable[str], exclude: Sequence[str] = ()) -> list[
     return sources
 
 
+# Folders that hold other projects' code in a checkout (Go's vendored modules, npm's
+# packages): their test manifests are not this project's. Walked when named themselves.
+OTHERS_CODE = frozenset({"vendor", "node_modules"})
+
+
 def walk(directory: Path, exclude: Sequence[str] = ()) -> list[Path]:
     """The manifest files under a directory, sorted, the way a checkout sees them: hidden
-    folders and files are left out, and so is what a `.gitignore` (in the directory, its
-    subfolders, or its parents up to the repository's root) names. `exclude` holds more
+    folders and files, `vendor/` and `node_modules/` are left out, and so is what a
+    `.gitignore` (in the directory, its subfolders, or its parents up to the repository's
+    root) names. `exclude` holds more
     patterns in .gitignore syntax, relative to the directory (`legacy/`, `*.tmpl.yaml`)."""
     return [Path(name) for name in _walk(directory, exclude)]
 
@@ -128,6 +134,7 @@ def _walk(directory: Path, exclude: Sequence[str]) -> list[str]:
         checks = [(rule.spec, _relative(here, rule.base)) for rule in reversed(rules)]
         skip = (excluded.spec, _relative(here, excluded.base)) if excluded else None
         folders[:] = sorted(name for name in folders if not name.startswith(".")
+                            and name not in OTHERS_CODE
                             and not _ignored(name, checks, skip, folder=True))
         for name in folders:
             rules_of[os.path.join(root, name)] = rules

@@ -24,7 +24,8 @@ def add_parser(commands: Any) -> None:
         description="Judge YAML/JSON manifests (files, directories, or - for stdin) with the "
                     "same engine the webhook runs. A directory is walked the way a checkout "
                     "sees it: hidden folders and what .gitignore ignores are left out, and "
-                    "files with no Kubernetes object are skipped with a note.")
+                    "vendor/ and node_modules/ are left out unless named, and files with no "
+                    "Kubernetes object are skipped (--verbose lists them).")
     parser.add_argument("paths", nargs="+", metavar="PATH", help="file, directory or -")
     policy_options(parser)
     parser.add_argument("--output", "-o", choices=NAMES, default="table",
@@ -37,6 +38,10 @@ def add_parser(commands: Any) -> None:
     parser.add_argument("--quiet", "-q", action="store_true",
                         help="failures only: show only what fails the run (see --fail-on) "
                              "and errors, and no notes on skipped files")
+    parser.add_argument("--verbose", "-v", action="store_true",
+                        help="also list each file a directory walk skipped (no Kubernetes "
+                             "object, a kustomization or patch, an unrendered template), and "
+                             "why; without it they are counted in one note")
     parser.add_argument("--fail-on", choices=FAIL_ON, default="deny",
                         help="what makes the exit code 1: deny (default: an enforced policy "
                              "denies), warn (also warnings and dry-run denials), audit (also "
@@ -69,6 +74,15 @@ def add_parser(commands: Any) -> None:
                         help="processes to judge with, 1 or more (default: one per CPU when "
                              "the input is over 1 MB, else 1)")
     parser.set_defaults(command=check)
+
+
+def skipped_note(files: int, kustomizations: int) -> str:
+    """The one note, without --verbose, on the files a directory walk skipped."""
+    built = (f" ({kustomizations} kustomization{'s' * (kustomizations != 1)}: check what "
+             "each builds with kustomize build DIR | quickq-guard check -)"
+             if kustomizations else "")
+    return (f"skipped {files} file{'s' * (files != 1)} with no Kubernetes object to judge"
+            f"{built}; --verbose lists them")
 
 
 def policy_options(parser: argparse.ArgumentParser) -> None:
@@ -134,17 +148,22 @@ def check(args: argparse.Namespace) -> int:
             note(line)
     claims = judge.input_claims([found.claims], found.read)
     counts: Counter[str] = Counter()
+    skipped_files = kustomizations = 0
     writer.start(policies)
     for part in judge.judge_all(found.tasks, policies, writer.render, args.jobs, found.read,
                                   granted, claims, found.size):
         for line in part.errors:
             error(line)
-        if not args.quiet:
+        if args.verbose and not args.quiet:
             for line in part.notes:
                 note(line)
+        skipped_files += len(part.notes)
+        kustomizations += part.kustomizations
         writer.write(part.rendered)
         counts.update(part.counts)
     writer.finish(counts)
+    if skipped_files and not args.verbose and not args.quiet:
+        note(skipped_note(skipped_files, kustomizations))
     out.flush()
     if not counts["resources"] and not args.allow_empty:
         where = ", ".join("stdin" if p == "-" else p for p in args.paths)

@@ -58,7 +58,7 @@ def fix(args: argparse.Namespace, policies: PolicySet) -> int:
         if source.walked and (why := kustomize_skip(source.name)):
             # A patch is no object to fix (check skips it too): printed among the fixed
             # manifests, it would be applied as a whole object.
-            if source.start == 0 and not args.quiet:
+            if source.start == 0 and args.verbose and not args.quiet:
                 note(f"skipped {source.name}: {why}")
             continue
         done = fix_source(source, policies, claims)
