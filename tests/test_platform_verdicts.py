@@ -48,3 +48,70 @@ def test_a_walk_skips_yaml_with_application_tags(tmp_path, capsys):
     # Named on its own, a file with an unknown tag is still an error: it was meant as input.
     code, _, err = run_cli(capsys, "check", str(tmp_path / "data.yaml"))
     assert code == 2 and "!workspace" in err
+
+
+# 3. A repository's manifest with a licence header before the first `---` (Apache-2.0 SPDX
+#    lines), then Helm output whose documents are indented differently (4 spaces in one, 2 in
+#    the next, sequences unindented): --fix --in-place adds one startupProbe and changes no
+#    other line.
+FIXABLE = """\
+# Copyright 2026 Example Authors
+# SPDX-License-Identifier: Apache-2.0
+---
+apiVersion: v1
+kind: ConfigMap
+metadata:
+    name: settings
+data:
+    a: "1"
+---
+# Source: chart/templates/deployment.yaml
+apiVersion: apps/v1
+kind: Deployment
+metadata:
+  name: vllm
+  labels: {app: vllm}
+spec:
+  selector:
+    matchLabels:
+      app: vllm
+  template:
+    metadata:
+      labels:
+        app: vllm
+    spec:
+      securityContext:
+        runAsNonRoot: true
+      containers:
+      - name: vllm
+        image: vllm/vllm-openai:v0.9.1
+        resources:
+          requests: {cpu: "1", memory: 1Gi}
+        livenessProbe:
+          httpGet: {path: /health, port: 8000}
+---
+apiVersion: v1
+kind: Service
+metadata:
+      name: vllm
+spec:
+      ports:
+          - port: 8000
+"""
+ADDED = """\
+        startupProbe:
+          httpGet:
+            path: /health
+            port: 8000
+          periodSeconds: 10
+          failureThreshold: 180
+"""
+
+
+def test_fix_in_place_keeps_the_licence_header_and_every_other_line(tmp_path, capsys):
+    path = tmp_path / "all.yaml"
+    path.write_text(FIXABLE)
+    code, _, err = run_cli(capsys, "check", "--fix", "--in-place", str(path))
+    assert code == 0, err
+    marker = "          httpGet: {path: /health, port: 8000}\n"
+    assert path.read_text() == FIXABLE.replace(marker, marker + ADDED)
