@@ -69,7 +69,7 @@ def test_each_accelerator_gets_the_gpu_checks(resource):
     assert result(decision, "gpu-priority-class").status == "fail"
     # 0.5 reaches the webhook in the API server's canonical form, 500m.
     fraction = judge(pod(gpu_container(resource=resource, count="0.5")))
-    assert "must be a whole number of GPUs above 0, not 500m" in " ".join(
+    assert "must be a whole number of GPUs, not 500m" in " ".join(
         messages(fraction, "require-gpu-limits"))
 
 

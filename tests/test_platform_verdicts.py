@@ -3,7 +3,7 @@ object of our own; the comment above each test names the source pattern it stand
 
 from __future__ import annotations
 
-from builders import container, judge, messages, pod, run_cli
+from builders import container, judge, messages, pod, result, run_cli
 
 POD = """\
 apiVersion: v1
@@ -115,3 +115,16 @@ def test_fix_in_place_keeps_the_licence_header_and_every_other_line(tmp_path, ca
     assert code == 0, err
     marker = "          httpGet: {path: /health, port: 8000}\n"
     assert path.read_text() == FIXABLE.replace(marker, marker + ADDED)
+
+
+# 4. A serving chart's CPU-only profile: `resources.limits: {nvidia.com/gpu: "0"}` (and
+#    requests "0" beside it). Zero GPUs is no GPU: no GPU policy speaks of it.
+def test_zero_gpus_is_no_gpu_request():
+    for count in ("0", 0):
+        resources = {"requests": {"cpu": "1", "memory": "1Gi", "nvidia.com/gpu": count},
+                     "limits": {"nvidia.com/gpu": count}}
+        decision = judge(pod(container(resources=resources)))
+        assert result(decision, "require-gpu-limits").status == "pass", count
+        assert result(decision, "gpu-priority-class").status == "pass"
+    fraction = judge(pod(container(resources={"limits": {"nvidia.com/gpu": "0.5"}})))
+    assert result(fraction, "require-gpu-limits").status == "fail"

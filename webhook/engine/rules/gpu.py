@@ -77,19 +77,20 @@ def gpu_resources_used(workload: Workload | PodSpec, patterns: tuple[str, ...]) 
 
 
 def require_gpu_limits(workload: Workload, params: GpuParams) -> list[Finding]:
-    """A GPU request has an equal limit, and GPU counts are positive whole numbers.
+    """A GPU request has an equal limit, and GPU counts are whole numbers.
 
-    A GPU only in limits is fine: the API server copies the limit into the request.
+    A GPU only in limits is fine: the API server copies the limit into the request. A count
+    of 0 (a chart's CPU-only profile) is no GPU, as for every other GPU policy, not a fault.
     """
     findings: list[Finding] = []
     for container in workload.containers:
         requests, limits = container.requests, container.limits
         for which, name, value in gpus(container, params.resources):
             amount = parse_quantity(value)
-            if amount is not None and (amount <= 0 or not is_whole(amount)):
+            if amount is not None and not is_whole(amount):
                 findings.append(finding(
                     container, f"{resource_field(container, which, name)} must be a whole "
-                    f"number of GPUs above 0, not {value}",
+                    f"number of GPUs, not {value}",
                     container.field_path("resources", which, name)))
             if which != "requests":
                 continue
