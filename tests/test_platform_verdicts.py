@@ -128,3 +128,15 @@ def test_zero_gpus_is_no_gpu_request():
         assert result(decision, "gpu-priority-class").status == "pass"
     fraction = judge(pod(container(resources={"limits": {"nvidia.com/gpu": "0.5"}})))
     assert result(fraction, "require-gpu-limits").status == "fail"
+
+
+# 7. Pod-level resources (Kubernetes 1.34+, on by default): a serving pod that sets
+#    `spec.resources.requests` and no per-container requests; the scheduler places it by them.
+def test_pod_level_resources_satisfy_require_requests():
+    bare = container(resources={})
+    decision = judge(pod(bare, resources={"requests": {"cpu": "4", "memory": "16Gi"}}))
+    assert result(decision, "require-requests").status == "pass"
+    assert decision.allowed
+    only_cpu = judge(pod(bare, resources={"limits": {"cpu": "4"}}))
+    assert messages(only_cpu, "require-requests") == [
+        "container 'app': add resources.requests.memory"]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from decimal import Decimal
 from typing import Any
 
@@ -19,19 +20,32 @@ def require_requests(workload: Workload, params: RequireRequestsParams) -> list[
     """Every container and initContainer requests cpu and memory.
 
     A limit without a request counts as a request: the API server defaults the request to the
-    limit before admission, so the offline verdict matches the cluster's.
+    limit before admission, so the offline verdict matches the cluster's. So do pod-level
+    resources (spec.resources, Kubernetes 1.34+): the scheduler places the pod by them and
+    it is not BestEffort, whatever its containers say.
     """
     findings = []
-    for container in workload.containers:
-        if container.group == "ephemeralContainers":
-            continue  # ephemeral containers cannot carry resources
-        requests, limits = container.requests, container.limits
-        for name in params.resources:
-            if requests.get(name) is None and limits.get(name) is None:
-                findings.append(finding(
-                    container, f"add {resource_field(container, 'requests', name)}",
-                    container.field_path("resources", "requests", name)))
+    for pod_spec in workload.pod_specs:
+        pod_level = pod_spec.data.get("resources")
+        shared = _named(pod_level) if isinstance(pod_level, Mapping) else frozenset()
+        for container in pod_spec.containers:
+            if container.group == "ephemeralContainers":
+                continue  # ephemeral containers cannot carry resources
+            requests, limits = container.requests, container.limits
+            for name in params.resources:
+                if requests.get(name) is None and limits.get(name) is None \
+                        and name not in shared:
+                    findings.append(finding(
+                        container, f"add {resource_field(container, 'requests', name)}",
+                        container.field_path("resources", "requests", name)))
     return findings
+
+
+def _named(resources: Mapping[str, Any]) -> frozenset[Any]:
+    """The resources a pod-level `resources` requests or limits (a limit becomes a request)."""
+    return frozenset(name for which in ("requests", "limits")
+                     if isinstance(quantities := resources.get(which), Mapping)
+                     for name, value in quantities.items() if value is not None)
 
 
 def valid_resource_quantities(workload: Workload, params: NoParams) -> list[Finding]:
