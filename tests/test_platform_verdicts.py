@@ -140,3 +140,14 @@ def test_pod_level_resources_satisfy_require_requests():
     only_cpu = judge(pod(bare, resources={"limits": {"cpu": "4"}}))
     assert messages(only_cpu, "require-requests") == [
         "container 'app': add resources.requests.memory"]
+
+
+# 8. A chart that sets the pod's `runAsNonRoot: true` and a container's `runAsUser: 0` (an
+#    init step "run as root"): the kubelet refuses to start it, and the message says so.
+def test_root_uid_with_run_as_non_root_is_denied_saying_the_kubelet_refuses_it():
+    spec = container(securityContext={"runAsUser": 0})
+    decision = judge(pod(spec))  # the builders' pod sets runAsNonRoot: true
+    assert not decision.allowed
+    assert messages(decision, "disallow-root-user") == [
+        "container 'app': runs as root (runAsUser: 0) with runAsNonRoot: true, which the "
+        "kubelet refuses to start; set securityContext.runAsUser to a non-zero uid"]
