@@ -151,3 +151,27 @@ def test_root_uid_with_run_as_non_root_is_denied_saying_the_kubelet_refuses_it()
     assert messages(decision, "disallow-root-user") == [
         "container 'app': runs as root (runAsUser: 0) with runAsNonRoot: true, which the "
         "kubelet refuses to start; set securityContext.runAsUser to a non-zero uid"]
+
+
+# 6. A Pod Security corpus's Pod with an iSCSI volume at LUN 0 (`iscsi: {lun: 0, ...}`),
+#    which the API server accepts: `lun` is required and has no omitempty, so its 0 stays.
+def test_a_required_int_keeps_its_zero():
+    volume = {"name": "disk", "iscsi": {"targetPortal": "10.0.0.1:3260",
+                                        "iqn": "iqn.2001-04.com.example:storage", "lun": 0}}
+    decision = judge(pod(container(), volumes=[volume]))
+    assert decision.outcome == "allowed", decision.results
+    sleep = container(lifecycle={"preStop": {"sleep": {"seconds": 0}}})
+    assert judge(pod(sleep)).outcome == "allowed"
+    # A zero the API server refuses (a port is 1-65535) is still refused offline.
+    ported = judge(pod(container(ports=[{"containerPort": 0}])))
+    assert ported.outcome == "error"
+
+
+def test_no_report_prints_a_missing_location_as_none(tmp_path, capsys):
+    path = tmp_path / "pod.yaml"
+    path.write_text(POD + "  volumes:\n    - name: disk\n      iscsi: {targetPortal: "
+                    "'10.0.0.1:3260', iqn: 'iqn.2001-04.com.example:storage'}\n")
+    for output in ("table", "json", "github", "junit", "sarif", "policyreport"):
+        code, out, err = run_cli(capsys, "check", "-o", output, str(path))
+        assert code == 2 and "iscsi.lun: required value" in out + err, output
+        assert "None:" not in out + err and "[None]" not in out + err, output

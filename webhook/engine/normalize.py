@@ -251,7 +251,29 @@ def _plan(type_name: str) -> _Plan:
     if type_name in _CONTAINER_TYPES:
         required = (*required, "image")
     steps = {key: _step(type_name, key, kind) for key, kind in TYPES[type_name].items()}
-    return steps, KEPT_EMPTY.get(type_name, ()), _HOOKS.get(type_name), required
+    return steps, _kept_empty(type_name, required), _HOOKS.get(type_name), required
+
+
+def _kept_empty(type_name: str, required: tuple[str, ...]) -> frozenset[str]:
+    """The fields whose empty value the API server keeps: those recorded from a server, and
+    every required int or bool field of the generated schema (a required field has no
+    `omitempty` in Go, so its zero decodes and stays: an iSCSI volume's `lun: 0`, which the
+    recorded probes never set). A required string or list is not among them: its empty value
+    is kept too, but then refused as missing, as the required check here says."""
+    types = TYPES[type_name]
+    return frozenset(KEPT_EMPTY.get(type_name, ())).union(
+        name for name in required if types.get(name) in _ZERO_KEPT
+        and f"{type_name}.{name}" not in _ZERO_REFUSED)
+
+
+_ZERO_KEPT = frozenset({"integer", "number", "boolean"})
+# Required ints whose 0 the API server keeps and then refuses by its validation (a port is
+# 1-65535, a weight 1-100, maxSkew 1 or more): dropped here, they are reported as the missing
+# value they stand for, so the object is still refused offline, as it is at the server.
+_ZERO_REFUSED = frozenset({
+    "core.v1.ContainerPort.containerPort", "core.v1.GRPCAction.port",
+    "core.v1.PreferredSchedulingTerm.weight", "core.v1.WeightedPodAffinityTerm.weight",
+    "core.v1.TopologySpreadConstraint.maxSkew"})
 
 
 
