@@ -135,7 +135,8 @@ def test_an_unrendered_helm_template_named_on_the_command_line_says_to_render_it
 def test_error_messages_never_show_a_traceback(tmp_path):
     (tmp_path / "bin.yaml").write_bytes(b"\xff\xfe\x00garbage")
     (tmp_path / "deep.yaml").write_text("a: " + "[" * 5000 + "]" * 5000 + "\n")
-    done = subprocess.run([sys.executable, "-m", "webhook.cli", "check", str(tmp_path)],
+    done = subprocess.run([sys.executable, "-m", "webhook.cli", "check", "--verbose",
+                           str(tmp_path)],
                           capture_output=True, text=True, check=False)
     assert done.returncode == 2
     assert "Traceback" not in done.stderr + done.stdout

@@ -175,3 +175,31 @@ def test_no_report_prints_a_missing_location_as_none(tmp_path, capsys):
         code, out, err = run_cli(capsys, "check", "-o", output, str(path))
         assert code == 2 and "iscsi.lun: required value" in out + err, output
         assert "None:" not in out + err and "[None]" not in out + err, output
+
+
+# Messages: a Volcano training Job (batch.volcano.sh/v1alpha1) beside a batch/v1 Job in one
+# chart's output; the table says which is which.
+def test_the_table_names_the_api_group_of_a_kind_not_kubernetes_own(tmp_path, capsys):
+    (tmp_path / "jobs.yaml").write_text("""\
+apiVersion: batch.volcano.sh/v1alpha1
+kind: Job
+metadata: {name: train, namespace: ml}
+spec:
+  tasks:
+    - name: worker
+      template:
+        spec:
+          containers: [{name: w, image: "registry.example.com/train:latest"}]
+---
+apiVersion: batch/v1
+kind: Job
+metadata: {name: migrate, namespace: ml}
+spec:
+  template:
+    spec:
+      restartPolicy: Never
+      containers: [{name: m, image: "registry.example.com/migrate:latest"}]
+""")
+    _, out, _ = run_cli(capsys, "check", str(tmp_path))
+    assert " Job.batch.volcano.sh ml/train  container 'w'" in out
+    assert " Job ml/migrate  container 'm'" in out

@@ -186,7 +186,8 @@ class _Chunk:
 def _chunks(text: str) -> list[_Chunk]:
     """The file cut at each line that is only a document start (`---`, maybe a comment)."""
     chunks: list[_Chunk] = []
-    marker, lines, start = "", [], 1
+    marker, start = "", 1
+    lines: list[str] = []
     for number, line in enumerate(text.splitlines(keepends=True), 1):
         if DOCUMENT_START.match(line):
             chunks.append(_Chunk(marker, "".join(lines), start))

@@ -14,7 +14,8 @@ from typing import Any, TextIO
 
 from webhook.cli.judge import Judged
 from webhook.engine.policy import PolicySet
-from webhook.engine.results import Decision, Finding, Result
+from webhook.engine.results import Decision, Finding, Resource, Result
+from webhook.engine.workload import api_group
 
 
 @dataclass(frozen=True, slots=True)
@@ -105,6 +106,18 @@ def annotated(judged: Sequence[Judged], options: Options) -> Iterator[Annotation
                         continue
                     yield Annotation(item, result, verdict,
                                      f"{decision.resource}: {finding.message}", finding)
+
+
+def resource_label(resource: Resource) -> str:
+    """The object as a report line names it: `Kind name`, with the kind's API group when it
+    is not one of Kubernetes' own (`Job.batch.volcano.sh train`, as kubectl writes it), so a
+    Volcano Job is not taken for a batch/v1 Job."""
+    group = api_group(resource.api_version)
+    if not group or "." not in group or group.endswith(".k8s.io"):
+        return str(resource)
+    where = f"{resource.namespace}/{resource.name}" if resource.namespace else resource.name
+    kind = f"{resource.kind}.{group}"
+    return f"{kind} {where}" if where else kind
 
 
 def location(judged: Judged, finding: Finding | None = None) -> str:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Sequence
 
-from webhook.cli.formats import Format, fails, location
+from webhook.cli.formats import Format, fails, location, resource_label
 from webhook.cli.judge import Judged
 from webhook.cli.summary import summary_line
 from webhook.engine.results import Finding
@@ -56,7 +56,8 @@ class Table(Format):
             text = f"\033[{_COLORS[verdict]}m{text}\033[0m"
         message = " ".join(message.splitlines())
         where = location(item, finding)
-        return f"{text} {policy:<26} {item.decision.resource}  {message}  [{where}]\n"
+        return (f"{text} {policy:<26} {resource_label(item.decision.resource)}  {message}  "
+                f"[{where}]\n")
 
     def finish(self, counts: Counter[str]) -> None:
         self.out.write(summary_line(counts))
