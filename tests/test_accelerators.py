@@ -49,9 +49,11 @@ def test_each_accelerator_gets_its_vendors_toleration(resource, key):
     decision = judge(obj)
     assert _tolerations(decision) == [{"op": "add", "path": "/spec/tolerations/-", "value":
                                        {"key": key, "operator": "Exists", "effect": "NoSchedule"}}]
+    # A TPU pod is told of TPU nodes, in Google's word, not GPU ones.
+    device = "TPU" if resource == "google.com/tpu" else "GPU"
     assert messages(decision, "inject-gpu-toleration") == [
-        f"add a toleration for the GPU taint {key}:NoSchedule so the pod can schedule on GPU "
-        "nodes"]
+        f"add a toleration for the {device} taint {key}:NoSchedule so the pod can schedule on "
+        f"{device} nodes"]
     fixed = jsonpatch.apply_patch(normalize(obj)[0], list(decision.patch))
     kubernetes_validate.validate(fixed, kubernetes_validate.latest_version(), strict=True)
     assert judge(fixed).patch == ()

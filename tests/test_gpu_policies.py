@@ -83,8 +83,8 @@ def test_gpu_pod_without_priority_class_is_audited_not_denied():
     assert decision.allowed
     assert paths(decision, "gpu-priority-class") == ["spec.priorityClassName"]
     assert decision.audit_annotations["gpu-priority-class"] == (
-        "set spec.priorityClassName (a PriorityClass name) so this GPU workload is not "
-        "preempted by lower-priority work")
+        "set spec.priorityClassName (a PriorityClass name) so this accelerator workload is "
+        "not preempted by lower-priority work")
     assert not any("gpu-priority-class" in w for w in decision.warnings)
 
 
