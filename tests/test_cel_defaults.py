@@ -38,7 +38,8 @@ IMAGES = st.sampled_from([
     "registry:5000/app:latest", "a/b/c:latest", "app@sha256:" + "b" * 64, "app@sha256:",
     "app@sha256", "app:latest@sha256:" + "c" * 64, "a@b@c:d", "@", ":", "/", "app:", "",
     "  ", " app:1 ", "$IMAGE", "${REGISTRY}/app:1", "$(IMAGE)", "{{ .Values.image }}",
-    "app:$1", "ghcr.io/org/app:v1.0-rc1", 42, None, True, ["app"]])
+    "app:$1", "ghcr.io/org/app:v1.0-rc1", "<image>", "your-vllm-image", "Registry/app:1",
+    "my app:1", "app:main", 42, None, True, ["app"]])
 
 
 # Liveness probes: a field unset, zero, negative, of another type, or of any size.

@@ -3,7 +3,7 @@ object of our own; the comment above each test names the source pattern it stand
 
 from __future__ import annotations
 
-from builders import container, judge, messages, pod, result, run_cli
+from builders import container, judge, messages, pod, result, run_cli, with_config
 
 POD = """\
 apiVersion: v1
@@ -203,3 +203,26 @@ spec:
     _, out, _ = run_cli(capsys, "check", str(tmp_path))
     assert " Job.batch.volcano.sh ml/train  container 'w'" in out
     assert " Job ml/migrate  container 'm'" in out
+
+
+# Messages: a chart's or README's placeholder image (`image: <image>`,
+# `image: your-vllm-image`) is no reference at all, not one missing a tag.
+def test_a_placeholder_image_is_not_an_image_reference():
+    for image in ("<image>", "your-vllm-image", "your-registry/vllm:0.9.1", "My Image:1"):
+        [message] = messages(judge(pod(container(image=image))), "disallow-latest-tag")
+        assert message == (
+            f"container 'app': image '{image}' is not an image reference (a placeholder?); "
+            "set the image to run, pinned (registry/app:1.2.3 or registry/app@sha256:...)")
+    for image in ("registry:5000/app:2", "localhost:5000/yourapp:1", "ghcr.io/org/app:v1-rc1"):
+        assert messages(judge(pod(container(image=image))), "disallow-latest-tag") == []
+
+
+# Messages: `:main`, `:nightly` move as `latest` does; a team names its moving tags.
+def test_disallow_latest_tag_takes_the_tags_that_move_like_latest():
+    moving = with_config(policies={"disallow-latest-tag": {"params": {
+        "tags": ["latest", "main", "nightly"]}}})
+    nightly = pod(container(image="vllm/vllm-openai:nightly"))
+    assert messages(judge(nightly), "disallow-latest-tag") == []  # latest alone by default
+    assert messages(judge(nightly, moving), "disallow-latest-tag") == [
+        "container 'app': image 'vllm/vllm-openai:nightly' uses the 'nightly' tag; pin it to a "
+        "version (vllm/vllm-openai:1.2.3) or a digest (vllm/vllm-openai@sha256:...)"]

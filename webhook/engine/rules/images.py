@@ -6,21 +6,54 @@ import re
 from functools import lru_cache
 
 from webhook.engine.results import Finding
-from webhook.engine.rules._base import NoParams, finding
+from webhook.engine.rules._base import Params, finding
 from webhook.engine.workload import Workload
+
+
+class LatestTagParams(Params):
+    # Tags that move like `latest` (main, nightly, dev...): each team says which it uses.
+    tags: tuple[str, ...] = ("latest",)
 
 # `$VLLM_IMAGE`, `${IMAGE}`, `$(IMAGE)`, `{{ .Values.image }}`: a variable that envsubst, a
 # script or Helm should have filled in; Kubernetes expands none of them in `image`.
 _VARIABLE = re.compile(r"\$\{?\(?[A-Za-z_][A-Za-z0-9_]*|\{\{")
+# An image's repository as a container runtime parses it (distribution's reference grammar):
+# an optional registry host[:port], then lowercase path components. `<image>`, `My Image` or
+# ` app` are none; a component `your-...` (`your-vllm-image`, `your-registry/app`) is a
+# chart's or a README's placeholder for the user to fill in.
+_HOST = r"[a-zA-Z0-9](?:[a-zA-Z0-9-]*[a-zA-Z0-9])?"
+_COMPONENT = r"[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*"
+REPOSITORY = (rf"^(?:(?:{_HOST}(?:\.{_HOST})*(?::[0-9]+)?|\[[0-9a-fA-F:]+\](?::[0-9]+)?)/)?"
+              rf"{_COMPONENT}(?:/{_COMPONENT})*$")
+PLACEHOLDER = r"(?:^|/)your(?:[-_.]|$)"
+_REPOSITORY, _PLACEHOLDER = re.compile(REPOSITORY), re.compile(PLACEHOLDER)
+
+
+def repository_of(image: str) -> str:
+    """The image without its digest and tag: `registry:5000/app` of `registry:5000/app:1`."""
+    repository = image.partition("@")[0]
+    if ":" in repository.rsplit("/", 1)[-1]:
+        repository = repository.rsplit(":", 1)[0]
+    return repository
+
+
+def is_placeholder(image: str) -> bool:
+    """Whether the image is no reference a runtime could pull: not the grammar's, or a
+    placeholder to fill in. An empty repository (`@`, `:`) is left to the tag and digest
+    checks, which say what is missing."""
+    repository = repository_of(image)
+    return bool(repository) and (_REPOSITORY.match(repository) is None
+                                 or _PLACEHOLDER.search(repository) is not None)
 
 
 @lru_cache(maxsize=4096)
-def image_pin_problem(image: str) -> str | None:
+def image_pin_problem(image: str, moving: tuple[str, ...] = ("latest",)) -> str | None:
     """Why an image reference is not pinned, or None when it is. Cached: the same images come
     back in object after object.
 
     A digest pins it whatever the tag says (app:latest@sha256:...). A registry `host:port` is
-    not a tag: the tag is looked for only after the last `/`.
+    not a tag: the tag is looked for only after the last `/`. `moving`: the tags that move
+    like `latest` (the policy's `tags`).
     """
     name, at, digest = image.partition("@")
     if at:
@@ -31,13 +64,14 @@ def image_pin_problem(image: str) -> str | None:
     tag = last.split(":", 1)[1]
     if not tag:
         return "has an empty tag"
-    if tag == "latest":
-        return "uses the 'latest' tag"
+    if tag in moving:
+        return f"uses the '{tag}' tag"
     return None
 
 
-def disallow_latest_tag(workload: Workload, params: NoParams) -> list[Finding]:
-    """Every image (containers, initContainers, ephemeralContainers) has a pinned tag or digest."""
+def disallow_latest_tag(workload: Workload, params: LatestTagParams) -> list[Finding]:
+    """Every image (containers, initContainers, ephemeralContainers) is a reference pinned by
+    a tag other than the moving ones (`tags`) or by a digest."""
     findings = []
     for container in workload.containers:
         image = container.data.get("image")
@@ -55,11 +89,15 @@ def disallow_latest_tag(workload: Workload, params: NoParams) -> list[Finding]:
                 "kustomize build) or set a pinned reference (registry/app:1.2.3)",
                 container.field_path("image")))
             continue
-        problem = image_pin_problem(image)
+        if is_placeholder(image):
+            findings.append(finding(
+                container, f"image '{image}' is not an image reference (a placeholder?); set "
+                "the image to run, pinned (registry/app:1.2.3 or registry/app@sha256:...)",
+                container.field_path("image")))
+            continue
+        problem = image_pin_problem(image, params.tags)
         if problem:
-            repository = image.partition("@")[0]
-            if ":" in repository.rsplit("/", 1)[-1]:
-                repository = repository.rsplit(":", 1)[0]
+            repository = repository_of(image)
             findings.append(finding(
                 container,
                 f"image '{image}' {problem}; pin it to a version ({repository}:1.2.3) "
