@@ -208,7 +208,8 @@ spec:
 # Messages: a chart's or README's placeholder image (`image: <image>`,
 # `image: your-vllm-image`) is no reference at all, not one missing a tag.
 def test_a_placeholder_image_is_not_an_image_reference():
-    for image in ("<image>", "your-vllm-image", "your-registry/vllm:0.9.1", "My Image:1"):
+    for image in ("<image>", "your-vllm-image", "your-registry/vllm:0.9.1", "My Image:1",
+                  "MyModel"):
         [message] = messages(judge(pod(container(image=image))), "disallow-latest-tag")
         assert message == (
             f"container 'app': image '{image}' is not an image reference (a placeholder?); "
@@ -226,3 +227,37 @@ def test_disallow_latest_tag_takes_the_tags_that_move_like_latest():
     assert messages(judge(nightly, moving), "disallow-latest-tag") == [
         "container 'app': image 'vllm/vllm-openai:nightly' uses the 'nightly' tag; pin it to a "
         "version (vllm/vllm-openai:1.2.3) or a digest (vllm/vllm-openai@sha256:...)"]
+
+
+# 5. Kubeflow Trainer v2's shipped ClusterTrainingRuntimes (manifests/base/runtimes,
+#    torch-distributed): the `node` container sets no resources; each TrainJob's
+#    spec.trainer.resourcesPerNode gives them at run time.
+def training_runtime(**resources):
+    node = {"name": "node", "image": "pytorch/pytorch:2.7.1-cuda12.8-cudnn9-runtime",
+            "command": ["torchrun", "train.py"], **resources}
+    return {
+        "apiVersion": "trainer.kubeflow.org/v1alpha1", "kind": "ClusterTrainingRuntime",
+        "metadata": {"name": "torch-distributed"},
+        "spec": {"mlPolicy": {"numNodes": 1}, "template": {"spec": {"replicatedJobs": [
+            {"name": "node", "template": {"spec": {"template": {
+                "metadata": {"labels": {"app": "trainer"}},
+                "spec": {"securityContext": {"runAsNonRoot": True}, "containers": [
+                    node, {"name": "sidecar", "image": "registry.example.com/log:1"}]}}}}}]}}}}
+
+
+def test_a_training_runtimes_node_container_is_not_denied_for_what_its_trainjobs_give():
+    decision = judge(training_runtime())
+    # Not a flat denial of the node container, and said plainly; the other container is
+    # still the runtime's own and still judged.
+    assert messages(decision, "require-requests") == [
+        "container 'sidecar': add resources.requests.cpu",
+        "container 'sidecar': add resources.requests.memory"]
+    assert [w for w in decision.warnings if "resourcesPerNode" in w] == [
+        "container 'node' of this ClusterTrainingRuntime sets no resources.requests of its "
+        "own: Kubeflow Trainer sets them from each TrainJob's spec.trainer.resourcesPerNode at "
+        "run time, which is not in this object; give every TrainJob that uses it "
+        "resourcesPerNode.requests (cpu, memory)"]
+    given = judge(training_runtime(resources={"requests": {"cpu": "1"}}))
+    assert messages(given, "require-requests")[0] == (
+        "container 'node': add resources.requests.memory")
+    assert not [w for w in given.warnings if "resourcesPerNode" in w]

@@ -17,16 +17,14 @@ class LatestTagParams(Params):
 # `$VLLM_IMAGE`, `${IMAGE}`, `$(IMAGE)`, `{{ .Values.image }}`: a variable that envsubst, a
 # script or Helm should have filled in; Kubernetes expands none of them in `image`.
 _VARIABLE = re.compile(r"\$\{?\(?[A-Za-z_][A-Za-z0-9_]*|\{\{")
-# An image's repository as a container runtime parses it (distribution's reference grammar):
-# an optional registry host[:port], then lowercase path components. `<image>`, `My Image` or
-# ` app` are none; a component `your-...` (`your-vllm-image`, `your-registry/app`) is a
-# chart's or a README's placeholder for the user to fill in.
-_HOST = r"[a-zA-Z0-9](?:[a-zA-Z0-9-]*[a-zA-Z0-9])?"
-_COMPONENT = r"[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*"
-REPOSITORY = (rf"^(?:(?:{_HOST}(?:\.{_HOST})*(?::[0-9]+)?|\[[0-9a-fA-F:]+\](?::[0-9]+)?)/)?"
-              rf"{_COMPONENT}(?:/{_COMPONENT})*$")
-PLACEHOLDER = r"(?:^|/)your(?:[-_.]|$)"
-_REPOSITORY, _PLACEHOLDER = re.compile(REPOSITORY), re.compile(PLACEHOLDER)
+# What no image reference holds before its digest (distribution's reference grammar, roughly:
+# a registry host[:port], lowercase path components, a tag): a character outside the grammar
+# (`<image>`, `my image`), capitals in the image's own name (`MyModel:1`; a tag may have
+# them), or a component `your-...` (`your-vllm-image`, `your-registry/app`), a chart's or a
+# README's placeholder to fill in. One short regular expression on the name as written, so
+# the CEL form stays within Kubernetes' cost limit.
+PLACEHOLDER = r"[^A-Za-z0-9._:/\[\]-]|(?:^|/)[^/:]*[A-Z][^/:]*(?::[^/]*)?$|(?:^|/)your(?:[-_.]|$)"
+_PLACEHOLDER = re.compile(PLACEHOLDER)
 
 
 def repository_of(image: str) -> str:
@@ -38,12 +36,9 @@ def repository_of(image: str) -> str:
 
 
 def is_placeholder(image: str) -> bool:
-    """Whether the image is no reference a runtime could pull: not the grammar's, or a
-    placeholder to fill in. An empty repository (`@`, `:`) is left to the tag and digest
-    checks, which say what is missing."""
-    repository = repository_of(image)
-    return bool(repository) and (_REPOSITORY.match(repository) is None
-                                 or _PLACEHOLDER.search(repository) is not None)
+    """Whether the image is no reference a runtime could pull: outside the grammar, or a
+    placeholder to fill in."""
+    return _PLACEHOLDER.search(image.partition("@")[0]) is not None
 
 
 @lru_cache(maxsize=4096)

@@ -9,7 +9,7 @@ from typing import Any
 from webhook.engine.quantity import parse_quantity
 from webhook.engine.results import Finding
 from webhook.engine.rules._base import NoParams, Params, finding, resource_field
-from webhook.engine.workload import Container, Workload
+from webhook.engine.workload import Container, Workload, from_train_job
 
 
 class RequireRequestsParams(Params):
@@ -31,6 +31,9 @@ def require_requests(workload: Workload, params: RequireRequestsParams) -> list[
         for container in pod_spec.containers:
             if container.group == "ephemeralContainers":
                 continue  # ephemeral containers cannot carry resources
+            if from_train_job(workload, container) \
+                    and not container.requests and not container.limits:
+                continue  # its TrainJobs give them: a warning says so (workload.py)
             requests, limits = container.requests, container.limits
             for name in params.resources:
                 if requests.get(name) is None and limits.get(name) is None \
