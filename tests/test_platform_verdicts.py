@@ -3,6 +3,8 @@ object of our own; the comment above each test names the source pattern it stand
 
 from __future__ import annotations
 
+import json
+
 from builders import container, judge, messages, pod, result, run_cli, with_config
 
 POD = """\
@@ -261,3 +263,16 @@ def test_a_training_runtimes_node_container_is_not_denied_for_what_its_trainjobs
     assert messages(given, "require-requests")[0] == (
         "container 'node': add resources.requests.memory")
     assert not [w for w in given.warnings if "resourcesPerNode" in w]
+
+
+# Quiet by default: a repository whose pods lack the recommended labels (an audit policy)
+# and none of whose policies warns; the summary tells the two apart.
+def test_audit_findings_are_counted_apart_from_warnings(tmp_path, capsys):
+    (tmp_path / "pod.yaml").write_text(POD.replace("labels: {app: app}", "labels: {}"))
+    code, out, _ = run_cli(capsys, "check", str(tmp_path / "pod.yaml"))
+    assert code == 0
+    assert out.splitlines()[-1].endswith(
+        "policy results: 11 pass, 0 fail, 0 warn, 0 patch, 2 skip, 0 error, 1 audit")
+    _, report, _ = run_cli(capsys, "check", "-o", "json", str(tmp_path / "pod.yaml"))
+    summary = json.loads(report)["summary"]
+    assert (summary["warn"], summary["audit"]) == (0, 1)

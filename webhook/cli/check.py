@@ -42,6 +42,10 @@ def add_parser(commands: Any) -> None:
                         help="also list each file a directory walk skipped (no Kubernetes "
                              "object, a kustomization or patch, an unrendered template), and "
                              "why; without it they are counted in one note")
+    parser.add_argument("--show-skipped", action="store_true",
+                        help="table: a SKIP line for each object not judged (a kind "
+                             "quickq-guard does not judge, an excluded namespace), saying why; "
+                             "without it they are counted in the summary only")
     parser.add_argument("--fail-on", choices=FAIL_ON, default="deny",
                         help="what makes the exit code 1: deny (default: an enforced policy "
                              "denies), warn (also warnings and dry-run denials), audit (also "
@@ -136,7 +140,8 @@ def check(args: argparse.Namespace) -> int:
     stdin = sys.stdin.buffer.read() if "-" in args.paths else None
     out = sys.stdout
     color = args.output == "table" and out.isatty() and "NO_COLOR" not in os.environ
-    options = Options(color=color, quiet=args.quiet, fail_on=args.fail_on)
+    options = Options(color=color, quiet=args.quiet, fail_on=args.fail_on,
+                      show_skipped=args.show_skipped)
     writer = format_named(args.output)(out, options)
     found = judge.scan(args.paths, args.exclude, stdin)
     now = args.at or datetime.now(UTC)  # the one time the whole run judges at
@@ -162,6 +167,10 @@ def check(args: argparse.Namespace) -> int:
         writer.write(part.rendered)
         counts.update(part.counts)
     writer.finish(counts)
+    if counts["skipped"] and args.output == "table" and not args.show_skipped \
+            and not args.quiet:
+        note(f"{counts['skipped']} object{'s' * (counts['skipped'] != 1)} not judged (a kind "
+             "quickq-guard does not judge, an excluded namespace): --show-skipped lists them")
     if skipped_files and not args.verbose and not args.quiet:
         note(skipped_note(skipped_files, kustomizations))
     out.flush()

@@ -185,7 +185,10 @@ def count(decision: Decision, counts: Counter[str]) -> None:
     if decision.audit_annotations:
         counts["level:audit"] += 1
     for result in decision.results:
-        counts[standing(decision, result)] += 1
+        said = standing(decision, result)
+        if said == "warn" and all(v == "audit" for v in decision.verdicts(result)):
+            said = "audit"  # counted apart: an audit policy's findings warn no one
+        counts[said] += 1
         if result.status in ("fail", "patch"):
             counts["findings"] += len(result.findings)
 

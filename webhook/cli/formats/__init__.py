@@ -23,6 +23,7 @@ class Options:
     color: bool = False  # the table only, on a terminal, never with NO_COLOR
     quiet: bool = False  # only what fails the run (see `failing`) and errors; no notes
     fail_on: str = "deny"
+    show_skipped: bool = False  # the table: a line for each object not judged
 
 
 class Format:
@@ -65,6 +66,15 @@ def fails(verdict: str, fail_on: str) -> bool:
     if fail_on == "audit":
         return verdict in ("warn", "would-deny", "audit")
     return False
+
+
+def reported_results(decision: Decision) -> tuple[Result, ...]:
+    """A decision's results as the JSON and JUnit reports list them: an object not judged at
+    all (a kind quickq-guard does not judge, an excluded namespace) is one `skip` result of
+    no policy, saying why, rather than the same skip once per policy."""
+    if decision.skipped:
+        return (Result(None, "validate", "", "skip", (), decision.skipped),)
+    return decision.results
 
 
 def failing(decision: Decision, result: Result, fail_on: str) -> bool:

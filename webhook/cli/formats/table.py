@@ -21,8 +21,9 @@ class Table(Format):
         for item in judged:
             decision = item.decision
             if decision.skipped:
-                # not judged (a kind, a namespace, a user): skipped, and the table says why
-                if not quiet:
+                # not judged (a kind, a namespace, a user): counted in the summary, and with
+                # --show-skipped a line says why
+                if self.options.show_skipped and not quiet:
                     lines.append(self.line("skip", "-", item, decision.skipped))
                 continue
             if decision.outcome == "allowed" and not decision.warnings \
