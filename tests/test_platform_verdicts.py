@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 
-from builders import container, judge, messages, pod, result, run_cli, with_config
+from builders import container, judge, messages, paths, pod, result, run_cli, with_config
 
 POD = """\
 apiVersion: v1
@@ -276,3 +276,23 @@ def test_audit_findings_are_counted_apart_from_warnings(tmp_path, capsys):
     _, report, _ = run_cli(capsys, "check", "-o", "json", str(tmp_path / "pod.yaml"))
     summary = json.loads(report)["summary"]
     assert (summary["warn"], summary["audit"]) == (0, 1)
+
+
+# Messages: Kubeflow Trainer's MPI runtime (a `launcher` and a `node` replicated job): each
+# container is located by its replicated job's path from the object's root, the convention
+# its findings' fields use, not by a path cut at both ends.
+def test_a_training_runtimes_containers_are_located_as_their_fields_are():
+    runtime = training_runtime()
+    jobs = runtime["spec"]["template"]["spec"]["replicatedJobs"]
+    launcher = {"name": "launcher", "template": {"spec": {"template": {
+        "metadata": {"labels": {"app": "trainer"}},
+        "spec": {"securityContext": {"runAsNonRoot": True}, "containers": [
+            {"name": "launcher", "image": "registry.example.com/mpi:1"}]}}}}}
+    jobs.insert(0, launcher)
+    decision = judge(runtime)
+    assert messages(decision, "require-requests")[0] == (
+        "container 'launcher' in spec.template.spec.replicatedJobs[0]: add "
+        "resources.requests.cpu")
+    assert paths(decision, "require-requests")[0] == (
+        "spec.template.spec.replicatedJobs[0].template.spec.template.spec.containers[0]"
+        ".resources.requests.cpu")

@@ -425,10 +425,14 @@ def from_train_job(workload: Workload, container: Container) -> bool:
 
 def _trainer_runtime(obj: Mapping[str, Any], kind: str, pods: list[PodSpec],
                      labels: Mapping[str, Any]) -> Workload:
-    """A Trainer runtime: its pod specs, each named by its replicated job, and a warning for
-    each `node` container whose requests its TrainJobs give (see FROM_TRAIN_JOB)."""
+    """A Trainer runtime: its pod specs, each named by its replicated job's path from the
+    object's root (`spec.template.spec.replicatedJobs[1]`, the convention its findings' fields
+    use), and a warning for each `node` container whose requests its TrainJobs give (see
+    FROM_TRAIN_JOB)."""
     if len(pods) != 1:
-        pods = [_named(pod) for pod in pods]
+        pods = [replace(pod, containers=tuple(
+            replace(container, pod=dotted(pod.template_path[:5]))
+            for container in pod.containers)) for pod in pods]
     containers = tuple(container for pod in pods for container in pod.containers)
     unseen = tuple(FROM_TRAIN_JOB.format(container=container.label, kind=kind)
                    for container in containers
