@@ -9,6 +9,7 @@ from webhook.cli.formats import Format, fails, location, resource_label
 from webhook.cli.judge import Judged
 from webhook.cli.summary import summary_line
 from webhook.engine.results import Finding
+from webhook.engine.workload import UNKNOWN_KIND
 
 _COLORS = {"skip": "33", "deny": "31", "would-deny": "33", "warn": "33", "audit": "36",
            "patch": "32", "would-patch": "32", "excepted": "36"}
@@ -22,8 +23,10 @@ class Table(Format):
             decision = item.decision
             if decision.skipped:
                 # not judged (a kind, a namespace, a user): counted in the summary, and with
-                # --show-skipped a line says why
-                if self.options.show_skipped and not quiet:
+                # --show-skipped a line says why; a kind that looks like a typo of a judged
+                # one (Deploymnet) is always shown, being most likely a mistake
+                if not quiet and (self.options.show_skipped
+                                  or UNKNOWN_KIND in decision.skipped):
                     lines.append(self.line("skip", "-", item, decision.skipped))
                 continue
             if decision.outcome == "allowed" and not decision.warnings \
