@@ -123,3 +123,53 @@ def test_hostile_load_prints_each_case():
     assert cases["messageExpression showing an env value"]["leaks"] == 0
     assert all(row["exit"] == 2 for name, row in cases.items() if name.startswith("check:"))
     assert all(row.get("status", 200) == 200 for row in figures["rows"])
+
+
+def peer_policies() -> tuple[list[dict], list[dict]]:
+    folder = BENCHMARKS / "peers" / "policies"
+    return ([d for d in yaml.safe_load_all((folder / "gatekeeper.yaml").read_text()) if d],
+            [d for d in yaml.safe_load_all((folder / "kyverno.yaml").read_text()) if d])
+
+
+def test_the_peers_policies_are_the_seven_quickq_guard_loads():
+    gatekeeper, kyverno = peer_policies()
+    constraints = {d["metadata"]["name"] for d in gatekeeper
+                   if d["apiVersion"].startswith("constraints.")}
+    templates = {d["spec"]["crd"]["spec"]["names"]["kind"] for d in gatekeeper
+                 if d["kind"] == "ConstraintTemplate"}
+    assert templates == {d["kind"] for d in gatekeeper
+                         if d["apiVersion"].startswith("constraints.")}
+    seven = {"require-requests", "disallow-latest-tag", "disallow-root-user",
+             "require-gpu-limits", "no-plaintext-secrets", "liveness-probe-tolerance",
+             "require-labels"}
+    assert constraints == seven == {d["metadata"]["name"] for d in kyverno}
+    policies = Path(__file__).resolve().parent.parent / "policies"
+    assert all(yaml.safe_load((policies / f"{p}.yaml").read_text())["type"] == "validate"
+               for p in seven)
+
+
+def test_peers_compares_verdicts_object_by_object(tmp_path):
+    """A stand-in gator that finds nothing: every failure quickq-guard finds is a
+    difference, named by policy with an example file."""
+    fake = tmp_path / "gator"
+    fake.write_text(f"#!{sys.executable}\nprint('[]')\n")
+    fake.chmod(0o755)
+    out = run("peers.py", "--count", "40", "--rounds", "1", "--only", "gator",
+              "--gator", str(fake), "--out", str(tmp_path / "out"))
+    figures = json.loads((tmp_path / "out" / "peers.json").read_text())
+    assert figures["files"] == 40 and figures["rounds"] == 1
+    assert 0 < figures["gator"]["agreement"] < 1
+    assert "fails by quickq-guard only on" in out
+    assert "gator only" not in out
+
+
+def test_peers_agree_with_the_built_gator(tmp_path):
+    """With gator built (benchmarks/peers.py builds it), the Rego policies judge as
+    quickq-guard's do on every object of a small corpus."""
+    gator = BENCHMARKS / "out" / "peers" / "bin" / "gator"
+    if not gator.exists():
+        import pytest
+        pytest.skip("gator is not built: run benchmarks/peers.py --only gator once")
+    out = run("peers.py", "--count", "300", "--rounds", "1", "--only", "gator",
+              "--gator", str(gator), "--out", str(tmp_path))
+    assert "(100.0%) get the same failing policies" in out, out
