@@ -64,6 +64,7 @@ POLICIES = ("require-requests", "disallow-latest-tag", "disallow-root-user",
 COMPARED_KINDS = {"Pod", "Deployment", "StatefulSet", "Job", "CronJob", "DaemonSet",
                   "ReplicaSet", "ReplicationController"}
 SYSTEM_NAMESPACES = {"kube-system", "kube-public", "kube-node-lease"}
+LOADER: Any = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
 Key = tuple[str, str, str]  # kind, namespace, name
 Verdicts = dict[Key, frozenset[str]]  # the policies that fail each object
@@ -118,7 +119,7 @@ def compared(corpus: Path) -> dict[Key, str]:
     """The objects every tool judges, by key, with their file's name."""
     objects: dict[Key, str] = {}
     for path in sorted(corpus.glob("*.yaml")):
-        obj = yaml.safe_load(path.read_text())
+        obj = yaml.load(path.read_text(), Loader=LOADER)
         meta = obj.get("metadata", {})
         key = (obj["kind"], meta.get("namespace", "default"), meta["name"])
         if key[0] in COMPARED_KINDS and key[1] not in SYSTEM_NAMESPACES:
