@@ -125,6 +125,16 @@ def test_hostile_load_prints_each_case():
     assert all(row.get("status", 200) == 200 for row in figures["rows"])
 
 
+def test_html_report_prints_the_page_s_size_and_time_to_interactive():
+    figures = json.loads(run("html_report.py", "--count", "60", "--runs", "1", "--json"))
+    assert figures["objects"] == 60 and figures["findings_rows"] > 10
+    assert 0 < figures["bytes"] < 3 * 1024 * 1024 and figures["bytes_ok"]
+    if shutil.which("chromium") and shutil.which("chromedriver"):
+        assert figures["interactive_ms_median"] > 0
+    else:
+        assert "scripts/install-browser" in figures["why_no_time"]
+
+
 def peer_policies() -> tuple[list[dict], list[dict]]:
     folder = BENCHMARKS / "peers" / "policies"
     return ([d for d in yaml.safe_load_all((folder / "gatekeeper.yaml").read_text()) if d],
