@@ -4,7 +4,7 @@ rounds, with each object's verdicts compared.
 
     python benchmarks/peers.py                       # builds the peers on its first run
     python benchmarks/peers.py --rounds 5 --count 5000
-    python benchmarks/peers.py --only gator          # leave the Kyverno CLI out (minutes a run)
+    python benchmarks/peers.py --only gator          # leave the Kyverno CLI out (slowest)
     python benchmarks/peers.py --gator PATH          # a gator of your own instead of the build
 
 The peers are built from Go modules at pinned versions (Go and the Go module proxy; nothing
@@ -152,19 +152,19 @@ def gator_verdicts(report: Path) -> Verdicts:
 
 
 def kyverno_verdicts(report: Path) -> Verdicts:
-    """`kyverno apply --policy-report -o DIR` writes PolicyReports: a result per policy and
-    object (autogen rules are named `autogen-<rule>` and `autogen-cronjob-<rule>`)."""
+    """`kyverno apply --policy-report` prints a report (after its warnings): a result per
+    policy and object."""
     failing: dict[Key, set[str]] = {}
-    files = sorted(report.glob("*.yaml")) if report.is_dir() else [report]
-    for path in files:
-        for document in yaml.safe_load_all(path.read_text()):
-            for result in (document or {}).get("results") or []:
-                for resource in result.get("resources") or []:
-                    key = (resource.get("kind", ""), resource.get("namespace", "default"),
-                           resource.get("name", ""))
-                    failing.setdefault(key, set())
-                    if result.get("result") in ("fail", "error"):
-                        failing[key].add(result["policy"])
+    text = report.read_text()
+    start = text.find("apiVersion:")
+    for document in yaml.load_all(text[start:] if start >= 0 else "", Loader=LOADER):
+        for result in (document or {}).get("results") or []:
+            for resource in result.get("resources") or []:
+                key = (resource.get("kind", ""), resource.get("namespace", "default"),
+                       resource.get("name", ""))
+                failing.setdefault(key, set())
+                if result.get("result") in ("fail", "error"):
+                    failing[key].add(result["policy"])
     return {key: frozenset(policies) for key, policies in failing.items()}
 
 
@@ -226,7 +226,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                   "-f", str(PEERS / "policies" / "gatekeeper.yaml"), "-f", str(corpus)],
         "kyverno": [str(built.get("kyverno", "")), "apply",
                     str(PEERS / "policies" / "kyverno.yaml"), "--resource", str(corpus),
-                    "--policy-report", "--output", str(out / "kyverno-report")],
+                    "--policy-report"],
     }
     names = ["quickq-guard", *peers]
     runs: dict[str, list[Run]] = {name: [] for name in names}
@@ -244,7 +244,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if "gator" in peers:
         verdicts["gator"] = gator_verdicts(out / "gator-1.out")
     if "kyverno" in peers:
-        verdicts["kyverno"] = kyverno_verdicts(out / "kyverno-report")
+        verdicts["kyverno"] = kyverno_verdicts(out / "kyverno-1.out")
     medians = {name: cli_bench._median(their_runs) for name, their_runs in runs.items()}
     mine = medians["quickq-guard"]
     print(f"corpus: {files} files, {size / 1e6:.2f} MB; {len(objects)} objects compared "

@@ -11,6 +11,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 import yaml
 
 BENCHMARKS = Path(__file__).resolve().parent.parent / "benchmarks"
@@ -159,27 +160,37 @@ def test_the_peers_policies_are_the_seven_quickq_guard_loads():
 
 
 def test_peers_compares_verdicts_object_by_object(tmp_path):
-    """A stand-in gator that finds nothing: every failure quickq-guard finds is a
-    difference, named by policy with an example file."""
+    """Stand-in peers: a gator that finds nothing, and a Kyverno CLI that prints its warnings
+    and a report failing an object that is not in the corpus. Every failure quickq-guard finds
+    is a difference, named by policy with an example file."""
     fake = tmp_path / "gator"
     fake.write_text(f"#!{sys.executable}\nprint('[]')\n")
     fake.chmod(0o755)
-    out = run("peers.py", "--count", "40", "--rounds", "1", "--only", "gator",
-              "--gator", str(fake), "--out", str(tmp_path / "out"))
+    report = ("Warning: ClusterPolicy is deprecated\n"
+              "apiVersion: openreports.io/v1alpha1\nkind: ClusterReport\nresults:\n"
+              "- policy: require-labels\n  result: fail\n  resources:\n"
+              "  - {kind: Pod, namespace: nowhere, name: made-up}\n")
+    kyverno = tmp_path / "kyverno"
+    kyverno.write_text(f"#!{sys.executable}\nprint({report!r})\n")
+    kyverno.chmod(0o755)
+    out = run("peers.py", "--count", "40", "--rounds", "1", "--gator", str(fake),
+              "--kyverno", str(kyverno), "--out", str(tmp_path / "out"))
     figures = json.loads((tmp_path / "out" / "peers.json").read_text())
     assert figures["files"] == 40 and figures["rounds"] == 1
     assert 0 < figures["gator"]["agreement"] < 1
+    assert figures["kyverno"]["agreement"] == figures["gator"]["agreement"]
     assert "fails by quickq-guard only on" in out
-    assert "gator only" not in out
+    assert "gator only" not in out and "kyverno only" not in out
 
 
-def test_peers_agree_with_the_built_gator(tmp_path):
-    """With gator built (benchmarks/peers.py builds it), the Rego policies judge as
+@pytest.mark.parametrize("peer", ["gator", "kyverno"])
+def test_peers_agree_with_the_built_peer(tmp_path, peer):
+    """With the peer built (benchmarks/peers.py builds it), its policies judge as
     quickq-guard's do on every object of a small corpus."""
-    gator = BENCHMARKS / "out" / "peers" / "bin" / "gator"
-    if not gator.exists():
-        import pytest
-        pytest.skip("gator is not built: run benchmarks/peers.py --only gator once")
-    out = run("peers.py", "--count", "300", "--rounds", "1", "--only", "gator",
-              "--gator", str(gator), "--out", str(tmp_path))
+    binary = BENCHMARKS / "out" / "peers" / "bin" / peer
+    if not binary.exists():
+        pytest.skip(f"{peer} is not built: run benchmarks/peers.py --only {peer} once")
+    out = run("peers.py", "--count", "300", "--rounds", "1", "--only", peer,
+              f"--{peer}", str(binary), "--out", str(tmp_path))
+    assert f"agreement with {peer}:" in out, out
     assert "(100.0%) get the same failing policies" in out, out
