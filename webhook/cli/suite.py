@@ -14,7 +14,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
-import jsonpatch
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
@@ -26,7 +25,7 @@ from webhook.cli.judge import is_object, manifest_patch
 from webhook.engine.claims import claims_from
 from webhook.engine.evaluate import evaluate
 from webhook.engine.hidden import redacted_at
-from webhook.engine.patch import apply_patch, split_pointer
+from webhook.engine.patch import apply_patch, difference, split_pointer
 from webhook.engine.policy import Config, PolicyError, PolicySet
 from webhook.engine.results import Decision
 from webhook.loader import load_config, load_policies
@@ -277,12 +276,12 @@ def _check(case: CaseSpec, judged: dict[str, _Judged], path: Path) -> str:
         actual = found.patched
         if actual != expected:
             # Shown as the webhook shows things: env values and secret-keyed values hidden.
-            difference = [{**operation, "value": redacted_at(split_pointer(operation["path"]),
-                                                             operation["value"])}
-                          if "value" in operation else operation
-                          for operation in jsonpatch.make_patch(actual, expected).patch]
+            needed = [{**operation, "value": redacted_at(split_pointer(operation["path"]),
+                                                         operation["value"])}
+                      if "value" in operation else operation
+                      for operation in difference(actual, expected)]
             problems.append("patched: differs from the expected resource; to get the expected "
-                            f"one, the result would need {jsonlib.dumps(difference)}")
+                            f"one, the result would need {jsonlib.dumps(needed)}")
     return "; ".join(problems)
 
 
