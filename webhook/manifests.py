@@ -356,7 +356,9 @@ def read_text(data: bytes | str, name: str, first_line: int = 1) -> Iterator[Doc
 
 
 def _documents(data: bytes | str, offset: int) -> Iterator[Read]:
-    """Documents from the fast reader; from the first one it leaves to PyYAML on, PyYAML's."""
+    """Documents from the event reader; from the first one it leaves to PyYAML on, PyYAML's.
+    The event reader earns its place: with PyYAML's loader alone, `check` of the 5,000-file
+    corpus takes 2.4x the wall time, 2.1x the CPU (cli_bench's corpus, 2026-12-07)."""
     done = 0
     try:
         for document in EventReader(data, offset).documents():
