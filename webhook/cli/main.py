@@ -10,7 +10,7 @@ from collections.abc import Sequence
 from typing import NoReturn
 
 from webhook import __version__
-from webhook.cli import certs, check, cluster, crd, export, lint, policies, serve, test
+from webhook.cli import certs, check, cluster, crd, export, nodetemplates, policies, serve, test
 from webhook.cli.exits import EXIT_ERROR, EXIT_OK, CliError, error
 from webhook.engine.policy import PolicyError
 
@@ -58,7 +58,7 @@ def parser() -> argparse.ArgumentParser:
     commands = top.add_subparsers(title="commands", required=True, metavar="COMMAND")
     check.add_parser(commands)
     policies.add_parser(commands)
-    lint.add_parser(commands)
+    nodetemplates.add_parser(commands)
     test.add_parser(commands)
     serve.add_parser(commands)
     certs.add_parser(commands)

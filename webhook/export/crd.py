@@ -1,6 +1,6 @@
 """Turn the NodeTemplate and PolicyException pydantic JSON Schemas into CRDs' structural schemas.
 
-`quickq-guard lint` validates NodeTemplates with a pydantic model; the
+`quickq-guard validate-nodetemplates` validates NodeTemplates with a pydantic model; the
 optional CustomResourceDefinition in the Helm chart carries the same rules
 so the API server rejects a malformed NodeTemplate before the webhook is
 even asked. Kubernetes accepts only a *structural* OpenAPI v3 subset: no
@@ -180,7 +180,8 @@ def structural(schema: Schema) -> Schema:
 
 
 def openapi_v3_schema(source: Callable[[], Schema] | None = None) -> Schema:
-    """The NodeTemplate CRD's openAPIV3Schema, from the model `lint` validates with."""
+    """The NodeTemplate CRD's openAPIV3Schema, from the model `validate-nodetemplates` checks
+    with."""
     if source is None:
         from webhook.engine.nodetemplate import json_schema
 
