@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import json
 import sys
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -196,17 +196,23 @@ def exception_schema() -> Schema:
     return structural(json_schema())
 
 
-def definition(kind: str, version: str, schema: Schema) -> Schema:
+def definition(kind: str, version: str, schema: Schema,
+               deprecated: Sequence[str] = ()) -> Schema:
     """A CustomResourceDefinition of group quickq.io, as the chart renders it (without the
-    chart's labels), for `quickq-guard crd`."""
+    chart's labels), for `quickq-guard crd`. `deprecated`: older versions still served, with
+    the same schema (no conversion needed) and a warning to whoever uses them."""
     plural = kind.lower() + "s"
+    older = [{"name": old, "served": True, "storage": False, "deprecated": True,
+              "deprecationWarning": f"quickq.io/{old} {kind} is deprecated; use "
+                                    f"quickq.io/{version}",
+              "schema": {"openAPIV3Schema": schema}} for old in deprecated]
     return {"apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
             "metadata": {"name": f"{plural}.quickq.io"},
             "spec": {"group": "quickq.io", "scope": "Namespaced",
                      "names": {"kind": kind, "listKind": f"{kind}List", "plural": plural,
                                "singular": kind.lower()},
                      "versions": [{"name": version, "served": True, "storage": True,
-                                   "schema": {"openAPIV3Schema": schema}}]}}
+                                   "schema": {"openAPIV3Schema": schema}}, *older]}}
 
 
 def render(schema: Schema) -> str:
