@@ -153,7 +153,7 @@ def test_resources_from_files_custom_policies_and_an_inline_config(capsys, tmp_p
         spec: {containers: [{name: a, image: a:1}]}
         """)
     write(tmp_path, "suite.yaml", """\
-        apiVersion: quickq-guard/v1
+        apiVersion: quickq.io/v1
         kind: PolicyTest
         name: team-label in dry-run
         policyDir: my-policies
