@@ -212,6 +212,25 @@ def test_an_ome_inference_service_is_not_taken_for_a_kserve_one():
     assert paths(judge(ome), "disallow-latest-tag") == ["spec.router.runner.image"]
 
 
+@pytest.mark.parametrize(("api_version", "kind", "start"), [
+    ("nvidia.com/v1alpha1", "DynamoGraphDeployment", "Dynamo builds each service's pods"),
+    ("apps.nvidia.com/v1alpha1", "NIMService", "the NIM operator builds its pods"),
+    ("kubeai.org/v1", "Model", "KubeAI builds a Model's pods from spec.image"),
+    ("llm-d.ai/v1alpha1", "ModelService", "llm-d builds its prefill, decode"),
+])
+def test_an_inference_platforms_kind_without_a_pod_template_says_where_its_pods_come_from(
+        api_version, kind, start):
+    obj = {"apiVersion": api_version, "kind": kind,
+           "metadata": {"name": "m", "namespace": "ml"},
+           "spec": {"image": "vllm/vllm-openai:latest", "env": {"HF_TOKEN": "hf_x"}}}
+    decision = judge(obj)
+    assert decision.outcome == "allowed"
+    [reason] = {r.reason for r in decision.results}
+    group = api_version.partition("/")[0]
+    assert reason.startswith(f"kind {kind} ({group}) is not judged: {start}")
+    assert reason.endswith("when they are created")
+
+
 def test_another_projects_kind_is_skipped_naming_custom_kinds():
     dgd = {"apiVersion": "example.com/v1", "kind": "ModelServer",
            "metadata": {"name": "m", "namespace": "ml"}, "spec": {}}

@@ -222,6 +222,38 @@ NOT_JUDGED = {
        "not a pod spec's, and override a pod template's; quickq-guard judges the Pods Spark "
        "creates, when they are created"
        for kind in ("SparkApplication", "ScheduledSparkApplication")},
+    # The inference platforms whose objects carry no pod template: each operator composes the
+    # pods' containers from fields of its own, which a pod spec's rules would misjudge.
+    # Dynamo (nvidia.com/v1alpha1; ai-dynamo/dynamo's deploy/cloud/operator/api/v1alpha1/
+    # dynamographdeployment_types.go and internal/dynamo/graph.go): a service's main container
+    # is its extraPodSpec.mainContainer merged with the service's envs and probes, and its
+    # resources come from the service's `resources` (cpu, memory, gpu, gpuType).
+    ("nvidia.com", "DynamoGraphDeployment"): "Dynamo builds each service's pods from "
+    "spec.services.<name>: extraPodSpec and its mainContainer merged with the service's own "
+    "resources (cpu, memory, gpu), envs and probes, which are not a pod template; "
+    "quickq-guard judges the pods Dynamo creates, when they are created",
+    # NIM operator (apps.nvidia.com/v1alpha1; NVIDIA/k8s-nim-operator's config/crd/bases/
+    # apps.nvidia.com_nimservices.yaml): image is {repository, tag}, probes {enabled, probe},
+    # the user a userID.
+    ("apps.nvidia.com", "NIMService"): "the NIM operator builds its pods from fields of its "
+    "own (spec.image's repository and tag, resources, env, probes with an `enabled` switch, "
+    "userID), which are not a pod template; quickq-guard judges the Deployments and pods it "
+    "creates, when they are created",
+    # KubeAI (kubeai.org/v1; substratusai/kubeai's manifests/crds/kubeai.org_models.yaml): a
+    # Model names an image, env (a map) and a resource profile (nvidia-gpu-l4:1) that KubeAI's
+    # own configuration turns into requests, limits, node selectors and tolerations.
+    ("kubeai.org", "Model"): "KubeAI builds a Model's pods from spec.image, spec.env and a "
+    "resource profile (spec.resourceProfile) defined in KubeAI's own configuration, so the "
+    "pods' requests, limits, tolerations, probes and security context are not in the object; "
+    "quickq-guard judges the pods KubeAI creates, when they are created",
+    # llm-d's ModelService (llm-d.ai/v1alpha1; llm-d/llm-d-model-service's config/crd/bases/
+    # llm-d.ai_modelservices.yaml): containers of name, image, env and resources, merged into
+    # the Deployments of a base ConfigMap, which holds the pod-level fields and probes.
+    ("llm-d.ai", "ModelService"): "llm-d builds its prefill, decode and endpoint-picker "
+    "pods from the Deployments of its base ConfigMap (spec.baseConfigMapRef), which hold the "
+    "security context, tolerations and probes, merged with the containers of spec.prefill, "
+    "spec.decode and spec.endpointPicker; quickq-guard judges the Deployments llm-d creates, "
+    "when they are created",
 }
 MAX_PROBLEMS = schema.MAX_PROBLEMS
 # How a skip reason starts to say the kind looks like a typo of a judged one.
