@@ -189,9 +189,10 @@ WORKLOAD_KINDS: dict[tuple[str, str], tuple[PodSite, ...]] = {
         _template("spec", "template", "spec", *group, "template") for group in _RAY_CLUSTER),
     # OME (ome.io/v1beta1, read in sgl-project/ome's config/crd/full/ome.io_inferenceservices
     # .yaml and pkg/apis/ome/v1beta1): like KServe, each component inlines its pod spec; the
-    # engine's, decoder's and router's container is their `runner` (and a multi-node engine's
-    # or decoder's leader and worker each have their own), the deprecated predictor's its
-    # `model`; OME names that container ome-container and may take its image from the runtime
+    # engine's, decoder's and router's container is their `runner`, the deprecated predictor's
+    # its `model`; OME names that container ome-container and may take its image from the
+    # runtime. A multi-node engine's or decoder's leader and worker pods are built from their
+    # own pod specs and runners, not the engine's (components/engine.go, reconcilePodSpec)
     ("ome.io", "InferenceService"): (
         PodSite(("spec", "predictor"), "inline", ("model",), model_name=OME_CONTAINER),
         PodSite(("spec", "predictor", "workerSpec"), "inline"),
