@@ -152,8 +152,10 @@ def test_globs_users_groups_and_mirror_pods_become_match_conditions(tmp_path):
             for g in (("admins", "x"), ("devs",))] == [False, True]
     mirror = {**pod, "metadata": {"name": "x", "annotations": {
         "kubernetes.io/config.mirror": "abc"}}}
-    assert [holds("quickq-guard-not-mirror-pod", obj, "prod")
-            for obj in (pod, mirror)] == [True, False]
+    node = ("system:node:gpu-1", ("system:nodes", "system:authenticated"))
+    assert [holds("quickq-guard-not-mirror-pod", obj, "prod", *user)
+            for obj in (pod, mirror) for user in (node, ("alice", ("system:nodes",)))] == [
+        True, True, False, True]  # a mirror pod skipped only when a kubelet makes it
 
 
 def test_what_cannot_be_exported_is_named_with_the_reason(tmp_path):
