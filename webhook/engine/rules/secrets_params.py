@@ -9,15 +9,14 @@ the image (setup.py), and a pydantic model with methods cannot be in a compiled 
 from __future__ import annotations
 
 import itertools
-import re
-from functools import cached_property, lru_cache
+from functools import cached_property
 
 from webhook.engine.rules._base import Params
 
 __all__ = ["PlaintextSecretParams", "name_words"]
 
-_SEPARATORS = re.compile(r"[_\-.]+")
-_CAMEL = re.compile(r"(?<=[a-z0-9])(?=[A-Z])")
+_SEPARATORS = str.maketrans("-.", "__")
+_NO_DIGITS = str.maketrans("", "", "0123456789")
 
 
 class PlaintextSecretParams(Params):
@@ -69,8 +68,25 @@ class PlaintextSecretParams(Params):
             or not self._pairs.isdisjoint(itertools.pairwise(words))
 
 
-@lru_cache(maxsize=4096)
 def name_words(name: str) -> tuple[str, ...]:
-    """The words of a variable name, upper-cased: splitting on `_`, `-`, `.` and camelCase
-    is most of this rule's work, and the same few names come back in every object."""
-    return tuple(w.upper() for w in _SEPARATORS.split(_CAMEL.sub("_", name)) if w)
+    """The words of a variable name, upper-cased: split on `_`, `-`, `.` and camelCase
+    (`dbPassword`, `apiKey2Value`: a new word at an upper-case letter after a lower-case one
+    or a digit). String methods only: linear in the name, and nothing kept between calls (a
+    cache keyed by names would be memory any object could fill)."""
+    parts = name.translate(_SEPARATORS).split("_")
+    # A name in one case has no camelCase boundary, unless a digit comes before a capital.
+    if not name.islower() and not (name.isupper() and name.translate(_NO_DIGITS) == name):
+        parts = [word for part in parts for word in _camel_words(part)]
+    return tuple(word.upper() for word in parts if word)
+
+
+def _camel_words(part: str) -> list[str]:
+    """`dbPassword` -> db, Password; `HTTPToken` stays one word (no lower case before T)."""
+    words, start = [], 0
+    for index in range(1, len(part)):
+        before = part[index - 1]
+        if "A" <= part[index] <= "Z" and ("a" <= before <= "z" or "0" <= before <= "9"):
+            words.append(part[start:index])
+            start = index
+    words.append(part[start:])
+    return words
