@@ -1,11 +1,16 @@
-"""Deadlines and bounds uvicorn does not set: for the TLS handshake and the request headers.
+"""Deadlines and bounds uvicorn does not set: for the TLS handshake and each whole request.
 
 Without them a client that opens TCP and never finishes the handshake holds its socket and
 TLS state (about 50 KB) for asyncio's default 60 s, however many there are (3,000 of them:
 +150 MiB, past the chart's memory limit), and one that finishes it but never its headers (a
 slowloris) holds one of `--max-connections` for ever; 64 MiB of unfinished headers took
-+197 MiB. Both go through uvicorn's documented extension points and asyncio's documented
-API, not uvicorn's internals:
++197 MiB; one that sends its headers and then stalls its body held a connection, and with
+a large Content-Length one of the two large-review turns (app.LARGE_AT_ONCE), for ever:
+two such connections made every large review wait, 256 made every request 503. uvicorn's
+own settings bound none of these (timeout_keep_alive only runs between requests,
+limit_concurrency answers 503 once headers are in, h11_max_incomplete_event_size is not
+read by httptools). All go through uvicorn's documented extension points and asyncio's
+documented API, not uvicorn's internals:
 
 - an event loop (the worker's uvicorn Config returns its factory) whose `create_server`
   accepts TLS connections as plain TCP, admits at most HANDSHAKES_MAX handshakes in
@@ -14,10 +19,12 @@ API, not uvicorn's internals:
   client that never sends them was never counted), and upgrades each with `loop.start_tls`
   under a HANDSHAKE_SECONDS deadline before handing it to uvicorn's protocol;
 - between the TLS transport and uvicorn's protocol, a _Watch that passes everything on
-  (asyncio's Protocol interface only) and times each request's headers: from the connection,
-  or the first byte after the previous answer (told by `watched`, an ASGI wrapper of the
-  app), to the blank line that ends them, within HEADERS_SECONDS and HEADERS_MAX bytes
-  (httptools has no limit on either).
+  (asyncio's Protocol interface only) and times each whole request, headers, body and
+  answer: from the connection, or the first byte after the previous answer (told by
+  `watched`, an ASGI wrapper of the app), to its answer, within the request deadline
+  (`serve --request-timeout`, REQUEST_SECONDS unless told), or the connection is aborted and
+  whatever it held (a large-review turn among them) is freed; its headers within
+  HEADERS_MAX bytes (httptools has no limit).
 """
 
 from __future__ import annotations
@@ -33,7 +40,11 @@ import uvloop
 # A client on the cluster network finishes a handshake in milliseconds; the API server
 # dials, handshakes and sends its request at once.
 HANDSHAKE_SECONDS = 5.0
-HEADERS_SECONDS = 5.0
+# A whole request, from its first byte (or the connection) to its answer: inside the API
+# server's wait for an answer (the chart's webhook.timeoutSeconds, 5 s by default), after
+# which nobody reads the answer. A 3 MiB review arrives in milliseconds and is judged in
+# under a second.
+REQUEST_SECONDS = 4.0
 # Handshakes in progress per listener: the API server opens a few connections and keeps
 # them; 256 at about 50 KB each stay far inside the memory limit.
 HANDSHAKES_MAX = 256
@@ -56,6 +67,7 @@ class Loop(uvloop.Loop):
     """uvloop, whose TLS servers accept through a _Gate (bounded, with a deadline)."""
 
     connections_max = 2 * HANDSHAKES_MAX
+    request_seconds = REQUEST_SECONDS
 
     def __init__(self) -> None:
         super().__init__()
@@ -68,17 +80,19 @@ class Loop(uvloop.Loop):
             ssl: ssl.SSLContext | None = None, **kwargs: Any) -> Any:
         if ssl is None:
             return await super().create_server(protocol_factory, *args, **kwargs)
-        gate = _Gate(self, protocol_factory, ssl, self.connections_max)
+        gate = _Gate(self, protocol_factory, ssl, self.connections_max, self.request_seconds)
         return await super().create_server(gate.protocol, *args, **kwargs)
 
 
-def loop_factory(connections_max: int) -> Callable[[], asyncio.AbstractEventLoop]:
+def loop_factory(connections_max: int, request_seconds: float = REQUEST_SECONDS
+                 ) -> Callable[[], asyncio.AbstractEventLoop]:
     """What uvicorn calls to make the worker's loop: one that serves at most
-    `connections_max` connections per listener."""
+    `connections_max` connections per listener, each request within `request_seconds`."""
 
     def new_event_loop() -> asyncio.AbstractEventLoop:
         loop = Loop()
         loop.connections_max = connections_max
+        loop.request_seconds = request_seconds
         return loop
 
     return new_event_loop
@@ -89,11 +103,12 @@ class _Gate:
 
     def __init__(self, loop: asyncio.AbstractEventLoop,
                  factory: Callable[[], asyncio.BaseProtocol], context: ssl.SSLContext,
-                 connections_max: int) -> None:
+                 connections_max: int, request_seconds: float) -> None:
         self.loop = loop
         self.factory = factory
         self.context = context
         self.connections_max = connections_max
+        self.request_seconds = request_seconds
         self.open: set[Any] = set()
         self.handshakes = 0
 
@@ -159,7 +174,7 @@ class _Handshake(asyncio.Protocol):
         # A paused connection's TLS layer keeps TLS_READ_MAX of encrypted bytes, not 256 KiB.
         cast(Any, tls).set_read_buffer_limits(high=TLS_READ_MAX)
         app: Any = self.gate.factory()
-        watch = _Watch(app, tls, self.gate.loop)
+        watch = _Watch(app, tls, self.gate.loop, self.gate.request_seconds)
         tls.set_protocol(watch)
         app.connection_made(tls)
         for chunk in self.early:
@@ -210,12 +225,14 @@ class _Handshake(asyncio.Protocol):
 
 class _Watch(asyncio.Protocol):
     """What the TLS transport calls, passed on to uvicorn's protocol; on the way, each
-    request's headers are timed and counted up to the blank line that ends them."""
+    request is timed to its answer, and its headers counted up to the blank line that ends
+    them."""
 
-    def __init__(self, app: Any, transport: Any, loop: Any) -> None:
+    def __init__(self, app: Any, transport: Any, loop: Any, seconds: float) -> None:
         self.app = app
         self.transport = transport
         self.loop = loop
+        self.seconds = seconds
         self.waiting = True  # for the end of a request's headers
         self.idle = False  # answered: the next request's headers start with its first byte
         self.count = 0
@@ -233,8 +250,7 @@ class _Watch(asyncio.Protocol):
             self._arm()
         if self.waiting:
             if b"\r\n\r\n" in data or b"\r\n\r\n" in self.tail + data[:3]:
-                self.waiting = False
-                self._disarm()
+                self.waiting = False  # the deadline runs on, to the answer
             else:
                 self.count += len(data)
                 self.tail = (self.tail + data)[-3:] if len(data) < 3 else data[-3:]
@@ -271,7 +287,7 @@ class _Watch(asyncio.Protocol):
 
     def _arm(self) -> None:
         self._disarm()
-        self.deadline = self.loop.call_later(HEADERS_SECONDS, self._expired)
+        self.deadline = self.loop.call_later(self.seconds, self._expired)
 
     def _disarm(self) -> None:
         if self.deadline is not None:
@@ -279,9 +295,12 @@ class _Watch(asyncio.Protocol):
             self.deadline = None
 
     def _expired(self) -> None:
+        """The request is not answered in time: whatever it holds (a body half sent, a
+        large-review turn) is let go. No TLS close_notify exchange: the client gets no more
+        time; the app sees the client gone (Starlette's ClientDisconnect)."""
         self.deadline = None
-        if self.waiting and not self.transport.is_closing():
-            self.transport.abort()  # no TLS close_notify exchange: the client gets no more time
+        if not self.transport.is_closing():
+            self.transport.abort()
 
 
 def watched(app: Any) -> Any:
