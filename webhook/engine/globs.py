@@ -18,7 +18,11 @@ Matcher = Callable[[str], bool]
 
 def matches_any(name: str, patterns: tuple[str, ...]) -> bool:
     """True when one of the globs matches the whole name (case-sensitive, as fnmatchcase)."""
-    return bool(patterns) and any(match(name) for match in _compiled(patterns))
+    if patterns:
+        for match in _compiled(patterns):
+            if match(name):
+                return True
+    return False
 
 
 @lru_cache(maxsize=256)

@@ -7,6 +7,7 @@ by every other rule.
 from __future__ import annotations
 
 from decimal import Context, Decimal
+from functools import lru_cache
 
 # <number><suffix>, where suffix is binary SI, decimal SI or a decimal exponent.
 # Signs are part of the grammar, but a resource amount may never be negative. Read by
@@ -83,7 +84,24 @@ def _split(text: str) -> tuple[str, str] | None:
     return None
 
 
+# Parsing is most of require-requests' work, and the same few texts ("100m", "128Mi") come
+# back in every object: caching those made a typical review 1.4x faster (benchmarks/
+# engine_ab.py). Bounded in bytes, not only in entries: a text longer than CACHED_LENGTH (no
+# real amount is) is parsed each time and never kept, so at most 4,096 texts of 32
+# characters with their amounts (about 1 MB) stay, whatever objects bring.
+CACHED_LENGTH = 32
+
+
 def _parse_text(text: str) -> Decimal | None:
+    return _parse_short(text) if len(text) <= CACHED_LENGTH else _parse_long(text)
+
+
+@lru_cache(maxsize=4096)
+def _parse_short(text: str) -> Decimal | None:
+    return _parse_long(text)
+
+
+def _parse_long(text: str) -> Decimal | None:
     split = _split(text)
     if split is None:
         return None
@@ -140,6 +158,15 @@ def canonical_quantity(value: object) -> object:
 
 
 def _canonical_text(text: str) -> str | None:
+    return _canonical_short(text) if len(text) <= CACHED_LENGTH else _canonical_long(text)
+
+
+@lru_cache(maxsize=4096)
+def _canonical_short(text: str) -> str | None:
+    return _canonical_long(text)
+
+
+def _canonical_long(text: str) -> str | None:
     split = _split(text)
     if split is None:
         return None

@@ -15,8 +15,6 @@ from webhook.engine.rules._base import Params
 
 __all__ = ["PlaintextSecretParams", "name_words"]
 
-_SEPARATORS = str.maketrans("-.", "__")
-_NO_DIGITS = str.maketrans("", "", "0123456789")
 
 
 class PlaintextSecretParams(Params):
@@ -73,20 +71,18 @@ def name_words(name: str) -> tuple[str, ...]:
     (`dbPassword`, `apiKey2Value`: a new word at an upper-case letter after a lower-case one
     or a digit). String methods only: linear in the name, and nothing kept between calls (a
     cache keyed by names would be memory any object could fill)."""
-    parts = name.translate(_SEPARATORS).split("_")
-    # A name in one case has no camelCase boundary, unless a digit comes before a capital.
-    if not name.islower() and not (name.isupper() and name.translate(_NO_DIGITS) == name):
-        parts = [word for part in parts for word in _camel_words(part)]
-    return tuple(word.upper() for word in parts if word)
+    text = name.replace("-", "_").replace(".", "_")
+    # In one case and without digits, a name has no camelCase boundary (most names).
+    if not text.islower() and not (text.isupper() and text.replace("_", "").isalpha()):
+        text = _camel_split(text)
+    return tuple(filter(None, text.upper().split("_")))
 
 
-def _camel_words(part: str) -> list[str]:
-    """`dbPassword` -> db, Password; `HTTPToken` stays one word (no lower case before T)."""
-    words, start = [], 0
-    for index in range(1, len(part)):
-        before = part[index - 1]
-        if "A" <= part[index] <= "Z" and ("a" <= before <= "z" or "0" <= before <= "9"):
-            words.append(part[start:index])
-            start = index
-    words.append(part[start:])
-    return words
+def _camel_split(text: str) -> str:
+    """`dbPassword` -> `db_Password`; `HTTPToken` stays whole (no lower case before T)."""
+    cuts = [index for index in range(1, len(text)) if "A" <= text[index] <= "Z"
+            and ("a" <= text[index - 1] <= "z" or "0" <= text[index - 1] <= "9")]
+    if not cuts:
+        return text
+    return "_".join(text[start:end] for start, end in zip([0, *cuts], [*cuts, len(text)],
+                                                          strict=True))
