@@ -126,3 +126,14 @@ def test_a_connection_flood_of_stalled_bodies_lets_go_within_the_deadline(
     finally:
         for tls in socks:
             tls.close()
+
+
+@pytest.mark.parametrize("value", ["0", "-1", "31", "nan", "soon"])
+def test_a_request_timeout_out_of_range_is_refused_clearly(value: str) -> None:
+    import subprocess
+    import sys
+
+    done = subprocess.run([sys.executable, "-m", "webhook.cli", "serve", "--request-timeout",
+                           value], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 2
+    assert "--request-timeout" in done.stderr and "Traceback" not in done.stderr
