@@ -37,7 +37,8 @@ def add_parser(commands: Any) -> None:
                         help="connections each worker serves at once; more get 503 and are "
                              "closed (default: 256)")
     parser.add_argument("--request-timeout", type=_seconds, metavar="SECONDS",
-                        help="each request, body included, is answered within this or its "
+                        help="each request's headers and body must arrive within this (from "
+                             "the connection, or the request's first byte), else its "
                              "connection is closed; keep it below the webhook's "
                              "timeoutSeconds (default: 4)")
     parser.add_argument("--mode", choices=("enforce", "dry-run"),

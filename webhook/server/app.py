@@ -78,7 +78,7 @@ class Settings:
     instance: str = ""  # named in the answer to a probe (PROBE_ANNOTATION)
     max_body: int = MAX_BODY
     max_connections: int = MAX_CONNECTIONS
-    # Each request, body included, is answered within this or its connection is aborted.
+    # Each request's headers and body arrive within this or its connection is aborted.
     request_timeout: float = deadlines.REQUEST_SECONDS
     reload_interval: float = RELOAD_INTERVAL
     # Watch the PolicyExceptions of the config's exceptionNamespaces (kubeconfig: the

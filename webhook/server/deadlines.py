@@ -1,4 +1,5 @@
-"""Deadlines and bounds uvicorn does not set: for the TLS handshake and each whole request.
+"""Deadlines and bounds uvicorn does not set: for the TLS handshake and each request's
+headers and body.
 
 Without them a client that opens TCP and never finishes the handshake holds its socket and
 TLS state (about 50 KB) for asyncio's default 60 s, however many there are (3,000 of them:
@@ -19,12 +20,13 @@ documented API, not uvicorn's internals:
   client that never sends them was never counted), and upgrades each with `loop.start_tls`
   under a HANDSHAKE_SECONDS deadline before handing it to uvicorn's protocol;
 - between the TLS transport and uvicorn's protocol, a _Watch that passes everything on
-  (asyncio's Protocol interface only) and times each whole request, headers, body and
-  answer: from the connection, or the first byte after the previous answer (told by
-  `watched`, an ASGI wrapper of the app), to its answer, within the request deadline
-  (`serve --request-timeout`, REQUEST_SECONDS unless told), or the connection is aborted and
-  whatever it held (a large-review turn among them) is freed; its headers within
-  HEADERS_MAX bytes (httptools has no limit).
+  (asyncio's Protocol interface only) and times each request, headers and body: from the
+  connection, or the first byte after the previous answer, until the app has read the
+  whole body or answered (told by `watched`, an ASGI wrapper of the app), within the
+  request deadline (`serve --request-timeout`, REQUEST_SECONDS unless told), or the
+  connection is aborted and whatever it held (a large-review turn among them) is freed; its
+  headers within HEADERS_MAX bytes (httptools has no limit). Judging is not timed: it is
+  linear in the object and within the CEL cost budget.
 """
 
 from __future__ import annotations
@@ -40,10 +42,10 @@ import uvloop
 # A client on the cluster network finishes a handshake in milliseconds; the API server
 # dials, handshakes and sends its request at once.
 HANDSHAKE_SECONDS = 5.0
-# A whole request, from its first byte (or the connection) to its answer: inside the API
-# server's wait for an answer (the chart's webhook.timeoutSeconds, 5 s by default), after
-# which nobody reads the answer. A 3 MiB review arrives in milliseconds and is judged in
-# under a second.
+# A request's headers and body, from its first byte (or the connection) until the app has
+# read it all: inside the API server's wait for an answer (the chart's
+# webhook.timeoutSeconds, 5 s by default). A 3 MiB review arrives in milliseconds; one over
+# 64 KiB may first wait for a large-review turn (app.LARGE_AT_ONCE) with its body unread.
 REQUEST_SECONDS = 4.0
 # Handshakes in progress per listener: the API server opens a few connections and keeps
 # them; 256 at about 50 KB each stay far inside the memory limit.
@@ -225,8 +227,8 @@ class _Handshake(asyncio.Protocol):
 
 class _Watch(asyncio.Protocol):
     """What the TLS transport calls, passed on to uvicorn's protocol; on the way, each
-    request is timed to its answer, and its headers counted up to the blank line that ends
-    them."""
+    request is timed until its body is read, and its headers counted up to the blank line
+    that ends them."""
 
     def __init__(self, app: Any, transport: Any, loop: Any, seconds: float) -> None:
         self.app = app
@@ -250,7 +252,7 @@ class _Watch(asyncio.Protocol):
             self._arm()
         if self.waiting:
             if b"\r\n\r\n" in data or b"\r\n\r\n" in self.tail + data[:3]:
-                self.waiting = False  # the deadline runs on, to the answer
+                self.waiting = False  # the deadline runs on, to the end of the body
             else:
                 self.count += len(data)
                 self.tail = (self.tail + data)[-3:] if len(data) < 3 else data[-3:]
@@ -261,6 +263,10 @@ class _Watch(asyncio.Protocol):
                     self.transport.close()
                     return
         self.app.data_received(data)
+
+    def received(self) -> None:
+        """The app has read the request's whole body: judging it is not timed here."""
+        self._disarm()
 
     def answered(self) -> None:
         """The app answered this connection's request: the next one's clock starts with its
@@ -295,7 +301,7 @@ class _Watch(asyncio.Protocol):
             self.deadline = None
 
     def _expired(self) -> None:
-        """The request is not answered in time: whatever it holds (a body half sent, a
+        """The request is not read in time: whatever it holds (a body half sent, a
         large-review turn) is let go. No TLS close_notify exchange: the client gets no more
         time; the app sees the client gone (Starlette's ClientDisconnect)."""
         self.deadline = None
@@ -304,17 +310,28 @@ class _Watch(asyncio.Protocol):
 
 
 def watched(app: Any) -> Any:
-    """The ASGI app, telling the connection's _Watch when a request has been answered."""
+    """The ASGI app, telling the connection's _Watch when a request's body has been read and
+    when the request has been answered."""
 
     async def asgi(scope: Any, receive: Any, send: Any) -> None:
-        try:
+        loop = asyncio.get_running_loop()
+        client = scope.get("client")
+        watch = None
+        if scope.get("type") == "http" and isinstance(loop, Loop) and client:
+            watch = loop.watches.get((str(client[0]), int(client[1])))
+        if watch is None:
             await app(scope, receive, send)
+            return
+
+        async def receiving() -> Any:
+            message = await receive()
+            if message.get("type") == "http.request" and not message.get("more_body"):
+                watch.received()
+            return message
+
+        try:
+            await app(scope, receiving, send)
         finally:
-            loop = asyncio.get_running_loop()
-            client = scope.get("client")
-            if scope.get("type") == "http" and isinstance(loop, Loop) and client:
-                watch = loop.watches.get((str(client[0]), int(client[1])))
-                if watch is not None:
-                    watch.answered()
+            watch.answered()
 
     return asgi
