@@ -7,6 +7,7 @@ answer, the worst /healthz latency while the review ran (a second client polling
     .venv/bin/python benchmarks/hostile_load.py           # the sizes of the issue
     .venv/bin/python benchmarks/hostile_load.py --quick   # small sizes, for the smoke test
     .venv/bin/python benchmarks/hostile_load.py --json    # the figures as JSON
+    .venv/bin/python benchmarks/hostile_load.py --only issue32   # the cases of issue 32
 
 Cases (webhook): a Pod of many containers under `podSecurity: {enforce: restricted}`, and
 one of 9,000 sysctls (pss-sysctls maps and filters them); a container-scope CEL policy
@@ -17,7 +18,10 @@ distinct made-up kinds and operations (the size of /metrics after them); idle TL
 connections past --max-connections; 3,000 clients that stop before the end of the TLS
 handshake, and 3,000 before the end of their headers; one sending 64 MiB of headers; 2, 12
 and 256 reviews at the body limit at once (peak RSS); a messageExpression that tries to show
-an env value (leaks found in every answer and the log). Cases (CLI): a billion-laughs file,
+an env value (leaks found in every answer and the log). Issue 32: an env value
+`"http://h/?" + "key" * n` at 300 KB and 2.8 MB, 2 and 256 connections stalling a 2 MB body
+(the connections still held each second, /healthz meanwhile, a 140 KB review), and 1,000
+reviews each with a unique 3 MB image (RSS before and after). Cases (CLI): a billion-laughs file,
 a chain of anchors nested 20,000 levels deep, an alias bomb in a policy's params, and three
 chained replace() on an annotation (refused at load), each under a 1 GiB address-space
 limit.
