@@ -118,9 +118,9 @@ MUTATING = ("mutatingadmissionpolicybindings", "mutatingadmissionpolicies")
 
 
 def export(fmt: str, out: Path, *options: str) -> subprocess.CompletedProcess[str]:
-    """`quickq-guard export --format FMT OPTIONS -o OUT`, which must succeed."""
+    """`quickq-guard export --format FMT OPTIONS -O OUT`, which must succeed."""
     done = subprocess.run([sys.executable, "-m", "webhook.cli", "export", "--format", fmt,
-                           *options, "-o", str(out)], capture_output=True, text=True,
+                           *options, "-O", str(out)], capture_output=True, text=True,
                           cwd=REPO, check=False)
     assert done.returncode == 0, done.stderr
     return done
