@@ -1,4 +1,4 @@
-"""A deadline for each whole request, body included (`serve --request-timeout`): a client
+"""A deadline for each request's headers and body (`serve --request-timeout`): a client
 that sends its headers and then stalls its body is dropped, and whatever it held is freed.
 
 Before it, two TLS connections that sent `Content-Length: 2000000` and one byte held both
