@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from webhook.testing import assets
+from support import assets
 
 REPO = Path(__file__).resolve().parents[1]
 

@@ -34,7 +34,7 @@ from webhook.engine.workload import read_workload
 from webhook.export.crd import definition, exception_schema, openapi_v3_schema
 from webhook.manifests import read_text
 from webhook.testing import POD_SPEC_PATHS, container, node_template, pod, pod_spec, workload
-from webhook.testing.controlplane import printed_objects
+from support.controlplane import printed_objects
 
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO / "benchmarks"))

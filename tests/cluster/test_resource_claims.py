@@ -35,7 +35,7 @@ from cluster_helpers import (
     warnings_of,
 )
 
-from webhook.testing.controlplane import printed_objects
+from support.controlplane import printed_objects
 
 NAMESPACE = "dra"
 CLAIMS_READER = f"{RELEASE}-claims-reader"
