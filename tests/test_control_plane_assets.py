@@ -9,7 +9,6 @@ import subprocess
 from pathlib import Path
 
 import pytest
-
 from support import assets
 
 REPO = Path(__file__).resolve().parents[1]

@@ -15,7 +15,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-
 from support.controlplane import (
     API_VERSION,
     CHART,

@@ -39,7 +39,6 @@ from cluster_helpers import (
     wait_until,
     webhook_certs,
 )
-
 from support.assets import build_problem
 
 SERVER_VERSION = pytest.StashKey[str]()  # what the session's control plane reported

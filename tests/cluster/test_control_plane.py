@@ -15,7 +15,6 @@ from cluster_helpers import (
     loopback_problem,
     skip_or_fail,
 )
-
 from support.assets import is_built, releases
 
 

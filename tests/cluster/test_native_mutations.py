@@ -37,7 +37,6 @@ from cluster_helpers import (
     template_spec,
     wait_until,
 )
-
 from support.controlplane import printed_objects
 
 NAMESPACE = "map-export"

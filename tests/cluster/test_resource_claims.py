@@ -34,7 +34,6 @@ from cluster_helpers import (
     wait_until,
     warnings_of,
 )
-
 from support.controlplane import printed_objects
 
 NAMESPACE = "dra"
