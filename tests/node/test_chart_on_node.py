@@ -25,7 +25,7 @@ from node_helpers import (
     wait_ready,
 )
 from support.controlplane import ApiClient
-from support.node import BRIDGE, DUMMY, GUARD_IMAGE, Node
+from support.node import BRIDGE, GUARD_IMAGE, NODE_IP, SERVICE_IP, Node
 
 from webhook.testing import bad_pod, container, gpu_container, pod, probe, wait_until
 
@@ -33,18 +33,19 @@ WORKLOADS = "workloads"
 
 
 def test_nothing_leaves_the_namespace(node: Node) -> None:
-    """The node's network is loopback, its dummy interface, the pod bridge and the pods'
-    veths: no default route, no route but to the node's own ranges."""
+    """The node's network is loopback (holding the node's address and the API server's
+    ClusterIP), the pod bridge and the pods' veths: no other interface, no default route, no
+    route but to loopback and the bridge."""
     names = sorted(name for _, name in socket.if_nameindex())
-    assert "lo" in names and DUMMY in names, names
-    others = [name for name in names if name not in ("lo", DUMMY, BRIDGE)
+    others = [name for name in names if name not in ("lo", BRIDGE)
               and not name.startswith("veth")]
     assert others == [], f"interfaces besides the node's own: {others}"
     routes = json.loads(node.run(["ip", "-j", "route", "show", "table", "all"]).stdout)
-    outside = [route for route in routes if route.get("dst") == "default"]
-    assert outside == [], f"a default route would let traffic leave: {outside}"
+    assert [route for route in routes if route.get("dst") == "default"] == []
     for route in routes:
-        assert route.get("dev") in ("lo", DUMMY, BRIDGE), route
+        assert route.get("dev") in ("lo", BRIDGE), route
+    local = node.run(["ip", "-j", "addr", "show", "dev", "lo"]).stdout
+    assert NODE_IP in local and SERVICE_IP in local
 
 
 def test_install_runs_hooks_and_pods_become_ready(installed: Node) -> None:

@@ -3,8 +3,8 @@ plus kube-controller-manager, kube-scheduler and a kubelet (one binary built fro
 tools/controlplane/node), Debian's containerd with runc, and a CNI bridge, all inside the
 network namespace the tests run in (scripts/test makes a fresh one with loopback only).
 
-Inside that namespace the node adds a dummy interface holding the node's address and the
-`kubernetes` Service's ClusterIP, and the bridge plugin adds the pod network: pods reach the
+Inside that namespace the node puts its address and the `kubernetes` Service's ClusterIP on
+loopback, and the bridge plugin adds the pod network: pods reach the
 API server at its ClusterIP (it listens on 443 there, so no kube-proxy is needed), and the API
 server reaches webhook pods through their Service's endpoints. Nothing has a route out.
 """
@@ -33,7 +33,6 @@ NODE_NAME = "quickq-node"
 NODE_IP = "10.243.0.1"
 SERVICE_IP = "10.0.0.1"  # the first address of --service-cluster-ip-range: `kubernetes`
 POD_CIDR = "10.244.0.0/24"
-DUMMY = "qq-node"
 BRIDGE = "qq-cni0"
 PAUSE_IMAGE = "localhost/quickq-pause:1"
 GUARD_IMAGE = "localhost/quickq-guard:node-test"
@@ -154,7 +153,6 @@ class Node(ControlPlane):
             "--leader-elect=false", "--bind-address=127.0.0.1", f"--secure-port={free_port()}",
             f"--service-account-private-key-file={pki / 'sa.key'}",
             f"--root-ca-file={self.ca.cert}", "--use-service-account-credentials=false",
-            "--controllers=*,-nodeipam,-cloud-node-lifecycle,-service-lb-controller",
             "--concurrent-job-syncs=2", "--v=1"])
         self._spawn("kube-scheduler", [
             str(binary / "kube-scheduler"), f"--kubeconfig={self.kubeconfig}",
@@ -175,14 +173,12 @@ class Node(ControlPlane):
                    what=f"node {NODE_NAME} to be Ready (see {self.workdir}/kubelet.log)")
 
     def _network(self) -> None:
-        """The node's address and the `kubernetes` ClusterIP on a dummy interface: local to
-        this namespace, so a pod's packet to the API server goes over the bridge and no
-        further."""
-        for command in (["ip", "link", "add", DUMMY, "type", "dummy"],
-                        ["ip", "addr", "add", f"{NODE_IP}/32", "dev", DUMMY],
-                        ["ip", "addr", "add", f"{SERVICE_IP}/32", "dev", DUMMY],
-                        ["ip", "link", "set", DUMMY, "up"]):
-            subprocess.run(command, check=True, capture_output=True, text=True)
+        """The node's address and the `kubernetes` ClusterIP on loopback (this kernel has no
+        dummy interfaces): local to this namespace, so a pod's packet to the API server
+        crosses the bridge and goes no further."""
+        for address in (NODE_IP, SERVICE_IP):
+            subprocess.run(["ip", "addr", "add", f"{address}/32", "dev", "lo"], check=True,
+                           capture_output=True, text=True)
 
     def _start_containerd(self) -> None:
         work = self.containerd_dir
