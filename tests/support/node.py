@@ -20,8 +20,8 @@ import time
 from pathlib import Path
 
 import yaml
-from support.controlplane import ControlPlane
 
+from support.controlplane import ControlPlane
 from webhook.testing import REPO, free_port, stop_process, wait_until
 
 NODE_TOOLS = REPO / ".tools" / "node"
@@ -36,6 +36,7 @@ POD_CIDR = "10.244.0.0/24"
 BRIDGE = "qq-cni0"
 PAUSE_IMAGE = "localhost/quickq-pause:1"
 GUARD_IMAGE = "localhost/quickq-guard:node-test"
+RUNTIME = os.environ.get("QUICKQ_NODE_RUNTIME", "runc")  # the OCI runtime containerd runs
 COMPONENTS = ("kubelet", "kube-controller-manager", "kube-scheduler")
 API_NAMES = (SERVICE_IP, NODE_IP, "kubernetes", "kubernetes.default", "kubernetes.default.svc",
              "kubernetes.default.svc.cluster.local")
@@ -84,6 +85,10 @@ disabled_plugins = ["io.containerd.snapshotter.v1.btrfs", "io.containerd.snapsho
   sandbox_image = "{PAUSE_IMAGE}"
   enable_selinux = false
   netns_mounts_under_state_dir = true
+  # The kubelet asks for -998 on a pod's sandbox, which the runtime writes after taking the
+  # pod's user, and the kernel refuses that (runc: "can't get final child's PID from pipe",
+  # crun: "write to /proc/self/oom_score_adj: Permission denied"): keep containerd's own.
+  restrict_oom_score_adj = true
   [{cri}.containerd]
     snapshotter = "overlayfs"
     default_runtime_name = "runc"
@@ -91,6 +96,7 @@ disabled_plugins = ["io.containerd.snapshotter.v1.btrfs", "io.containerd.snapsho
       runtime_type = "io.containerd.runc.v2"
       [{cri}.containerd.runtimes.runc.options]
         SystemdCgroup = false
+        BinaryName = "{RUNTIME}"
   [{cri}.cni]
     bin_dir = "{CNI_BIN}"
     conf_dir = "{work}/net.d"
