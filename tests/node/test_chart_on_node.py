@@ -159,11 +159,15 @@ def test_rolling_upgrade_under_load_fails_no_admission(installed: Node) -> None:
     before = set(ready_pods(installed))
     with Stream(installed) as stream:
         installed.helm("upgrade", RELEASE, str(chart_path()), "-n", NAMESPACE, *IMAGE_VALUES,
+                       # A new pod annotation changes the pod template: a rolling restart
+                       # (the chart keeps no checksum; the pods reload config themselves).
                        "--reuse-values", "--set", "webhook.timeoutSeconds=6",
+                       "--set-string", "podAnnotations.rollout=1",
                        "--wait", "--timeout", "10m", timeout=900)
         wait_ready(installed, 2)
         wait_until(lambda: not (set(ready_pods(installed)) & before), timeout=300,
                    interval=1, what="every webhook pod replaced")
+    print(f"rolling upgrade: {stream.admitted} admitted, {len(stream.failed)} failed")
     assert stream.admitted > 0
     assert stream.failed == [], f"{len(stream.failed)} failed: {stream.failed[:5]}"
 
@@ -178,6 +182,7 @@ def test_webhook_pod_deleted_under_load_fails_no_admission(installed: Node) -> N
                           "--timeout=120s")
         wait_ready(installed, 2)
         time.sleep(3)
+    print(f"webhook pod deleted: {stream.admitted} admitted, {len(stream.failed)} failed")
     assert stream.admitted > 0
     assert stream.failed == [], f"{len(stream.failed)} failed: {stream.failed[:5]}"
 
@@ -231,7 +236,12 @@ def test_uninstall_runs_pre_delete_and_leaves_nothing(installed: Node) -> None:
                  "clusterroles", "clusterrolebindings"):
         left = installed.kubectl("get", kind, "-l", label, "-o", "name").stdout.strip()
         assert left == "", f"{kind} left behind: {left}"
-    for kind in ("secrets", "roles", "rolebindings", "serviceaccounts", "jobs", "pods"):
+    # The pods go after the Deployment, through the garbage collector, each after its
+    # preStop sleep: wait for that, then nothing may be left.
+    wait_until(lambda: not _pods(installed), timeout=180, interval=1,
+               what="the webhook pods gone after uninstall")
+    for kind in ("secrets", "configmaps", "services", "roles", "rolebindings",
+                 "serviceaccounts", "jobs", "pods", "poddisruptionbudgets"):
         left = installed.kubectl("get", kind, "-n", NAMESPACE, "-l", label,
                                  "-o", "name").stdout.strip()
         assert left == "", f"{kind} left behind: {left}"

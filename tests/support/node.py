@@ -227,6 +227,7 @@ class Node(ControlPlane):
         for process in reversed(self.processes):
             stop_process(process, 20)
         self._stop_shims()
+        _remove_empty_cgroups()
 
     def _stop_shims(self) -> None:
         """containerd's runc shims outlive it by design: end those of this node (their
@@ -242,3 +243,14 @@ class Node(ControlPlane):
             if b"containerd-shim" in command and marker in command:
                 with contextlib.suppress(ProcessLookupError):
                     os.kill(int(entry.name), 9)
+
+
+def _remove_empty_cgroups() -> None:
+    """The cgroups runc made for the pods (containerd's `k8s.io` parent), deepest first:
+    rmdir removes only those no process is in any more."""
+    for parent in Path("/sys/fs/cgroup").glob("*/k8s.io"):
+        for directory in sorted(parent.rglob("*/"), key=lambda p: len(p.parts), reverse=True):
+            with contextlib.suppress(OSError):
+                directory.rmdir()
+        with contextlib.suppress(OSError):
+            parent.rmdir()
