@@ -43,9 +43,18 @@ def _run(command: list[str], cwd: Path = REPO, timeout: float = TIMEOUT) -> str:
     done = subprocess.run(command, cwd=cwd, capture_output=True, text=True, timeout=timeout,
                           check=False)
     if done.returncode != 0:
-        tail = "\n".join((done.stderr or done.stdout).strip().splitlines()[-10:])
-        raise BuildFailed(f"`{' '.join(command)}` exited {done.returncode}:\n{tail}")
+        raise BuildFailed(f"`{' '.join(command)}` exited {done.returncode}: "
+                          f"{_what_failed(done.stderr or done.stdout)}")
     return done.stdout.strip()
+
+
+def _what_failed(output: str) -> str:
+    """The lines that say what went wrong (a build's last lines are pip's and buildah's
+    wrappers around it): the first few that name an error, then the last one."""
+    lines = [line.strip() for line in output.strip().splitlines() if line.strip()]
+    errors = [line for line in lines if "error" in line.lower()
+              and "subprocess-exited-with-error" not in line and line != lines[-1]]
+    return "\n".join([*errors[:3], *lines[-1:]])
 
 
 def buildah(*args: str, timeout: float = TIMEOUT) -> str:
