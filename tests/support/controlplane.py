@@ -33,8 +33,8 @@ from cryptography import x509
 from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec, rsa
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
-from support.assets import default_release
 
+from support.assets import default_release
 from webhook.engine.workload import BUILT_IN
 from webhook.testing import CONTROLLERS, REPO, Server, free_port, stop_process, wait_until
 
@@ -174,6 +174,7 @@ class ControlPlane:
         self.workdir = workdir
         self.port = port or free_port()
         self.advertise = advertise
+        self.apiserver_flags: list[str] = []  # what a subclass adds (the node's)
         self.etcd_port = free_port()
         self.processes: list[subprocess.Popen[bytes]] = []
         pki = workdir / "pki"
@@ -258,7 +259,7 @@ class ControlPlane:
             f"--admission-control-config-file={pki / 'admission.yaml'}",
             f"--audit-policy-file={pki / 'audit-policy.yaml'}",
             f"--audit-log-path={self.audit_log}", "--audit-log-format=json",
-            "--audit-log-mode=blocking",
+            "--audit-log-mode=blocking", *self.apiserver_flags,
             "--v=0"])
         self.wait_ready()
 

@@ -142,6 +142,8 @@ class Node(ControlPlane):
 
     def __init__(self, assets: Path, workdir: Path) -> None:
         super().__init__(assets, workdir, port=443, advertise=NODE_IP, names=API_NAMES)
+        # Logs and exec go to the node's address: never a DNS lookup of its name.
+        self.apiserver_flags = ["--kubelet-preferred-address-types=InternalIP"]
         self.containerd_dir = workdir / "containerd"
         self.socket = self.containerd_dir / "containerd.sock"
 
