@@ -10,6 +10,7 @@ uninstalls it.
 from __future__ import annotations
 
 import json
+import re
 import socket
 import threading
 import time
@@ -68,6 +69,30 @@ def test_install_runs_hooks_and_pods_become_ready(installed: Node) -> None:
     assert f"{RELEASE}-arm" in jobs, jobs
     done = installed.helm("test", RELEASE, "-n", NAMESPACE, "--timeout", "5m", timeout=400)
     assert "Phase:          Succeeded" in done.stdout or "Succeeded" in done.stdout, done.stdout
+
+
+def _view_ages(node: Node, pod_name: str) -> dict[str, float]:
+    """quickq_guard_cluster_view_age_seconds by kind, read from the pod's /metrics through
+    the API server's pod proxy."""
+    text = node.kubectl("get", "--raw", f"/api/v1/namespaces/{NAMESPACE}/pods/"
+                        f"https:{pod_name}:8443/proxy/metrics", check=False).stdout
+    ages: dict[str, float] = {}
+    for line in text.splitlines():
+        found = re.match(r'quickq_guard_cluster_view_age_seconds\{.*kind="([^"]+)".*\} (\S+)',
+                         line)
+        if found:
+            ages[found.group(1)] = float(found.group(2))
+    return ages
+
+
+def test_watches_run_with_the_charts_own_account(installed: Node) -> None:
+    """The webhook pods watch ResourceClaims (and PolicyExceptions) with lightkube, the
+    chart's ServiceAccount token and RBAC, through the `kubernetes` ClusterIP: each view is
+    current (age 0 while its watch is open)."""
+    for name in ready_pods(installed):
+        wait_until(lambda name=name: bool(ages := _view_ages(installed, name))
+                   and "ResourceClaim" in ages and all(age == 0 for age in ages.values()),
+                   timeout=60, interval=1, what=f"{name}'s cluster views to be current")
 
 
 def test_pods_deny_and_patch_through_the_service(installed: Node) -> None:
