@@ -37,6 +37,7 @@ BRIDGE = "qq-cni0"
 PAUSE_IMAGE = "localhost/quickq-pause:1"
 GUARD_IMAGE = "localhost/quickq-guard:node-test"
 RUNTIME = os.environ.get("QUICKQ_NODE_RUNTIME", "runc")  # the OCI runtime containerd runs
+PRIVATE_DIRECTORIES = ("/run/containerd", "/var/lib/cni", "/var/lib/kubelet")
 COMPONENTS = ("kubelet", "kube-controller-manager", "kube-scheduler")
 API_NAMES = (SERVICE_IP, NODE_IP, "kubernetes", "kubernetes.default", "kubernetes.default.svc",
              "kubernetes.default.svc.cluster.local")
@@ -148,6 +149,7 @@ class Node(ControlPlane):
         self.socket = self.containerd_dir / "containerd.sock"
 
     def start(self) -> None:
+        self._private_directories()
         self._network()
         super().start()
         self._start_containerd()
@@ -179,6 +181,19 @@ class Node(ControlPlane):
             f"--hostname-override={NODE_NAME}", f"--node-ip={NODE_IP}", "--v=1"])
         wait_until(self.node_ready, timeout=180, interval=1,
                    what=f"node {NODE_NAME} to be Ready (see {self.workdir}/kubelet.log)")
+
+    def _private_directories(self) -> None:
+        """A tmpfs over the few host paths the runtime and the kubelet write whatever they
+        are told (runc's and the shims' state, the CNI cache, the device plugin socket
+        directory), when the tests run in a mount namespace of their own (scripts/test makes
+        one and says so in QUICKQ_PRIVATE_MOUNTS): they vanish with it. Elsewhere nothing is
+        mounted."""
+        if os.environ.get("QUICKQ_PRIVATE_MOUNTS") != "1":
+            return
+        for path in PRIVATE_DIRECTORIES:
+            Path(path).mkdir(parents=True, exist_ok=True)
+            subprocess.run(["mount", "-t", "tmpfs", "-o", "mode=0700", "tmpfs", path],
+                           check=True, capture_output=True, text=True)
 
     def _network(self) -> None:
         """The node's address and the `kubernetes` ClusterIP on loopback (this kernel has no
