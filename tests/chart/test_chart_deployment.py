@@ -121,8 +121,8 @@ def test_availability_knobs(pod: dict[str, Any], container: dict[str, Any]) -> N
     assert pod["priorityClassName"] == "system-cluster-critical"
     assert pod["nodeSelector"] == {"kubernetes.io/os": "linux"}
     assert "hostNetwork" not in pod and pod["dnsPolicy"] == "ClusterFirst"
-    assert container["lifecycle"] == {"preStop": {"sleep": {"seconds": 15}}}
-    assert pod["terminationGracePeriodSeconds"] == 45
+    assert container["lifecycle"] == {"preStop": {"sleep": {"seconds": 5}}}
+    assert pod["terminationGracePeriodSeconds"] == 30
 
 
 def test_host_network_switches_dns_policy_and_knobs_can_be_changed() -> None:
