@@ -234,17 +234,23 @@ class Node(ControlPlane):
     def stop(self) -> None:
         """Pods first (their containers and mounts go with them), then the node, then the
         control plane; the shims containerd started, and their cgroups, last."""
-        if self.processes and self.processes[0].poll() is None:
-            self.kubectl("delete", "pods", "--all", "--all-namespaces", "--grace-period=1",
-                         "--wait=false", check=False)
-            deadline = time.monotonic() + 30
-            while time.monotonic() < deadline and self.kubectl(
-                    "get", "pods", "-A", "-o", "name", check=False).stdout.strip():
-                time.sleep(1)
+        # The processes are stopped whatever happened to the pods (a kubectl that fails).
+        with contextlib.suppress(OSError, subprocess.SubprocessError):
+            self._delete_pods()
         for process in reversed(self.processes):
             stop_process(process, 20)
         self._stop_shims()
         _remove_empty_cgroups()
+
+    def _delete_pods(self) -> None:
+        if not self.processes or self.processes[0].poll() is not None:
+            return
+        self.kubectl("delete", "pods", "--all", "--all-namespaces", "--grace-period=1",
+                     "--wait=false", check=False)
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline and self.kubectl(
+                "get", "pods", "-A", "-o", "name", check=False).stdout.strip():
+            time.sleep(1)
 
     def _stop_shims(self) -> None:
         """containerd's runc shims outlive it by design: end those of this node (their
