@@ -253,8 +253,16 @@ class Node(ControlPlane):
             time.sleep(1)
 
     def _stop_shims(self) -> None:
-        """containerd's runc shims outlive it by design: end those of this node (their
-        command line names its socket), never any other."""
+        """containerd's runc shims and their containers outlive it by design: end those of
+        this node (the containers its state directory names, the shims whose command line
+        names its socket), never any other."""
+        tasks = self.containerd_dir / "state" / "io.containerd.runtime.v2.task" / "k8s.io"
+        for container in tasks.glob("*") if tasks.is_dir() else []:
+            procs = Path("/sys/fs/cgroup/pids/k8s.io") / container.name / "cgroup.procs"
+            with contextlib.suppress(OSError):
+                for pid in procs.read_text().split():
+                    with contextlib.suppress(ProcessLookupError):
+                        os.kill(int(pid), 9)
         marker = str(self.containerd_dir).encode()
         for entry in Path("/proc").iterdir():
             if not entry.name.isdigit():
