@@ -147,6 +147,7 @@ class Node(ControlPlane):
         self.apiserver_flags = ["--kubelet-preferred-address-types=InternalIP"]
         self.containerd_dir = workdir / "containerd"
         self.socket = self.containerd_dir / "containerd.sock"
+        self.mountpoints: list[Path] = []
 
     def start(self) -> None:
         self._private_directories()
@@ -191,7 +192,9 @@ class Node(ControlPlane):
         if os.environ.get("QUICKQ_PRIVATE_MOUNTS") != "1":
             return
         for path in PRIVATE_DIRECTORIES:
-            Path(path).mkdir(parents=True, exist_ok=True)
+            if not Path(path).exists():
+                Path(path).mkdir(parents=True)
+                self.mountpoints.append(Path(path))  # made here: removed again on stop
             subprocess.run(["mount", "-t", "tmpfs", "-o", "mode=0700", "tmpfs", path],
                            check=True, capture_output=True, text=True)
 
@@ -241,6 +244,11 @@ class Node(ControlPlane):
             stop_process(process, 20)
         self._stop_shims()
         _remove_empty_cgroups()
+        for mountpoint in self.mountpoints:
+            subprocess.run(["umount", "--lazy", str(mountpoint)], capture_output=True,
+                           check=False)
+            with contextlib.suppress(OSError):
+                mountpoint.rmdir()
 
     def _delete_pods(self) -> None:
         if not self.processes or self.processes[0].poll() is not None:
