@@ -7,7 +7,7 @@ from functools import lru_cache
 
 from webhook.engine.results import Finding
 from webhook.engine.rules._base import NoParams, finding
-from webhook.engine.workload import Workload
+from webhook.engine.workload import IMAGE_FROM_RUNTIME, Workload
 
 # `$VLLM_IMAGE`, `${IMAGE}`, `$(IMAGE)`, `{{ .Values.image }}`: a variable that envsubst, a
 # script or Helm should have filled in; Kubernetes expands none of them in `image`.
@@ -41,8 +41,8 @@ def disallow_latest_tag(workload: Workload, params: NoParams) -> list[Finding]:
     findings = []
     for container in workload.containers:
         image = container.data.get("image")
-        if image is None and container.group == "model":
-            continue  # a KServe model spec runs its serving runtime's image
+        if image is None and container.group in IMAGE_FROM_RUNTIME:
+            continue  # a KServe model spec or OME runner runs its serving runtime's image
         if not isinstance(image, str) or not image.strip():
             findings.append(finding(container, "set image to a pinned reference "
                                     "(registry/app:1.2.3 or registry/app@sha256:...)",
