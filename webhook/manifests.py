@@ -90,11 +90,17 @@ def read_paths(paths: Iterable[str], exclude: Sequence[str] = ()) -> Iterator[Do
         yield from read_source(source)
 
 
-def manifest_sources(paths: Iterable[str], exclude: Sequence[str] = ()) -> list[Source]:
+def manifest_sources(paths: Iterable[str], exclude: Sequence[str] = (),
+                     named_as_walked: bool = False) -> list[Source]:
     """What `read_paths` reads, in order: `-`, each file named, each directory's manifest files
     (sorted; hidden folders and files, what `.gitignore` ignores and the `exclude` globs are
-    left out), or the path as given when it does not exist."""
+    left out), or the path as given when it does not exist. A file named is left out too when
+    an `exclude` glob matches its path relative to the working directory: pre-commit names
+    every file it sees, so a glob that only worked in walks would not work there.
+    `named_as_walked`: a file named is read as a walk finds it (one with no Kubernetes
+    object skipped with a note), for pre-commit."""
     sources: list[Source] = []
+    named_excluded = _gitignore_spec(exclude) if exclude else None
     for given in paths:
         if given == "-":
             sources.append(Source("-"))
@@ -102,9 +108,17 @@ def manifest_sources(paths: Iterable[str], exclude: Sequence[str] = ()) -> list[
         path = Path(given)
         if path.is_dir():
             sources.extend(Source(name, walked=True) for name in _walk(path, exclude))
-        else:
-            sources.append(Source(str(path), exists=path.exists()))
+        elif named_excluded is None or not named_excluded.match_file(_from_cwd(path)):
+            sources.append(Source(str(path), exists=path.exists(),
+                                  walked=named_as_walked and path.is_file()))
     return sources
+
+
+def _from_cwd(path: Path) -> str:
+    """A named file's path relative to the working directory, `/`-separated, as a glob in
+    .gitignore syntax is matched against."""
+    relative = os.path.relpath(os.path.abspath(path))
+    return relative.replace(os.sep, "/")
 
 
 def walk(directory: Path, exclude: Sequence[str] = ()) -> list[Path]:

@@ -42,9 +42,14 @@ def add_parser(commands: Any) -> None:
                              "denies), warn (also warnings and dry-run denials), audit (also "
                              "audit findings)")
     parser.add_argument("--exclude", action="append", default=[], metavar="GLOB",
-                        help="leave out files and folders in directory walks; .gitignore "
-                             "syntax, relative to the directory (repeatable: --exclude "
-                             "legacy/ --exclude '*.tmpl.yaml')")
+                        help="leave out files and folders; .gitignore syntax, relative to the "
+                             "directory walked, or for a file named, to the working directory "
+                             "(repeatable: --exclude legacy/ --exclude '*.tmpl.yaml')")
+    parser.add_argument("--skip-non-manifests", action="store_true",
+                        help="a file named on the command line that holds no Kubernetes "
+                             "object (a workflow, a values file) is skipped with a note, as "
+                             "in a directory walk, instead of being an error: for pre-commit, "
+                             "which names every YAML and JSON file it sees")
     parser.add_argument("--allow-empty", action="store_true",
                         help="exit 0 when the input holds no Kubernetes object (by default "
                              "that is an error: a failed `helm template` upstream, say)")
@@ -124,7 +129,7 @@ def check(args: argparse.Namespace) -> int:
     color = args.output == "table" and out.isatty() and "NO_COLOR" not in os.environ
     options = Options(color=color, quiet=args.quiet, fail_on=args.fail_on)
     writer = format_named(args.output)(out, options)
-    found = judge.scan(args.paths, args.exclude, stdin)
+    found = judge.scan(args.paths, args.exclude, stdin, args.skip_non_manifests)
     now = args.at or datetime.now(UTC)  # the one time the whole run judges at
     notes: list[str] = []
     granted = judge.Granted(exceptions.load(args.exceptions, found.exceptions, found.read,

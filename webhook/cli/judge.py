@@ -316,15 +316,17 @@ def tasks(paths: Sequence[str], exclude: Sequence[str],
     return scan(paths, exclude, stdin).tasks
 
 
-def scan(paths: Sequence[str], exclude: Sequence[str], stdin: bytes | None) -> Input:
+def scan(paths: Sequence[str], exclude: Sequence[str], stdin: bytes | None,
+         named_as_walked: bool = False) -> Input:
     """The Input of `paths`: each file is read once here (and again only by whoever judges
-    it), instead of once to size it and once more per kind of object looked for."""
+    it), instead of once to size it and once more per kind of object looked for.
+    `named_as_walked`: see manifest_sources."""
     pieces: list[tuple[Source, int]] = []
     exceptions: list[Source] = []
     claims: list[Source] = []
     read: dict[str, bytes] = {}
     kept = 0
-    for source in manifest_sources(paths, exclude):
+    for source in manifest_sources(paths, exclude, named_as_walked):
         try:
             data = (stdin or b"") if source.name == "-" else (
                 _source_bytes(source) if source.exists else b"")
