@@ -31,9 +31,13 @@ def add_parser(commands: Any) -> None:
                         help="table (default; colour on a terminal unless NO_COLOR is set), "
                              "json (the JSON contract), sarif (SARIF 2.1.0, for code "
                              "scanning), junit (JUnit XML), github (workflow commands that "
-                             "annotate a pull request), policyreport (wgpolicyk8s.io "
+                             "annotate a pull request), gitlab (GitLab code quality: Code "
+                             "Climate JSON), policyreport (wgpolicyk8s.io "
                              "PolicyReports), html (one self-contained page for people: "
                              "summary, charts, a table of findings to filter and sort)")
+    parser.add_argument("--docs-url", default="", metavar="URL",
+                        help="where this project's docs site is served: SARIF rules then "
+                             "link each policy to its section (URL/policies/#ID)")
     parser.add_argument("--quiet", "-q", action="store_true",
                         help="failures only: show only what fails the run (see --fail-on) "
                              "and errors, and no notes on skipped files")
@@ -127,7 +131,8 @@ def check(args: argparse.Namespace) -> int:
     stdin = sys.stdin.buffer.read() if "-" in args.paths else None
     out = sys.stdout
     color = args.output == "table" and out.isatty() and "NO_COLOR" not in os.environ
-    options = Options(color=color, quiet=args.quiet, fail_on=args.fail_on)
+    options = Options(color=color, quiet=args.quiet, fail_on=args.fail_on,
+                      docs_url=args.docs_url)
     writer = format_named(args.output)(out, options)
     found = judge.scan(args.paths, args.exclude, stdin, args.skip_non_manifests)
     now = args.at or datetime.now(UTC)  # the one time the whole run judges at

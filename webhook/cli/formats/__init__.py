@@ -22,6 +22,7 @@ class Options:
     color: bool = False  # the table only, on a terminal, never with NO_COLOR
     quiet: bool = False  # only what fails the run (see `failing`) and errors; no notes
     fail_on: str = "deny"
+    docs_url: str = ""  # where the docs site is served: SARIF rules link their policy's section
 
 
 class Format:
@@ -138,13 +139,16 @@ def format_named(name: str) -> type[Format]:
     if name == "policyreport":
         from webhook.cli.formats.policyreport import PolicyReport
         return PolicyReport
+    if name == "gitlab":
+        from webhook.cli.formats.gitlab import GitLab
+        return GitLab
     if name == "html":
         from webhook.cli.formats.html import Html
         return Html
     raise ValueError(f"no output format {name!r}: one of {', '.join(NAMES)}")
 
 
-NAMES = ("table", "json", "sarif", "junit", "github", "policyreport", "html")
+NAMES = ("table", "json", "sarif", "junit", "github", "gitlab", "policyreport", "html")
 
 
 def render_all(name: str, judged: Sequence[Judged], policies: PolicySet,
