@@ -15,7 +15,7 @@ from webhook.cli.exits import EXIT_ERROR, CliError, error, note
 from webhook.cli.formats import NAMES, Options, format_named
 from webhook.cli.summary import FAIL_ON, exit_code
 from webhook.engine.policy import PolicySet
-from webhook.loader import load_config, load_policies
+from webhook.loader import find_config, load_config, load_policies, load_policy_dirs
 
 
 def add_parser(commands: Any) -> None:
@@ -26,7 +26,22 @@ def add_parser(commands: Any) -> None:
                     "sees it: hidden folders and what .gitignore ignores are left out, and "
                     "files with no Kubernetes object are skipped with a note.")
     parser.add_argument("paths", nargs="+", metavar="PATH", help="file, directory or -")
-    policy_options(parser)
+    parser.add_argument("--policies", action="append", default=[], metavar="DIR",
+                        help="a directory of your policy files, run beside the shipped ones "
+                             "(repeatable; a policy with a shipped policy's id replaces it)")
+    parser.add_argument("--no-default-policies", action="store_true",
+                        help="run only the policies of --policies, not the shipped ones")
+    parser.add_argument("--policy", action="append", default=[], metavar="ID",
+                        help="run only this policy (repeatable)")
+    parser.add_argument("--skip-policy", action="append", default=[], metavar="ID",
+                        help="leave this policy out (repeatable)")
+    parser.add_argument("--config", metavar="FILE",
+                        help="global config: mode, exclusions, per-policy overrides "
+                             "(default: .quickq-guard.yaml in the working directory or the "
+                             "nearest parent up to the repository's root, else none)")
+    parser.add_argument("--mode", choices=("enforce", "dry-run"),
+                        help="override the config's mode, as serve --mode does: dry-run "
+                             "reports denials as would-deny")
     parser.add_argument("--output", "-o", choices=NAMES, default="table",
                         help="table (default; colour on a terminal unless NO_COLOR is set), "
                              "json (the JSON contract), sarif (SARIF 2.1.0, for code "
@@ -117,6 +132,19 @@ def load(args: argparse.Namespace) -> PolicySet:
     return load_policies(args.policies, load_config(args.config))
 
 
+def check_policies(args: argparse.Namespace) -> PolicySet:
+    """The policies a check runs. Flags win over the config file, which wins over the
+    defaults: --policy/--skip-policy and --mode over the config's `policies` and `mode`."""
+    config_file = args.config
+    if config_file is None and (config_file := find_config()) is not None and not args.quiet:
+        note(f"config: {config_file}")
+    config = load_config(config_file)
+    if args.mode:
+        config = config.model_copy(update={"mode": args.mode})
+    return load_policy_dirs(args.policies, config, not args.no_default_policies,
+                            tuple(args.policy), tuple(args.skip_policy))
+
+
 def check(args: argparse.Namespace) -> int:
     if args.in_place and not args.fix:
         raise CliError("--in-place writes what --fix makes: pass --fix --in-place")
@@ -126,8 +154,8 @@ def check(args: argparse.Namespace) -> int:
                            "(run check -o FORMAT separately for a report)")
         from webhook.cli import fix
 
-        return fix.fix(args, load(args))
-    policies = load(args)
+        return fix.fix(args, check_policies(args))
+    policies = check_policies(args)
     stdin = sys.stdin.buffer.read() if "-" in args.paths else None
     out = sys.stdout
     color = args.output == "table" and out.isatty() and "NO_COLOR" not in os.environ
