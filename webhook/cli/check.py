@@ -3,16 +3,17 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import sys
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, TextIO
 
 from webhook.cli import exceptions, judge
 from webhook.cli.exits import EXIT_ERROR, CliError, error, note
-from webhook.cli.formats import NAMES, Options, format_named
+from webhook.cli.formats import NAMES, Format, Options, format_named
 from webhook.cli.summary import FAIL_ON, exit_code
 from webhook.engine.policy import PolicySet
 from webhook.loader import find_config, load_config, load_policies, load_policy_dirs
@@ -42,14 +43,21 @@ def add_parser(commands: Any) -> None:
     parser.add_argument("--mode", choices=("enforce", "dry-run"),
                         help="override the config's mode, as serve --mode does: dry-run "
                              "reports denials as would-deny")
-    parser.add_argument("--output", "-o", choices=NAMES, default="table",
-                        help="table (default; colour on a terminal unless NO_COLOR is set), "
+    parser.add_argument("--output", "-o", action=OutputAction, default="table",
+                        metavar="FORMAT[=FILE]",
+                        help="repeatable, one report per -o (-o table -o sarif=results.sarif); "
+                             "FORMAT=FILE writes that report to FILE, the others go to "
+                             "stdout (only one may) or --output-file. Formats: "
+                             "table (default; colour on a terminal unless NO_COLOR is set), "
                              "json (the JSON contract), sarif (SARIF 2.1.0, for code "
                              "scanning), junit (JUnit XML), github (workflow commands that "
                              "annotate a pull request), gitlab (GitLab code quality: Code "
                              "Climate JSON), policyreport (wgpolicyk8s.io "
                              "PolicyReports), html (one self-contained page for people: "
                              "summary, charts, a table of findings to filter and sort)")
+    parser.add_argument("--output-file", metavar="FILE",
+                        help="write the report (the -o given without =FILE) to FILE, not "
+                             "stdout")
     parser.add_argument("--docs-url", default="", metavar="URL",
                         help="where this project's docs site is served: SARIF rules then "
                              "link each policy to its section (URL/policies/#ID)")
@@ -103,6 +111,23 @@ def policy_options(parser: argparse.ArgumentParser) -> None:
                              "(default: none)")
 
 
+class OutputAction(argparse.Action):
+    """`-o FORMAT` or `-o FORMAT=FILE`, repeatable: `outputs` collects (format, file or None)
+    in order; `output` keeps the first format's name."""
+
+    def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace,
+                 values: Any, option: str | None = None) -> None:
+        name, _, file = str(values).partition("=")
+        if name not in NAMES:
+            parser.error(f"argument --output/-o: invalid choice: {name!r} (choose from "
+                         f"{', '.join(NAMES)})")
+        if "=" in str(values) and not file:
+            parser.error(f"argument --output/-o: {values!r} names no file after =")
+        outputs = [*(getattr(namespace, "outputs", None) or []), (name, file or None)]
+        namespace.outputs = outputs
+        namespace.output = outputs[0][0]
+
+
 def count_of(too_few: str) -> Callable[[str], int]:
     """An argparse type: a whole number of at least 1; `too_few` says what to do instead."""
     def count(text: str) -> int:
@@ -149,7 +174,7 @@ def check(args: argparse.Namespace) -> int:
     if args.in_place and not args.fix:
         raise CliError("--in-place writes what --fix makes: pass --fix --in-place")
     if args.fix:
-        if args.output != "table":
+        if _outputs(args) != [("table", None)]:
             raise CliError("--fix prints YAML manifests, not a report: leave out --output "
                            "(run check -o FORMAT separately for a report)")
         from webhook.cli import fix
@@ -157,11 +182,42 @@ def check(args: argparse.Namespace) -> int:
         return fix.fix(args, check_policies(args))
     policies = check_policies(args)
     stdin = sys.stdin.buffer.read() if "-" in args.paths else None
-    out = sys.stdout
-    color = args.output == "table" and out.isatty() and "NO_COLOR" not in os.environ
+    with contextlib.ExitStack() as files:
+        writers = [_writer(name, file, args, files) for name, file in _outputs(args)]
+        return _check(args, policies, stdin, writers)
+
+
+def _outputs(args: argparse.Namespace) -> list[tuple[str, str | None]]:
+    """Each report asked for: its format and the file it goes to (None: stdout)."""
+    outputs: list[tuple[str, str | None]] = getattr(args, "outputs", None) or [("table", None)]
+    if args.output_file:
+        outputs = [(name, file or args.output_file) for name, file in outputs]
+    if sum(file is None for _, file in outputs) > 1:
+        raise CliError("more than one report would go to stdout: give each -o but one a file "
+                       "(-o table -o sarif=results.sarif)")
+    return outputs
+
+
+def _writer(name: str, file: str | None, args: argparse.Namespace,
+            files: contextlib.ExitStack) -> Format:
+    if file is None:
+        out: TextIO = sys.stdout
+    else:
+        try:
+            out = files.enter_context(open(file, "w", encoding="utf-8"))  # noqa: SIM115
+        except OSError as problem:
+            raise CliError(f"cannot write {file}: {problem.strerror or problem}") from None
+    color = name == "table" and file is None and out.isatty() and "NO_COLOR" not in os.environ
     options = Options(color=color, quiet=args.quiet, fail_on=args.fail_on,
                       docs_url=args.docs_url)
-    writer = format_named(args.output)(out, options)
+    return format_named(name)(out, options)
+
+
+def _check(args: argparse.Namespace, policies: PolicySet, stdin: bytes | None,
+           writers: list[Format]) -> int:
+    def render(judged: Sequence[judge.Judged]) -> tuple[Any, ...]:
+        return tuple(writer.render(judged) for writer in writers)
+
     found = judge.scan(args.paths, args.exclude, stdin, args.skip_non_manifests)
     now = args.at or datetime.now(UTC)  # the one time the whole run judges at
     notes: list[str] = []
@@ -172,18 +228,21 @@ def check(args: argparse.Namespace) -> int:
             note(line)
     claims = judge.input_claims([found.claims], found.read)
     counts: Counter[str] = Counter()
-    writer.start(policies)
-    for part in judge.judge_all(found.tasks, policies, writer.render, args.jobs, found.read,
+    for writer in writers:
+        writer.start(policies)
+    for part in judge.judge_all(found.tasks, policies, render, args.jobs, found.read,
                                   granted, claims, found.size):
         for line in part.errors:
             error(line)
         if not args.quiet:
             for line in part.notes:
                 note(line)
-        writer.write(part.rendered)
+        for writer, rendered in zip(writers, part.rendered, strict=True):
+            writer.write(rendered)
         counts.update(part.counts)
-    writer.finish(counts)
-    out.flush()
+    for writer in writers:
+        writer.finish(counts)
+        writer.out.flush()
     if not counts["resources"] and not args.allow_empty:
         where = ", ".join("stdin" if p == "-" else p for p in args.paths)
         error(f"no Kubernetes object found in {where}; if the input comes from a command "
