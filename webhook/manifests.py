@@ -240,7 +240,36 @@ def read_source(source: Source, data: bytes | None = None) -> Iterator[Document]
             return
     elif not source.whole:
         data = data[source.start:None if source.end == -1 else source.end]
+    if source.whole and name.lower().endswith(".json") and (problem := json_problem(data)):
+        line, column, why = problem
+        yield Document(f"{name}:{line}", error=f"invalid JSON: {why}", file=name, line=line,
+                       column=column)
+        return
     yield from read_text(data, name, source.line)
+
+
+def json_problem(data: bytes) -> tuple[int, int, str] | None:
+    """Where and why a .json file is not JSON, as kubectl reads it (a stream of JSON values:
+    no trailing comma, no comment, no YAML), or None. The YAML reader, which reads every JSON
+    file, then reads it for the fields' positions; alone it would accept `[1, 2,]`."""
+    import json
+
+    try:
+        text = data.decode("utf-8-sig")
+    except UnicodeDecodeError as problem:
+        return 1, 1, f"not UTF-8 (byte {problem.start})"
+    decoder = json.JSONDecoder()
+    at = 0
+    while True:
+        while at < len(text) and text[at] in " \t\r\n":
+            at += 1
+        if at == len(text):
+            return None
+        try:
+            at = decoder.raw_decode(text, at)[1]
+        except json.JSONDecodeError as problem:
+            return problem.lineno, problem.colno, f"{problem.msg} (line {problem.lineno}, " \
+                f"column {problem.colno})"
 
 
 def _read_bytes(source: Source) -> bytes:

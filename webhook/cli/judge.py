@@ -26,6 +26,7 @@ from webhook.engine.exceptions import KIND, NONE, Exceptions
 from webhook.engine.patch import PatchError, apply_patch, rebase
 from webhook.engine.policy import PolicySet
 from webhook.engine.results import Decision, Resource, Result
+from webhook.engine.workload import UNKNOWN_KIND
 from webhook.manifests import (
     Document,
     Source,
@@ -89,6 +90,11 @@ def judge(document: Document, policies: PolicySet, granted: Granted = NOTHING_GR
                               f"{document.source}: {document.error}", dry_run=False)
     decision = evaluate(document.obj, policies, source=document.source,
                         exceptions=granted.exceptions, now=granted.now, claims=claims)
+    if decision.skipped and UNKNOWN_KIND in decision.skipped:
+        # `Deploymnet`: a typo of a judged kind, which the API server would refuse; skipped,
+        # it would pass CI unjudged
+        return error_decision(decision.resource, decision.skipped,
+                              f"{document.source}: {decision.skipped}", dry_run=False)
     if decision.outcome in _REFUSED and (why := kustomize.fragment(document.obj)):
         # a patch fragment nobody applies alone: incomplete, not denied
         return skipped_decision(decision.resource, policies, (
