@@ -8,6 +8,7 @@ document alone; the others are still judged.
 
 from __future__ import annotations
 
+import bisect
 import errno
 import os
 import re
@@ -48,6 +49,10 @@ class Document:
     line: int = 0
     column: int = 0
     positions: Positions | None = field(default=None, repr=False, compare=False)
+    # The file that wrote this object when it was rendered (Helm's `# Source:` comment above
+    # it, kustomize's config.kubernetes.io/origin annotation), or "": findings are reported
+    # there, with `file:line:column` of the rendered object beside them.
+    template: str = ""
 
     def field(self, path: FieldPath) -> tuple[int, int]:
         """(line, column) of the field a finding names (Finding.at), or of its
@@ -379,8 +384,12 @@ def read_text(data: bytes | str, name: str, first_line: int = 1) -> Iterator[Doc
     the stream (libyaml cannot resynchronise), after the documents before it.
     """
     offset = first_line - 1
+    sources = _helm_sources(data, offset)
+    previous = 0  # the line the document before starts on
     for line, column, obj, error, positions in _documents(data, offset):
         line += offset
+        template = _template(sources, line, obj, previous)
+        previous = line
         if error:
             yield Document(f"{name}:{line}", error=f"invalid YAML: {error}", file=name,
                            line=line, column=column)
@@ -392,10 +401,41 @@ def read_text(data: bytes | str, name: str, first_line: int = 1) -> Iterator[Doc
                     item_line, item_column = starts[index] if index < len(starts) else (
                         line, column)
                     yield Document(f"{name}:{item_line}", item, file=name, line=item_line,
-                                   column=item_column, positions=positions)
+                                   column=item_column, positions=positions,
+                                   template=_template((), item_line, item, 0) or template)
             else:
                 yield Document(f"{name}:{line}", obj, file=name, line=line, column=column,
-                               positions=positions)
+                               positions=positions, template=template)
+
+
+_HELM_SOURCE = re.compile(rb"^# Source: (\S[^\r\n]*?)\s*$", re.M)
+_ORIGIN = "config.kubernetes.io/origin"
+
+
+def _helm_sources(data: bytes | str, offset: int) -> list[tuple[int, str]]:
+    """The `# Source: chart/templates/x.yaml` comments `helm template` writes above each
+    object, with their lines, in order; none in most inputs, found with one scan."""
+    raw = data.encode() if isinstance(data, str) else data
+    if b"# Source: " not in raw:
+        return []
+    return [(raw.count(b"\n", 0, match.start()) + 1 + offset,
+             match.group(1).decode("utf-8", "replace")) for match in _HELM_SOURCE.finditer(raw)]
+
+
+def _template(sources: Sequence[tuple[int, str]], line: int, obj: Any, previous: int) -> str:
+    """What wrote the object starting at `line`: kustomize's origin annotation (`path: ...`)
+    when it has one, else the nearest Helm `# Source:` comment above it (helm writes one per
+    object, after the `---`) and below the object before it (`previous`: its line)."""
+    if type(obj) is dict and type(meta := obj.get("metadata")) is dict \
+            and type(notes := meta.get("annotations")) is dict \
+            and isinstance(origin := notes.get(_ORIGIN), str):
+        for entry in origin.splitlines():
+            if entry.startswith("path:") and (path := entry[5:].strip().strip("'\"")):
+                return path
+    if not sources:
+        return ""
+    at = bisect.bisect_left(sources, (line, "")) - 1
+    return sources[at][1] if at >= 0 and sources[at][0] > previous else ""
 
 
 def _documents(data: bytes | str, offset: int) -> Iterator[Read]:

@@ -115,6 +115,16 @@ def location(judged: Judged, finding: Finding | None = None) -> str:
     if not document.line:
         return document.file or document.source
     line, column = document.field(finding.at) if finding else (document.line, document.column)
+    if document.template:  # rendered by Helm or kustomize: the template, and where in the render
+        return f"{document.template} (rendered {document.file}:{line}:{column})"
+    return f"{document.file}:{line}:{column}"
+
+
+def rendered_at(judged: Judged, finding: Finding | None = None) -> str:
+    """`file:line:column` in the rendered stream of an object a template wrote."""
+    document = judged.document
+    line, column = document.field(finding.at) if finding and document.line else (
+        document.line, document.column)
     return f"{document.file}:{line}:{column}"
 
 

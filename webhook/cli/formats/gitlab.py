@@ -15,7 +15,7 @@ from typing import Any
 
 import orjson
 
-from webhook.cli.formats import Format, annotated
+from webhook.cli.formats import Format, annotated, rendered_at
 from webhook.cli.judge import Judged
 
 INVALID = "invalid-manifest"
@@ -38,10 +38,14 @@ class GitLab(Format):
                 else document.line
             check = INVALID if found.verdict == "error" else str(found.result.policy)
             path = document.file or "<stdin>"
+            description = found.message
+            if document.template:  # on the template, the line in the render beside it
+                path, line = document.template, 1
+                description += f" (rendered {rendered_at(found.item, found.finding)})"
             field = found.finding.path if found.finding else ""
             key = "\0".join((check, path, str(found.item.decision.resource), field,
                              found.message))
-            issues.append({"description": found.message, "check_name": check,
+            issues.append({"description": description, "check_name": check,
                            "fingerprint": hashlib.sha256(key.encode()).hexdigest(),
                            "severity": _SEVERITIES[found.verdict],
                            "location": {"path": path, "lines": {"begin": max(line, 1)}}})

@@ -19,7 +19,7 @@ from typing import Any
 import orjson
 
 from webhook import __version__
-from webhook.cli.formats import Format, annotated
+from webhook.cli.formats import Format, annotated, rendered_at
 from webhook.cli.judge import Judged
 from webhook.cli.summary import exit_code
 from webhook.engine.policy import PolicySet
@@ -76,7 +76,10 @@ class Sarif(Format):
         """A result at the field a finding names (see Document.field), or at the object."""
         document = item.document
         location: dict[str, Any] = {"artifactLocation": {"uri": _uri(document.file)}}
-        if document.line:
+        if document.template:  # on the template; its line in the template is not known
+            location = {"artifactLocation": {"uri": _uri(document.template)}}
+            properties = {**properties, "rendered": rendered_at(item, finding)}
+        elif document.line:
             line, column = document.field(finding.at) if finding else (
                 document.line, document.column)
             location["region"] = {"startLine": line, "startColumn": max(column, 1)}
