@@ -1,5 +1,6 @@
 """Input read as kubectl reads it: a .json file is strict JSON (a trailing comma is an error
-naming the file and line), and a typo of a judged kind is an error, not a skip."""
+naming the file and line), a typo of a judged kind is an error, not a skip, and with --strict
+so is a kind neither judged nor served by Kubernetes."""
 
 from __future__ import annotations
 
@@ -44,3 +45,23 @@ def test_a_typo_of_a_judged_kind_is_an_error(capsys, tmp_path):
     other = tmp_path / "service.yaml"
     other.write_text("apiVersion: v1\nkind: Service\nmetadata: {name: web}\n")
     assert run(capsys, "check", str(other))[0] == 0  # a kind not judged stays a skip
+
+
+def test_strict_makes_unknown_kinds_an_error(capsys, tmp_path):
+    stream = tmp_path / "mixed.yaml"
+    stream.write_text("apiVersion: example.com/v1\nkind: Widget\nmetadata: {name: w}\n---\n"
+                      "apiVersion: v1\nkind: Service\nmetadata: {name: s}\n---\n"
+                      "apiVersion: networking.k8s.io/v1\nkind: NetworkPolicy\n"
+                      "metadata: {name: n}\n")
+    code, out, err = run(capsys, "check", str(stream))
+    assert code == 0 and "Widget" in out  # a note (a skip) by default
+    code, _, err = run(capsys, "check", "--strict", str(stream))
+    assert code == 2
+    assert f"{stream}:1:1 Widget w: kind Widget (example.com) is not a kind Kubernetes " \
+        "serves or quickq-guard knows (--strict)" in err
+    assert "Service s" not in err and "NetworkPolicy n" not in err  # built-in: still skipped
+    config = tmp_path / "config.yaml"  # a custom kind the config names is known
+    config.write_text("customKinds:\n  - {group: example.com, kind: Widget, "
+                      "podTemplates: [spec.template]}\n")
+    code, _, err = run(capsys, "check", "--strict", "--config", str(config), str(stream))
+    assert "Widget w: kind Widget" not in err

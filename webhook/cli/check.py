@@ -77,6 +77,10 @@ def add_parser(commands: Any) -> None:
                              "object (a workflow, a values file) is skipped with a note, as "
                              "in a directory walk, instead of being an error: for pre-commit, "
                              "which names every YAML and JSON file it sees")
+    parser.add_argument("--strict", action="store_true",
+                        help="a kind that is neither judged nor one Kubernetes serves (a "
+                             "custom resource not in the config's customKinds) is an error, "
+                             "not a skip")
     parser.add_argument("--allow-empty", action="store_true",
                         help="exit 0 when the input holds no Kubernetes object (by default "
                              "that is an error: a failed `helm template` upstream, say)")
@@ -231,7 +235,7 @@ def _check(args: argparse.Namespace, policies: PolicySet, stdin: bytes | None,
     for writer in writers:
         writer.start(policies)
     for part in judge.judge_all(found.tasks, policies, render, args.jobs, found.read,
-                                  granted, claims, found.size):
+                                  granted, claims, found.size, args.strict):
         for line in part.errors:
             error(line)
         if not args.quiet:
