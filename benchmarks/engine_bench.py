@@ -33,8 +33,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import corpus
 
 from webhook.engine.evaluate import evaluate
-from webhook.engine.exceptions import Exceptions, index, read_exception
 from webhook.engine.policy import Config, PolicySet
+from webhook.engine.policy_exceptions import Exceptions, index, read_exception
 from webhook.loader import load_policies
 from webhook.manifests import read_text
 from webhook.testing import typical_pod

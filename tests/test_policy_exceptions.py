@@ -8,8 +8,8 @@ from typing import Any
 import pytest
 from builders import container, failing, judge, pod, result, with_config, workload
 
-from webhook.engine import exceptions as granted
-from webhook.engine.exceptions import ExceptionError, index, read_exception
+from webhook.engine import policy_exceptions
+from webhook.engine.policy_exceptions import ExceptionError, index, read_exception
 
 NOW = datetime(2026, 12, 1, 10, 0, tzinfo=UTC)
 ROOT = {"securityContext": {"runAsUser": 0}}
@@ -213,8 +213,8 @@ def test_an_exception_outside_the_exception_namespaces_is_admitted_with_a_warnin
 
 def test_any_api_version_of_the_group_is_an_exception() -> None:
     other = {**exception(), "apiVersion": "quickq.io/v1"}
-    assert granted.is_exception(other)
-    assert not granted.is_exception({**exception(), "apiVersion": "example.com/v1alpha1"})
+    assert policy_exceptions.is_exception(other)
+    assert not policy_exceptions.is_exception({**exception(), "apiVersion": "example.com/v1alpha1"})
     # Whatever version wrote it, it is honoured from the exception namespaces only.
     assert not decide(root_pod(), {**exception(namespace="gpu-operator"),
                                    "apiVersion": "quickq.io/v1"}).allowed
@@ -240,7 +240,7 @@ def readme_exceptions() -> list[dict[str, Any]]:
     text = (Path(__file__).resolve().parent.parent / "README.md").read_text()
     section = text.split("## Exceptions\n", 1)[1].split("\n## ", 1)[0]
     return [document for block in re.findall(r"```yaml\n(.*?)```", section, re.S)
-            for document in yaml.safe_load_all(block) if granted.is_exception(document)]
+            for document in yaml.safe_load_all(block) if policy_exceptions.is_exception(document)]
 
 
 def test_the_readme_examples_are_exceptions_the_webhook_admits() -> None:

@@ -10,7 +10,7 @@ from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any
 
-from webhook.cli import exceptions, judge
+from webhook.cli import exception_files, judge
 from webhook.cli.exits import EXIT_ERROR, CliError, error, note
 from webhook.cli.formats import NAMES, Options, format_named
 from webhook.cli.summary import FAIL_ON, exit_code
@@ -126,8 +126,8 @@ def check(args: argparse.Namespace) -> int:
     found = judge.scan(args.paths, args.exclude, stdin)
     now = args.at or datetime.now(UTC)  # the one time the whole run judges at
     notes: list[str] = []
-    granted = judge.Granted(exceptions.load(args.exceptions, found.exceptions, found.read,
-                                            policies, now, notes), now)
+    granted = judge.Granted(exception_files.load(args.exceptions, found.exceptions, found.read,
+                                                 policies, now, notes), now)
     if not args.quiet:
         for line in notes:
             note(line)

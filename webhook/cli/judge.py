@@ -24,9 +24,9 @@ from webhook.cli import kustomize
 from webhook.cli.exits import hint
 from webhook.engine.claims import ClaimLookup, Claims, claims_from
 from webhook.engine.evaluate import error_decision, evaluate, skipped_decision
-from webhook.engine.exceptions import KIND, NONE, Exceptions
 from webhook.engine.patch import PatchError, apply_patch, rebase
 from webhook.engine.policy import PolicySet
+from webhook.engine.policy_exceptions import KIND, NONE, Exceptions
 from webhook.engine.results import Decision, Resource, Result
 from webhook.manifests import (
     Document,

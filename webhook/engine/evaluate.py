@@ -11,7 +11,7 @@ from dataclasses import replace
 from datetime import datetime
 from typing import Any
 
-from webhook.engine import exceptions as granted
+from webhook.engine import policy_exceptions
 from webhook.engine.apiserver import refusal, refused_fields
 from webhook.engine.cel import EvaluationError
 from webhook.engine.claims import NO_CLAIMS, ClaimLookup, with_claims
@@ -56,7 +56,7 @@ def evaluate(
     dry_run: bool = False,
     namespace_object: Any = None,
     from_api_server: bool = False,
-    exceptions: granted.Exceptions = granted.NONE,
+    exceptions: policy_exceptions.Exceptions = policy_exceptions.NONE,
     now: datetime | None = None,
     as_applied: bool = True,
     claims: ClaimLookup | None = None,
@@ -70,7 +70,7 @@ def evaluate(
     CEL policies read as `request.dryRun` and `namespaceObject`. `from_api_server` (the
     webhook's objects) says the API server has decoded the object already: what it would refuse
     cannot be in it, so that check is left out (offline it is how the CLI says why an object
-    can never reach the webhook). `exceptions` (see webhook.engine.exceptions) turn the
+    can never reach the webhook). `exceptions` (see webhook.engine.policy_exceptions) turn the
     validate findings they cover into warnings, as of `now`, the evaluation time; a
     PolicyException object itself is checked as the webhook checks it. `as_applied` (the
     default, unless `from_api_server`) judges an object as written the way the API server would
@@ -92,8 +92,8 @@ def evaluate(
     groups = tuple(groups)
     config = policies.config
     in_dry_run_mode = config.mode == "dry-run"
-    if granted.is_exception(obj):
-        return granted.judge(obj, policies, resource, now, in_dry_run_mode)
+    if policy_exceptions.is_exception(obj):
+        return policy_exceptions.judge(obj, policies, resource, now, in_dry_run_mode)
     try:
         if refused:
             raise RefusedObject(refused)
@@ -179,8 +179,9 @@ def evaluate(
                          for result in validated]
     failed = any(result.status == "fail" for result in validated)
     if failed and exceptions:
-        validated = granted.apply(validated, exceptions, config, _time(now), workload.kind,
-                                  namespace, resource.name, workload.labels)
+        validated = policy_exceptions.apply(validated, exceptions, config, _time(now),
+                                            workload.kind, namespace, resource.name,
+                                            workload.labels)
     if failed and not from_api_server:
         validated = _note_api_server_refusals(validated, workload)
     results += validated

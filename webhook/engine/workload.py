@@ -24,15 +24,12 @@ from __future__ import annotations
 import difflib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from typing import TYPE_CHECKING, Any, Literal, NamedTuple
+from typing import Any, Literal, NamedTuple
 
 from webhook.engine import schema
 from webhook.engine.kubernetes_fields import KINDS
 from webhook.engine.patch import Path
 from webhook.engine.patch import dotted as dotted  # rules and messages name paths with it
-
-if TYPE_CHECKING:
-    from webhook.engine.claims import ClaimUse
 
 
 def api_group(api_version: str) -> str:
@@ -217,6 +214,19 @@ _EMPTY: Mapping[str, Any] = {}
 _LABELS = {"containers": "container", "initContainers": "initContainer",
            "ephemeralContainers": "ephemeralContainer", "model": "model",
            "template": "container"}
+
+
+@dataclass(frozen=True, slots=True)
+class ClaimUse:
+    """One claim a container consumes: the pod's entry for it, what that entry names, and
+    the device classes found (None: the claim or template cannot be resolved)."""
+
+    name: str  # resources.claims[].name, the pod's spec.resourceClaims[].name
+    kind: str  # ResourceClaim | ResourceClaimTemplate; "" when the pod lists no such entry
+    source: str  # the claim's or the template's name
+    classes: tuple[str, ...] | None
+    path: Path  # the pod's spec.resourceClaims[i]
+    where: str = ""  # where it was looked up: the lookup's `where`
 
 
 class InvalidObject(ValueError):

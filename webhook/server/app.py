@@ -27,10 +27,10 @@ from starlette.routing import Route
 
 from webhook.engine.claims import ClaimLookup
 from webhook.engine.evaluate import error_decision, evaluate
-from webhook.engine.exceptions import NONE, Exceptions
 from webhook.engine.policy import PolicyError, PolicySet
+from webhook.engine.policy_exceptions import NONE, Exceptions
 from webhook.engine.results import Decision, Resource
-from webhook.server import admission, claim_view, granted, metrics
+from webhook.server import admission, claim_view, exception_view, metrics
 from webhook.server.admission import AdmissionError, Review
 from webhook.server.logs import log_review
 from webhook.server.reload import PolicySets, PolicySource, ServingCert
@@ -104,8 +104,9 @@ class Guard:
         self.policies: PolicySets = settings.source.load()
         self.tls = ServingCert(settings.cert, settings.key, settings.client_ca)
         metrics.CERT_EXPIRY.set(self.tls.expiry)
-        self.exceptions = granted.Granted.start(settings, self.policies.validate.config)
-        self.claims = claim_view.ClaimView.start(settings)
+        self.exceptions = exception_view.ExceptionView.start(
+            settings.watch_exceptions, settings.kubeconfig, self.policies.validate.config)
+        self.claims = claim_view.ClaimView.start(settings.watch_claims, settings.kubeconfig)
         self.ready = True
         # Large reviews are judged one at a time beside the event loop (see answer_review).
         self.judging = ThreadPoolExecutor(max_workers=1, thread_name_prefix="judge")
@@ -142,7 +143,8 @@ class Guard:
             # Other exception namespaces: a new view, which applies no exception until it
             # has listed them all (never one from a namespace no longer listed).
             self.exceptions.stop()
-            self.exceptions = granted.Granted.start(self.settings, loaded.validate.config)
+            self.exceptions = exception_view.ExceptionView.start(
+                True, self.settings.kubeconfig, loaded.validate.config)
             self.exceptions.begin()
         log.info("policies reloaded", extra={"fields": {
             "event": "reloaded", "what": "policies", "mode": loaded.mode,
