@@ -21,7 +21,7 @@ from test_cel_examples import container_fields, objects
 from test_export import bindings, compiled
 from test_export import pairs as _vap_pairs
 
-from webhook import Config, Decision, evaluate, load_policies
+from webhook import Config, Decision, Review, decode, evaluate, load_policies
 from webhook.engine import cel as cel_module
 from webhook.engine.apiserver import REFUSED
 from webhook.engine.claims import claims_from
@@ -233,15 +233,16 @@ def _findings(decision: Decision) -> tuple[str, list[tuple[str, str | None, str,
 @given(obj=with_images(), old=with_images())
 def test_the_cel_defaults_give_the_built_in_rules_findings(pairs, obj, old):
     for rule, cel in pairs:
-        decision = evaluate(obj, rule)
+        decision = evaluate(decode(obj), rule)
         if not _covered(cel, obj, decision):
             continue
-        assert _findings(evaluate(obj, cel)) == _findings(decision), obj
+        assert _findings(evaluate(decode(obj), cel)) == _findings(decision), obj
         if old["kind"] == obj["kind"]:
-            update = {"operation": "UPDATE", "old_object": old}
-            decision = evaluate(obj, rule, **update)
+            update = Review(operation="UPDATE", old_object=decode(old))
+            decision = evaluate(decode(obj), rule, update)
             if _covered(cel, obj, decision):
-                assert _findings(evaluate(obj, cel, **update)) == _findings(decision), (obj, old)
+                assert _findings(evaluate(decode(obj), cel, update)) == _findings(decision), \
+                    (obj, old)
 
 
 @st.composite
@@ -344,10 +345,10 @@ def _same_as_exported(form: str, pairs: list[tuple[PolicySet, PolicySet]],
     admission, the exported form's messages are the rule's findings (see
     test_the_exported_forms_give_the_rules_findings_as_their_messages)."""
     [(rule, cel)] = [(r, c) for r, c in pairs if c.policies[0].id == form]
-    decision = evaluate(obj, rule)
+    decision = evaluate(decode(obj), rule)
     if not _covered(cel, obj, decision):
         return
-    assert _findings(evaluate(obj, cel)) == _findings(decision), obj
+    assert _findings(evaluate(decode(obj), cel)) == _findings(decision), obj
     served, refused = normalize(obj)
     if refused or any(r.policy is None for r in decision.results):
         return
@@ -381,9 +382,9 @@ def corpus() -> list[dict[str, Any]]:
 def test_the_corpus_of_examples_workloads_and_the_benchmark_is_judged_the_same(pairs, corpus):
     for rule, cel in pairs:
         for doc in corpus:
-            decision = evaluate(doc, rule)
+            decision = evaluate(decode(doc), rule)
             if _covered(cel, doc, decision):
-                assert _findings(evaluate(doc, cel)) == _findings(decision), doc
+                assert _findings(evaluate(decode(doc), cel)) == _findings(decision), doc
 
 
 @pytest.mark.parametrize("form", ["gpu-priority-class", "require-kueue-queue"])
@@ -399,10 +400,11 @@ def test_gpu_pods_through_dra_claims_are_the_one_gap_of_the_gpu_workload_forms(
     for doc in corpus:
         if not _covered(cel, doc):
             continue
-        resolved = evaluate(doc, rule, claims=claims)
-        if _findings(resolved) != _findings(evaluate(doc, cel)):
+        resolved = evaluate(decode(doc), rule, Review(claims=claims))
+        if _findings(resolved) != _findings(evaluate(decode(doc), cel)):
             gap.append(doc["metadata"]["name"])
-            assert _findings(evaluate(doc, rule)) == _findings(evaluate(doc, cel)), doc
+            assert _findings(evaluate(decode(doc), rule)) == \
+                _findings(evaluate(decode(doc), cel)), doc
             assert "resourceClaims" in str(doc["spec"]), doc
     assert gap == ["per-pod", "shared-claim"]
 
@@ -419,7 +421,7 @@ def test_the_exported_forms_give_the_rules_findings_as_their_messages(pairs, exp
         for doc in corpus:
             if not _exported_kind(doc):
                 continue
-            decision = evaluate(doc, rule)
+            decision = evaluate(decode(doc), rule)
             if not _covered(cel, doc, decision):
                 continue
             served, refused = normalize(doc)

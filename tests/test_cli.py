@@ -12,6 +12,7 @@ import pytest
 import yaml
 from builders import run_cli as run
 
+from webhook import Review, decode
 from webhook.cli import main
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -264,7 +265,9 @@ def test_summary_counts_a_violation_an_update_keeps_as_a_warning():
 
     old = pod(container(image="app:latest"))
     new = pod(container(image="app:latest"), labels={"app": "a", "team": "x"})
-    decision = evaluate(new, load_policies(), operation="UPDATE", old_object=old)
+    decision = evaluate(decode(new),
+                        load_policies(),
+                        Review(operation="UPDATE", old_object=decode(old)))
     assert decision.outcome == "allowed" and decision.warnings
     counts: Counter[str] = Counter()
     count(decision, counts)

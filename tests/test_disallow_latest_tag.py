@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from builders import container, judge, messages, paths, pod, result
+from builders import container, judge, judge_given, messages, paths, pod, result
 
 DIGEST = "sha256:" + "a" * 64
 
@@ -59,7 +59,7 @@ def test_missing_image_is_denied():
     # judged as written, and the policy says what to set.
     assert "spec.containers[0].image: required value" in judge(
         pod(container(image=None))).message
-    decision = judge(pod(container(image=None)), as_applied=False)
+    decision = judge_given(pod(container(image=None)))
     [message] = messages(decision, "disallow-latest-tag")
     assert "set image to a pinned reference" in message
 

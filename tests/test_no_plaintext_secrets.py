@@ -8,7 +8,7 @@ import json
 import pytest
 from builders import container, judge, messages, node_template, paths, pod, result, with_config
 
-from webhook import load_policies
+from webhook import Review, decode, load_policies
 from webhook.cli.formats import NAMES, render_all
 from webhook.cli.judge import Judged
 from webhook.manifests import Document
@@ -87,7 +87,7 @@ def test_the_secret_value_appears_nowhere_in_the_decision(mode):
 
 def test_the_secret_value_is_not_repeated_in_update_warnings():
     obj = env_pod({"name": "DB_PASSWORD", "value": PLANTED})
-    decision = judge(obj, operation="UPDATE", old_object=obj)
+    decision = judge(obj, review=Review(operation="UPDATE", old_object=decode(obj)))
     assert decision.allowed
     assert any("DB_PASSWORD" in w for w in decision.warnings)
     assert PLANTED not in _everything_said(decision, load_policies())

@@ -19,6 +19,7 @@ from builders import (
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from webhook import Review, decode
 from webhook.engine.normalize import normalize
 
 # --- liveness-probe-tolerance ------------------------------------------------------------
@@ -136,7 +137,7 @@ def test_controllers_are_patched_at_their_pod_template(kind):
     # On UPDATE only when the update changes the template (here: the old image differs).
     old = workload(kind, container(image="registry.example.com/app:0.9", livenessProbe=LIVENESS))
     for operation in ("CREATE", "UPDATE"):
-        decision = judge(obj, operation=operation, old_object=old)
+        decision = judge(obj, review=Review(operation=operation, old_object=decode(old)))
         assert [op["path"] for op in decision.patch] == [
             f"{pointer_prefix(kind)}/containers/0/startupProbe"]
 

@@ -9,7 +9,7 @@ import pytest
 import yaml
 from chart_helpers import FULLNAME, find, helm_template, helm_template_raw
 
-from webhook import evaluate, load_policies
+from webhook import decode, evaluate, load_policies
 from webhook.engine.policy import Config
 from webhook.engine.workload import WORKLOAD_KINDS
 
@@ -105,7 +105,7 @@ def test_custom_kinds_reach_the_rules_and_the_config_the_engine_loads() -> None:
               "metadata": {"name": "m", "namespace": "ml", "labels": {"app": "m"}},
               "spec": {"template": {"spec": {"containers": [
                   {"name": "m", "image": "registry.example.com/m:latest"}]}}}}
-    decision = evaluate(server, load_policies(None, config))
+    decision = evaluate(decode(server), load_policies(None, config))
     assert "spec.template.spec.containers[0].image" in decision.message
 
 

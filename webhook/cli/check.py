@@ -15,6 +15,7 @@ from webhook.cli.exits import EXIT_ERROR, CliError, error, note
 from webhook.cli.formats import NAMES, Options, format_named
 from webhook.cli.summary import FAIL_ON, exit_code
 from webhook.engine.policy import PolicySet
+from webhook.engine.review import Review
 from webhook.loader import load_config, load_policies
 
 
@@ -126,16 +127,17 @@ def check(args: argparse.Namespace) -> int:
     found = judge.scan(args.paths, args.exclude, stdin)
     now = args.at or datetime.now(UTC)  # the one time the whole run judges at
     notes: list[str] = []
-    granted = judge.Granted(exception_files.load(args.exceptions, found.exceptions, found.read,
-                                                 policies, now, notes), now)
+    exceptions = exception_files.load(args.exceptions, found.exceptions, found.read, policies,
+                                      now, notes)
     if not args.quiet:
         for line in notes:
             note(line)
-    claims = judge.input_claims([found.claims], found.read)
+    review = Review(exceptions=exceptions, claims=judge.input_claims([found.claims], found.read),
+                    now=now)
     counts: Counter[str] = Counter()
     writer.start(policies)
     for part in judge.judge_all(found.tasks, policies, writer.render, args.jobs, found.read,
-                                  granted, claims, found.size):
+                                  review, found.size):
         for line in part.errors:
             error(line)
         if not args.quiet:

@@ -16,18 +16,19 @@ import pickle
 import tempfile
 from collections import Counter, deque
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from dataclasses import dataclass, field
-from datetime import datetime
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from webhook.cli import kustomize
 from webhook.cli.exits import hint
-from webhook.engine.claims import ClaimLookup, Claims, claims_from
+from webhook.engine.claims import Claims, claims_from
+from webhook.engine.decode import decode
 from webhook.engine.evaluate import error_decision, evaluate, skipped_decision
 from webhook.engine.patch import PatchError, apply_patch, rebase
 from webhook.engine.policy import PolicySet
-from webhook.engine.policy_exceptions import KIND, NONE, Exceptions
+from webhook.engine.policy_exceptions import KIND
 from webhook.engine.results import Decision, Resource, Result
+from webhook.engine.review import Review
 from webhook.manifests import (
     Document,
     Source,
@@ -54,17 +55,6 @@ class Judged:
     decision: Decision
 
 
-@dataclass(frozen=True, slots=True)
-class Granted:
-    """The PolicyExceptions a run applies and the time it applies them at."""
-
-    exceptions: Exceptions = NONE
-    now: datetime | None = None
-
-
-NOTHING_GRANTED = Granted()
-
-
 # What a format makes of a task's verdicts, in whichever process judged them.
 Render = Callable[[Sequence[Judged]], Any]
 
@@ -79,18 +69,18 @@ class Part:
     notes: list[str] = field(default_factory=list)
 
 
-def judge(document: Document, policies: PolicySet, granted: Granted = NOTHING_GRANTED,
-          claims: ClaimLookup | None = None) -> Decision:
-    """The verdict on one document, judged as `kubectl apply` would hand it to the webhook
-    (defaulted, normalized), with the exceptions `granted` and the DRA `claims` of the
-    input. Its patch applies to that object (manifest_patch makes the one for the
-    manifest)."""
+def judge(document: Document, policies: PolicySet, review: Review | None = None) -> Decision:
+    """The verdict on one document, decoded as `kubectl apply` would hand it to the webhook
+    (defaulted, normalized), for the run's `review` (its exceptions, the DRA claims of the
+    input, its time; by default a CREATE now). Its patch applies to that object
+    (manifest_patch makes the one for the manifest)."""
     if document.error:
         resource = Resource("", "", "", "", document.source)
         return error_decision(resource, document.error,
                               f"{document.source}: {document.error}", dry_run=False)
-    decision = evaluate(document.obj, policies, source=document.source,
-                        exceptions=granted.exceptions, now=granted.now, claims=claims)
+    review = replace(review, source=document.source) if review is not None \
+        else Review(source=document.source)
+    decision = evaluate(decode(document.obj), policies, review)
     if decision.outcome in _REFUSED and (why := kustomize.fragment(document.obj)):
         # a patch fragment nobody applies alone: incomplete, not denied
         return skipped_decision(decision.resource, policies, (
@@ -103,18 +93,18 @@ _REFUSED = frozenset({"denied", "error", "would-deny"})
 
 
 def manifest_patch(obj: Any, decision: Decision, policies: PolicySet,
-                   claims: ClaimLookup | None = None, operation: str = "CREATE",
-                   old_object: Any = None) -> list[dict[str, Any]]:
+                   review: Review | None = None) -> list[dict[str, Any]]:
     """The patch `decision` (on `obj` as applied) makes, for the manifest `obj` itself: what
-    the policies that patch add, computed against the object as written, so that none of the
-    API server's defaults (a copied probe's `scheme`, a Pod's default tolerations) is ever
-    written into the manifest. A policy that patches only the defaulted object (it reads a
-    default) gets its operations rebased on the manifest (webhook.engine.patch.rebase)."""
+    the policies that patch add, computed against the object as written (evaluated as given,
+    without decode(), for a `review` whose old object is as written too), so that none of
+    the API server's defaults (a copied probe's `scheme`, a Pod's default tolerations) is
+    ever written into the manifest. A policy that patches only the defaulted object (it
+    reads a default) gets its operations rebased on the manifest
+    (webhook.engine.patch.rebase)."""
     if not decision.patch:
         return []
     patching = [result for result in decision.results if _patches(decision, result)]
-    written = evaluate(obj, policies, claims=claims, as_applied=False, operation=operation,
-                       old_object=old_object, source=decision.resource.source)
+    written = evaluate(obj, policies, review)
     by_policy = {result.policy: result for result in written.results}
     if all(by_policy.get(result.policy, result).status == "patch" for result in patching) \
             and len(patching) == sum(_patches(written, r) for r in written.results):
@@ -219,20 +209,19 @@ def is_object(obj: Any) -> bool:
 
 
 def run_task(task: Sequence[Source], policies: PolicySet, render: Render,
-             read: Mapping[str, bytes] | None, granted: Granted = NOTHING_GRANTED,
-             claims: ClaimLookup | None = None) -> Part:
+             read: Mapping[str, bytes] | None, review: Review | None = None) -> Part:
     """Read, judge and render the sources of one task. `read`: the bytes of sources read
-    already, by name (Input.read; `-` is stdin)."""
+    already, by name (Input.read; `-` is stdin); `review`: the run's (see judge)."""
     part = Part(None)
     with _without_cyclic_gc():
         # The verdicts are freed as soon as they are rendered, while the collector is still
         # off: switched back on, it would otherwise scan all of them once more first.
-        part.rendered = render(_judge_task(task, policies, read or {}, part, granted, claims))
+        part.rendered = render(_judge_task(task, policies, read or {}, part, review))
     return part
 
 
 def _judge_task(task: Sequence[Source], policies: PolicySet, read: Mapping[str, bytes],
-                part: Part, granted: Granted, claims: ClaimLookup | None) -> list[Judged]:
+                part: Part, review: Review | None) -> list[Judged]:
     judged: list[Judged] = []
     for source in task:
         if source.walked and (why := kustomize_skip(source.name)):
@@ -245,7 +234,7 @@ def _judge_task(task: Sequence[Source], policies: PolicySet, read: Mapping[str, 
         # Read the piece whole, then judge: alternating parser and engine document by
         # document is measurably slower, and a piece is at most about TASK_BYTES.
         for document in list(documents):
-            decision = judge(document, policies, granted, claims)
+            decision = judge(document, policies, review)
             judged.append(Judged(document, decision))
             count(decision, part.counts)
             if decision.outcome == "error":
@@ -370,11 +359,12 @@ def _size(source: Source, read: Mapping[str, bytes]) -> int:
 
 
 def judge_all(work: list[list[Source]], policies: PolicySet, render: Render, jobs: int,
-              read: Mapping[str, bytes] | None, granted: Granted = NOTHING_GRANTED,
-              claims: ClaimLookup | None = None, size: int | None = None) -> Iterator[Part]:
+              read: Mapping[str, bytes] | None, review: Review | None = None,
+              size: int | None = None) -> Iterator[Part]:
     """Each task's Part, in order. jobs: 0 = one process per CPU when the input is large
     enough to gain from it, 1 = this process only. read: the bytes of sources read already
-    (Input.read; `-` is stdin). size: the input's bytes, if known."""
+    (Input.read; `-` is stdin). review: the run's (see judge). size: the input's bytes, if
+    known."""
     read = read or {}
     workers = min(jobs if jobs > 0 else _cpus(), len(work))
     total = size if size is not None else sum(
@@ -382,11 +372,11 @@ def judge_all(work: list[list[Source]], policies: PolicySet, render: Render, job
     if (workers <= 1 or "fork" not in mp.get_all_start_methods()
             or (jobs <= 0 and total < PARALLEL_MIN_BYTES)):
         for task in work:
-            yield run_task(task, policies, render, read, granted, claims)
+            yield run_task(task, policies, render, read, review)
         return
     global _worker_job
     with tempfile.TemporaryDirectory(prefix="quickq-guard-") as parts:
-        _worker_job = (work, policies, render, read, parts, granted, claims)
+        _worker_job = (work, policies, render, read, parts, review)
         try:
             with mp.get_context("fork").Pool(workers) as pool:
                 _worker_job = None  # the workers have their copy; the parent needs none
@@ -403,10 +393,10 @@ def judge_all(work: list[list[Source]], policies: PolicySet, render: Render, job
 
 # Set in the parent just before the fork, so the workers inherit the tasks (a task goes
 # through the pool's pipe as its index), the policies, the renderer, the bytes read already,
-# the folder parts come back through, the exceptions and the claims, instead of having them
-# pickled for every task.
-_worker_job: tuple[list[list[Source]], PolicySet, Render, Mapping[str, bytes], str, Granted,
-                   ClaimLookup | None] | None = None
+# the folder parts come back through, and the review (exceptions, claims), instead of having
+# them pickled for every task.
+_worker_job: tuple[list[list[Source]], PolicySet, Render, Mapping[str, bytes], str,
+                   Review | None] | None = None
 
 
 def _run_in_worker(index: int) -> str:
@@ -414,8 +404,8 @@ def _run_in_worker(index: int) -> str:
     whose name goes through the pool's pipe: the pipe moves a large output (a JSON report is
     many times its input) in 64 KB reads that cost the parent more than writing it."""
     assert _worker_job is not None
-    work, policies, render, read, parts, granted, claims = _worker_job
-    part = run_task(work[index], policies, render, read, granted, claims)
+    work, policies, render, read, parts, review = _worker_job
+    part = run_task(work[index], policies, render, read, review)
     handle, name = tempfile.mkstemp(dir=parts)
     with open(handle, "wb") as file:
         pickle.dump(part, file, protocol=pickle.HIGHEST_PROTOCOL)

@@ -362,7 +362,7 @@ def read_workload(obj: Any, node_template_groups: Sequence[str], *,
         raise InvalidObject(f"the {kind} has no 'apiVersion'")
     group = api_group(api_version)
     guard = not checked and (decoded or not check)
-    checked = check and _refusals(obj, kind, api_version, group, decoded or checked)
+    checked = check and _refusals(obj, kind, api_version, decoded or checked)
     metadata = _mapping(obj.get("metadata"), ("metadata",))
     labels = _mapping(metadata.get("labels"), ("metadata", "labels"))
     if kind == "NodeTemplate":
@@ -530,20 +530,15 @@ def _check_site(obj: Mapping[str, Any], site: PodSite, path: Path,
             schema.check(data[model], schema.CONTAINER_LENIENT, (*path, model), problems)
 
 
-def _refusals(obj: Mapping[str, Any], kind: str, api_version: str, group: str,
-              decoded: bool) -> bool:
+def _refusals(obj: Mapping[str, Any], kind: str, api_version: str, decoded: bool) -> bool:
     """Raise RefusedObject for what the API server would refuse: a removed apiVersion, and in
     a built-in kind, the whole object (unless the API server has `decoded` it already). True
     when the whole object was checked."""
-    removed = schema.removed_api_version(api_version, kind)
-    if removed:
-        raise RefusedObject([(("apiVersion",), removed)])
+    unserved = unserved_api_version(api_version, kind)
+    if unserved:
+        raise RefusedObject([(("apiVersion",), unserved)])
     node = schema.object_type(api_version, kind)
     if node is None:
-        served = SERVED_API_VERSIONS.get((group, kind))
-        if served:
-            raise RefusedObject([(("apiVersion",), f"apiVersion {api_version} does not serve "
-                                                f"{kind}; use apiVersion {served}")])
         return False
     if decoded:
         return True
@@ -552,6 +547,18 @@ def _refusals(obj: Mapping[str, Any], kind: str, api_version: str, group: str,
     if problems:
         raise RefusedObject(problems)
     return True
+
+
+def unserved_api_version(api_version: str, kind: str) -> str:
+    """Why the API server serves no such apiVersion of a kind it knows, or '' (a removed
+    one, or one it never served)."""
+    removed = schema.removed_api_version(api_version, kind)
+    if removed:
+        return removed
+    served = SERVED_API_VERSIONS.get((api_group(api_version), kind))
+    if served and schema.object_type(api_version, kind) is None:
+        return f"apiVersion {api_version} does not serve {kind}; use apiVersion {served}"
+    return ""
 
 
 def not_judged(obj: Mapping[str, Any],

@@ -30,8 +30,9 @@ from webhook.engine.evaluate import error_decision, evaluate
 from webhook.engine.policy import PolicyError, PolicySet
 from webhook.engine.policy_exceptions import NONE, Exceptions
 from webhook.engine.results import Decision, Resource
+from webhook.engine.review import Review
 from webhook.server import admission, claim_view, exception_view, metrics
-from webhook.server.admission import AdmissionError, Review
+from webhook.server.admission import AdmissionError, AdmissionRequest
 from webhook.server.logs import log_review
 from webhook.server.reload import PolicySets, PolicySource, ServingCert
 
@@ -320,18 +321,18 @@ def _refused(endpoint: str, error: AdmissionError) -> Response:
     return JSONResponse({"error": error.problem}, error.status, headers)
 
 
-def judge(review: Review, policies: PolicySet, exceptions: Exceptions = NONE,
+def judge(review: AdmissionRequest, policies: PolicySet, exceptions: Exceptions = NONE,
           claims: ClaimLookup = claim_view.NOT_WATCHED) -> Decision:
     """evaluate() for a review, as of now, with the claims the webhook's view holds (as
     `check` passes those of its input); an engine failure is an error verdict, never a
     500."""
     try:
-        return evaluate(review.object, policies, operation=review.operation,
-                        old_object=review.old_object, namespace=review.namespace,
-                        username=review.username, groups=review.groups,
-                        dry_run=review.dry_run, from_api_server=True,
-                        exceptions=exceptions, now=datetime.now(UTC),
-                        claims=claims)
+        # The API server has decoded the object already: judged as it is handed over.
+        return evaluate(review.object, policies, Review(
+            operation=review.operation, old_object=review.old_object,
+            username=review.username, groups=review.groups, namespace=review.namespace,
+            dry_run=review.dry_run, exceptions=exceptions, claims=claims,
+            now=datetime.now(UTC)))
     except Exception as error:  # the engine catches rule bugs; this is the last resort
         log.exception("evaluation failed", extra={"fields": {"uid": review.uid}})
         problem = f"quickq-guard could not judge this object ({type(error).__name__})"
