@@ -166,7 +166,7 @@ def test_a_policy_reading_a_default_sees_it_offline(tmp_path: Path,
     as_written = judge_given(json.loads(manifest.read_text()), load_policies(str(policies)))
     assert statuses(as_written)["tcp-only"] == "error"  # no protocol written
     as_applied = judge(json.loads(manifest.read_text()), load_policies(str(policies)))
-    assert statuses(as_applied)["tcp-only"] == "pass"  # evaluate()'s default
+    assert statuses(as_applied)["tcp-only"] == "pass"  # decode() then evaluate(), as check
 
 
 def test_an_object_of_a_kind_not_built_in_is_left_as_written() -> None:
