@@ -123,3 +123,13 @@ def test_hostile_load_prints_each_case():
     assert cases["messageExpression showing an env value"]["leaks"] == 0
     assert all(row["exit"] == 2 for name, row in cases.items() if name.startswith("check:"))
     assert all(row.get("status", 200) == 200 for row in figures["rows"])
+
+
+def test_html_report_prints_the_page_s_size_and_time_to_interactive():
+    figures = json.loads(run("html_report.py", "--count", "60", "--runs", "1", "--json"))
+    assert figures["objects"] == 60 and figures["findings_rows"] > 10
+    assert 0 < figures["bytes"] < 3 * 1024 * 1024 and figures["bytes_ok"]
+    if shutil.which("chromium") and shutil.which("chromedriver"):
+        assert figures["interactive_ms_median"] > 0
+    else:
+        assert "scripts/install-browser" in figures["why_no_time"]
