@@ -25,8 +25,9 @@ ROOT = Path(__file__).resolve().parent.parent
 # What each process runs: the rows below, one timed loop per line read from stdin.
 CHILD = r"""
 import gc, json, sys
-from engine_bench import WEBHOOK_REQUEST, load_objects, rate, split
+from engine_bench import WEBHOOK_REVIEW, load_objects, rate, split
 import webhook.engine.normalize
+from webhook.engine.decode import decode
 from webhook.engine.evaluate import evaluate
 from webhook.engine.policy import Config
 from webhook.loader import load_policies
@@ -39,15 +40,15 @@ with open(pod_yaml, "rb") as file:
     typical = [next(read_text(file.read(), pod_yaml)).obj]
 mixed = [obj for objs in load_objects(1000, 7).values() for obj in objs]
 rows = {
-    "typical Pod, as applied (check's path)": (typical, policies, {"as_applied": True}),
-    "typical Pod, as given": (typical, policies, {"as_applied": False}),
+    "typical Pod, as applied (check's path)": (typical, policies, None, True),
+    "typical Pod, as given": (typical, policies, None, False),
     "webhook /validate, review Pod": ([typical_pod()], split(policies, "validate"),
-                                      WEBHOOK_REQUEST),
-    "mixed corpus, as applied": (mixed, policies, {"as_applied": True}),
+                                      WEBHOOK_REVIEW, False),
+    "mixed corpus, as applied": (mixed, policies, None, True),
 }
-for objects, chosen, request in rows.values():
+for objects, chosen, review, decoded in rows.values():
     for obj in objects[:200]:
-        evaluate(obj, chosen, **request)
+        evaluate(decode(obj) if decoded else obj, chosen, review)
 gc.collect()
 gc.freeze()
 compiled = webhook.engine.normalize.__file__.endswith(".so")
@@ -55,8 +56,8 @@ print(json.dumps({"rows": list(rows), "compiled": compiled,
                   "from": webhook.engine.normalize.__file__}), flush=True)
 for line in sys.stdin:
     name, seconds = json.loads(line)
-    objects, chosen, request = rows[name]
-    print(json.dumps(rate(objects, chosen, seconds, 1, request)), flush=True)
+    objects, chosen, review, decoded = rows[name]
+    print(json.dumps(rate(objects, chosen, seconds, 1, review, decoded)), flush=True)
 """
 
 
