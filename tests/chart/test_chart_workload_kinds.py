@@ -25,6 +25,8 @@ SWITCHES = {
     "kaito": "kaito.sh",
     "appWrapper": "workload.codeflare.dev",
     "argo": "argoproj.io",
+    "aibrix": "orchestration.aibrix.ai",
+    "ome": "ome.io",
 }
 CLUSTER_SCOPED = {"clusterservingruntimes", "clustertrainingruntimes",
                   "clusterworkflowtemplates"}
@@ -34,8 +36,10 @@ CLAIMS = ("resourceClaims", "resource.k8s.io")
 
 
 def rules(docs: list[dict[str, Any]]) -> list[list[dict[str, Any]]]:
-    """The rules of each webhook (validating and mutating)."""
-    return [hook["rules"] for kind in WEBHOOK_KINDS for hook in find(docs, kind)["webhooks"]]
+    """The rules of each webhook that judges workloads (validating and mutating; not the
+    namespaces webhook)."""
+    return [hook["rules"] for kind in WEBHOOK_KINDS for hook in find(docs, kind)["webhooks"]
+            if hook["name"] != "namespaces.quickq-guard.quickq.io"]
 
 
 def registered(hook_rules: list[dict[str, Any]]) -> set[tuple[str, str, str]]:

@@ -79,8 +79,10 @@ def policies(kube: ControlPlane) -> tuple[str, str]:
     found = []
     for kind in KINDS:
         config = json.loads(kube.kubectl("get", kind, NAME, "-o", "json").stdout)
-        [hook] = config["webhooks"]
-        found.append(hook["failurePolicy"])
+        # One policy per configuration: `cluster arm` sets every webhook of it (the
+        # validating configuration's namespaces webhook too).
+        [policy] = {hook["failurePolicy"] for hook in config["webhooks"]}
+        found.append(policy)
     return found[0], found[1]
 
 

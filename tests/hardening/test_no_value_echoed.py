@@ -140,7 +140,7 @@ def test_no_value_in_any_test_suite_report(folder: Path, tmp_path: Path, output:
     expected["spec"]["containers"][0]["env"][2]["value"] = SECRET
     suite = tmp_path / "suite.yaml"
     suite.write_text(yaml.safe_dump({
-        "apiVersion": "quickq-guard/v1", "kind": "PolicyTest", "name": "leaky",
+        "apiVersion": "quickq.io/v1", "kind": "PolicyTest", "name": "leaky",
         "policyDir": str(folder), "policies": ["shows-env", "shows-object"],
         "resources": [{"object": obj}],
         "cases": [{"resource": "web", "policy": "shows-env", "result": "pass",

@@ -7,21 +7,50 @@ failureThreshold 3, initialDelaySeconds 0), which is how the object reaches the 
 from __future__ import annotations
 
 from collections.abc import Mapping
+from functools import cached_property
 from typing import Any
+
+from pydantic import Field
 
 from webhook.engine.patch import add
 from webhook.engine.results import Finding
-from webhook.engine.rules._base import finding
-from webhook.engine.rules.probes_params import LivenessToleranceParams, StartupProbeParams
+from webhook.engine.rules._base import Params, finding, matches_any
 from webhook.engine.workload import Workload
 
 HANDLERS = ("httpGet", "tcpSocket", "exec", "grpc")
 _HANDLER_KEYS = frozenset(HANDLERS)
-# The containers that run for the pod's life and so have probes: a KServe model spec is one.
-PROBED = frozenset({"containers", "model", "nodeTemplate"})
+# The containers that run for the pod's life and so have probes: a KServe model spec and an
+# OME runner are.
+PROBED = frozenset({"containers", "model", "runner", "nodeTemplate"})
 DEFAULT_PERIOD_SECONDS = 10
 DEFAULT_FAILURE_THRESHOLD = 3
 INT32_MAX = 2**31 - 1  # probe fields are int32 in the Kubernetes API
+
+
+class LivenessToleranceParams(Params):
+    minSeconds: int = 60
+
+
+class StartupProbeParams(Params):
+    # The shortest window the injected probe allows: periodSeconds x failureThreshold.
+    periodSeconds: int = Field(10, ge=1)
+    failureThreshold: int = Field(60, ge=1)
+    # Image glob -> the shortest window in seconds for containers of that image (large model
+    # servers load for many minutes); the first glob that matches wins.
+    imageWindows: dict[str, int] = Field(default_factory=dict)
+
+    @cached_property
+    def _window_globs(self) -> tuple[str, ...]:
+        return tuple(self.imageWindows)
+
+    def window(self, image: Any) -> int:
+        """The shortest startup window, in seconds, for a container of this image: one
+        match against all the globs at once, since most images are in none of them."""
+        if isinstance(image, str) and matches_any(image, self._window_globs):
+            for pattern, seconds in self.imageWindows.items():
+                if matches_any(image, (pattern,)):
+                    return max(seconds, 1)
+        return self.periodSeconds * self.failureThreshold
 
 
 def _positive(probe: Mapping[str, Any], field: str, default: int) -> int:
