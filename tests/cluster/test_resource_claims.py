@@ -34,9 +34,9 @@ from cluster_helpers import (
     wait_until,
     warnings_of,
 )
+from support.controlplane import printed_objects
 
 from webhook import Review, decode
-from webhook.testing.controlplane import printed_objects
 
 NAMESPACE = "dra"
 CLAIMS_READER = f"{RELEASE}-claims-reader"
