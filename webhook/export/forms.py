@@ -40,6 +40,9 @@ PYTHON_ONLY = {
 # What an exported form leaves to the webhook: a lookup no admission policy can make. `export`
 # says it (a note) and README's table does.
 FORM_GAPS = {
+    "disallow-latest-tag": (
+        "OCI image volumes (volumes[].image.reference) are not judged by the exported policy, "
+        "whose CEL form judges each container in container scope; the webhook judges them"),
     "gpu-priority-class": (
         "pods that get GPUs only through DRA claims are not asked for a priority class by the "
         "exported policy (whether a claim hands out GPUs is its device class, and it cannot "
