@@ -285,3 +285,23 @@ def test_image_windows_are_settable_and_the_liveness_allowance_still_wins():
                                  livenessProbe=slow)), policies)
     assert longer.patch[0]["value"]["failureThreshold"] >= 723
     assert "(no less than livenessProbe allowed)" in messages(longer, "inject-startup-probe")[0]
+
+
+def test_native_sidecars_get_a_startup_probe_and_the_tolerance_check():
+    """An init container with restartPolicy Always runs for the pod's life and Kubernetes
+    probes it as a container: it gets the startupProbe, at its own path, once, and its
+    liveness probe is held to the tolerance; a plain init container still gets neither."""
+    sidecar = container("proxy", restartPolicy="Always", livenessProbe=_probe(1, 1))
+    obj = pod(container(), initContainers=[container("migrate"), sidecar])
+    decision = judge(obj)
+    assert [op["path"] for op in decision.patch] == ["/spec/initContainers/1/startupProbe"]
+    assert messages(decision, "inject-startup-probe")[0].startswith(
+        "initContainer 'proxy': add startupProbe")
+    assert paths(decision, "liveness-probe-tolerance") == [
+        "spec.initContainers[1].livenessProbe.failureThreshold"]
+    patched = jsonpatch.apply_patch(obj, list(decision.patch))
+    assert patched["spec"]["initContainers"][1]["startupProbe"]["httpGet"]["path"] == "/healthz"
+    assert judge(patched).patch == ()
+    deployment = judge(workload("Deployment", container(), initContainers=[sidecar]))
+    assert [op["path"] for op in deployment.patch] == [
+        f"{pointer_prefix('Deployment')}/initContainers/0/startupProbe"]

@@ -13,7 +13,7 @@ from webhook.engine.patch import add
 from webhook.engine.results import Finding
 from webhook.engine.rules._base import finding
 from webhook.engine.rules.probes_params import LivenessToleranceParams, StartupProbeParams
-from webhook.engine.workload import Workload
+from webhook.engine.workload import Container, Workload
 
 HANDLERS = ("httpGet", "tcpSocket", "exec", "grpc")
 _HANDLER_KEYS = frozenset(HANDLERS)
@@ -22,6 +22,14 @@ PROBED = frozenset({"containers", "model", "nodeTemplate"})
 DEFAULT_PERIOD_SECONDS = 10
 DEFAULT_FAILURE_THRESHOLD = 3
 INT32_MAX = 2**31 - 1  # probe fields are int32 in the Kubernetes API
+
+
+def is_probed(container: Container) -> bool:
+    """Whether the container runs for the pod's life and so has probes: a main container, a
+    KServe model spec, a NodeTemplate's spec, or a native sidecar (an init container with
+    `restartPolicy: Always`, which Kubernetes probes as it probes main containers)."""
+    return container.group in PROBED or (container.group == "initContainers"
+                                         and container.data.get("restartPolicy") == "Always")
 
 
 def _positive(probe: Mapping[str, Any], field: str, default: int) -> int:
@@ -46,7 +54,7 @@ def liveness_probe_tolerance(workload: Workload, params: LivenessToleranceParams
     pause or a network blip does not restart the pod."""
     findings = []
     for container in workload.containers:
-        if container.group not in PROBED:
+        if not is_probed(container):
             continue
         probe = container.probe("livenessProbe")
         if probe is None:
@@ -77,7 +85,7 @@ def inject_startup_probe(workload: Workload, params: StartupProbeParams) -> list
     """
     findings = []
     for container in workload.containers:
-        if container.group not in PROBED:
+        if not is_probed(container):
             continue
         liveness = container.probe("livenessProbe")
         if liveness is None or container.probe("startupProbe") is not None:
