@@ -305,3 +305,36 @@ def test_native_sidecars_get_a_startup_probe_and_the_tolerance_check():
     deployment = judge(workload("Deployment", container(), initContainers=[sidecar]))
     assert [op["path"] for op in deployment.patch] == [
         f"{pointer_prefix('Deployment')}/initContainers/0/startupProbe"]
+
+
+def test_secret_probe_headers_are_hidden_in_every_output_but_the_patch_itself():
+    """The injected startupProbe copies the liveness handler: an Authorization or X-API-Key
+    header's value reaches the API server in the patch, and no report, message or shown
+    patch (json, policyreport, table, sarif, junit, github)."""
+    import json
+
+    from webhook import load_policies
+    from webhook.cli.formats import NAMES, render_all
+    from webhook.cli.judge import Judged
+    from webhook.engine.hidden import hidden_values, redacted
+    from webhook.manifests import Document
+
+    planted = "Bearer pl4nted-pr0be-t0ken-93f1"
+    headers = [{"name": "Authorization", "value": planted},
+               {"name": "X-API-Key", "value": "pl4nted-api-key-77"},
+               {"name": "Accept", "value": "application/json"}]
+    probe = {"httpGet": {"path": "/healthz", "port": 8080, "httpHeaders": headers}}
+    obj = pod(container(livenessProbe=probe), initContainers=[
+        container("proxy", restartPolicy="Always", livenessProbe=probe)])
+    policies = load_policies()
+    decision = judge(obj, policies)
+    assert planted in json.dumps(list(decision.patch))  # what the API server applies
+    judged = [Judged(Document("pod.yaml:1", file="pod.yaml", line=1, column=1), decision)]
+    said = "\n".join([decision.message, *decision.warnings,
+                      json.dumps(dict(decision.audit_annotations)),
+                      *(render_all(name, judged, policies) for name in NAMES)])
+    assert "application/json" in said and "(hidden)" in said  # the patches are shown
+    assert planted not in said and "pl4nted-api-key-77" not in said
+    assert planted not in json.dumps(redacted(obj))
+    assert {planted, "pl4nted-api-key-77"} <= hidden_values(obj)
+    assert "application/json" not in hidden_values(obj)

@@ -7,8 +7,10 @@ failureThreshold 3, initialDelaySeconds 0), which is how the object reaches the 
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import replace
 from typing import Any
 
+from webhook.engine.hidden import redacted_at
 from webhook.engine.patch import add
 from webhook.engine.results import Finding
 from webhook.engine.rules._base import finding
@@ -108,9 +110,15 @@ def inject_startup_probe(workload: Workload, params: StartupProbeParams) -> list
         liveness_name = "health.liveness" if workload.is_node_template else "livenessProbe"
         window = period * threshold
         why = f" (no less than {liveness_name} allowed)" if threshold > shortest else ""
-        findings.append(finding(
+        found = finding(
             container, f"add {name}: it runs the liveness check every {period}s for up to "
             f"{window}s{why} and holds off liveness checks until it succeeds, so a slow start "
             "is not restarted",
-            path, (add(path, startup),)))
+            path, (add(path, startup),))
+        # A report shows the copied handler with its secret headers' values hidden
+        # (Authorization: Bearer ...); the API server gets them as they are.
+        shown = redacted_at(tuple(str(key) for key in path), startup)
+        if shown is not startup:
+            found = replace(found, shown_patch=(add(path, shown),))
+        findings.append(found)
     return findings
