@@ -325,6 +325,10 @@ class Workload:
     def is_pod(self) -> bool:
         return self.kind == "Pod"
 
+    @property
+    def is_config_map(self) -> bool:
+        return self.kind == "ConfigMap" and not self.pod_specs
+
 
 def read_workload(obj: Any, node_template_groups: Sequence[str], *,
                   custom_kinds: Mapping[tuple[str, str], tuple[PodSite, ...]] | None = None,
@@ -355,6 +359,8 @@ def read_workload(obj: Any, node_template_groups: Sequence[str], *,
     checked = check and _refusals(obj, kind, api_version, group, decoded or checked)
     metadata = _mapping(obj.get("metadata"), ("metadata",))
     labels = _mapping(metadata.get("labels"), ("metadata", "labels"))
+    if kind == "ConfigMap" and group == "":  # judged by no-plaintext-secrets, for its data
+        return Workload(obj, kind, (), (), labels)
     if kind == "NodeTemplate":
         if group not in node_template_groups:
             return None
