@@ -40,6 +40,10 @@ PYTHON_ONLY = {
 # What an exported form leaves to the webhook: a lookup no admission policy can make. `export`
 # says it (a note) and README's table does.
 FORM_GAPS = {
+    "no-plaintext-secrets": (
+        "the exported policy judges each env value as written: $(VAR) references as the "
+        "kubelet expands them, credentials of well-known formats, args and command, and "
+        "ConfigMaps themselves are judged by the webhook"),
     "disallow-latest-tag": (
         "OCI image volumes (volumes[].image.reference) are not judged by the exported policy, "
         "whose CEL form judges each container in container scope; the webhook judges them"),
