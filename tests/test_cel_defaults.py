@@ -63,7 +63,7 @@ ENV_NAMES = st.sampled_from([
     "\u017fecret", "TOKEN1", "token2Secret", "a1B2", "$PASSWORD", "MY PASSWORD", "PASSWORD_",
     "_TOKEN_", "PGPASSWORD", "MYSQL_PWD", "DB_PASS", "dbPass", "OPENAI_API_KEYS", "HF_TOKENS",
     "ROUTER_TOKEN_TRACKER_TIME_UNIT", "MAX_TOKENS", "TOKEN_LIMITS", "REDISCLI_AUTH",
-    "redis-cli.auth", "PASS_THROUGH", "GPG_PASSPHRASE", "SECRETS", "paß", "DBPAſSWD"])
+    "redis-cli.auth", "PASS_THROUGH", "GPG_PASSPHRASE", "SECRETS", "pa\u00df", "DBPA\u017fSWD"])
 ENV_VALUES = st.sampled_from([
     None, "", " ", "hunter2", "pl4nted-S3cret-value-93f1", "true", "False", " yes ", "On",
     "NO", "off", "ye\u017f", "$(POSTGRES_PASSWORD)", "$(USER):$(PASSWORD)", "$(A)$(B)", "$()",
