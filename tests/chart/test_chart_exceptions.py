@@ -35,7 +35,8 @@ def test_off_by_default() -> None:
     assert "--watch-exceptions" not in deployment["spec"]["template"]["spec"]["containers"][0][
         "args"]
     webhooks = find(docs, "ValidatingWebhookConfiguration")["webhooks"]
-    assert [w["name"] for w in webhooks] == ["validate.quickq-guard.quickq.io"]
+    assert [w["name"] for w in webhooks] == ["validate.quickq-guard.quickq.io",
+                                             "configmaps.quickq-guard.quickq.io"]
 
 
 def test_every_object_is_valid_kubernetes(docs: list[dict[str, Any]]) -> None:

@@ -46,8 +46,9 @@ def intercepted(hook: dict[str, Any]) -> dict[tuple[str, str], tuple[str, ...]]:
     return pairs
 
 
-def validating(docs: list[dict[str, Any]]) -> dict[str, Any]:
-    (hook,) = find(docs, "ValidatingWebhookConfiguration")["webhooks"]
+def validating(docs: list[dict[str, Any]], name: str = "validate") -> dict[str, Any]:
+    (hook,) = [hook for hook in find(docs, "ValidatingWebhookConfiguration")["webhooks"]
+               if hook["name"] == f"{name}.quickq-guard.quickq.io"]
     return dict(hook)
 
 
@@ -114,7 +115,8 @@ def test_nodetemplate_groups_from_values() -> None:
 def test_webhook_safety_settings() -> None:
     docs = helm_template()
     for kind, path in zip(WEBHOOK_KINDS, ("/validate", "/mutate"), strict=True):
-        (hook,) = find(docs, kind)["webhooks"]
+        (hook,) = [hook for hook in find(docs, kind)["webhooks"]
+                   if not hook["name"].startswith("configmaps.")]
         assert hook["sideEffects"] == "None"
         assert hook["admissionReviewVersions"] == ["v1"]
         assert hook["timeoutSeconds"] == 5
@@ -294,3 +296,27 @@ def test_either_webhook_can_be_switched_off() -> None:
     (container,) = find(docs, "Job", f"{FULLNAME}-cleanup")["spec"]["template"]["spec"][
         "containers"]
     assert container["command"][2:] == ["remove", "--validating", FULLNAME]
+
+
+def test_config_maps_have_a_webhook_of_their_own_that_never_locks_the_cluster_out() -> None:
+    """no-plaintext-secrets judges ConfigMaps, which the cluster's own components write in
+    every namespace (kube-root-ca.crt, leader election): their entry is failurePolicy Ignore
+    whatever failurePolicy says (and `cluster arm` leaves it so), never called for nodes,
+    kube-controller-manager, kube-scheduler or kube-system's service accounts, and spares the
+    same namespaces as the main entry."""
+    docs = helm_template({"webhook": {"failurePolicy": {"validating": "Fail"},
+                                      "failSafe": {"enabled": False}}})
+    main, config_maps = validating(docs), validating(docs, "configmaps")
+    assert main["failurePolicy"] == "Fail" and config_maps["failurePolicy"] == "Ignore"
+    assert intercepted(config_maps) == {("", "configmaps"): ("CREATE", "UPDATE")}
+    assert ("", "configmaps") not in intercepted(main)
+    assert config_maps["namespaceSelector"] == main["namespaceSelector"]
+    assert config_maps["clientConfig"] == main["clientConfig"]
+    [skip] = [c["expression"] for c in config_maps["matchConditions"]
+              if c["name"] == "quickq-guard-skip-cluster-components"]
+    for user in ("system:node:", "system:serviceaccount:kube-system:",
+                 "system:kube-controller-manager", "system:kube-scheduler"):
+        assert user in skip
+    off = helm_template({"webhook": {"configMaps": False}})
+    assert [h["name"] for h in find(off, "ValidatingWebhookConfiguration")["webhooks"]] == [
+        "validate.quickq-guard.quickq.io"]

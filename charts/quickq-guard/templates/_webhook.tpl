@@ -7,6 +7,7 @@ applies both before it calls, so none of them waits for a webhook that is down.
 {{- define "quickq-guard.webhookBody" -}}
 {{- $root := .root -}}
 {{- $mutating := eq .path "/mutate" -}}
+{{- $configMaps := .configMaps -}}
 admissionReviewVersions: [v1]
 sideEffects: None
 failurePolicy: {{ .failurePolicy }}
@@ -38,8 +39,15 @@ objectSelector:
   {{- toYaml . | nindent 2 }}
 {{- end }}
 matchConditions:
-  {{- include "quickq-guard.matchConditions" (dict "root" $root "mutating" $mutating) | nindent 2 }}
+  {{- include "quickq-guard.matchConditions" (dict "root" $root "mutating" $mutating "configMaps" $configMaps) | nindent 2 }}
 rules:
+  {{- if $configMaps }}
+  - apiGroups: [""]
+    apiVersions: [v1]
+    resources: [configmaps]
+    operations: [CREATE, UPDATE]
+    scope: Namespaced
+  {{- else }}
   {{- if $mutating }}
   # A Pod is patched on CREATE only; its UPDATEs never reach the mutating webhook.
   - apiGroups: [""]
@@ -88,6 +96,7 @@ rules:
     operations: [CREATE, UPDATE]
     scope: Namespaced
   {{- end }}
+  {{- end }}
 {{- end -}}
 
 {{/*
@@ -106,6 +115,9 @@ way to skip a call.
 {{- $conditions = append $conditions (dict "name" "quickq-guard-exclude-groups" "expression" (printf "!has(request.userInfo.groups) || !request.userInfo.groups.exists(g, %s)" (include "quickq-guard.globsCel" (dict "globs" . "value" "g")))) -}}
 {{- end -}}
 {{- $conditions = append $conditions (dict "name" "quickq-guard-skip-mirror-pods" "expression" "!(request.resource.resource == 'pods' && has(object.metadata.annotations) && 'kubernetes.io/config.mirror' in object.metadata.annotations)") -}}
+{{- if .configMaps -}}
+{{- $conditions = append $conditions (dict "name" "quickq-guard-skip-cluster-components" "expression" "!has(request.userInfo.username) || !(request.userInfo.username.startsWith('system:node:') || request.userInfo.username.startsWith('system:serviceaccount:kube-system:') || request.userInfo.username in ['system:kube-controller-manager', 'system:kube-scheduler', 'system:apiserver'])") -}}
+{{- end -}}
 {{- if .mutating -}}
 {{- $conditions = append $conditions (dict "name" "quickq-guard-skip-deployment-replicasets" "expression" "!(request.resource.group == 'apps' && request.resource.resource == 'replicasets' && has(object.metadata.ownerReferences) && object.metadata.ownerReferences.exists(o, o.kind == 'Deployment' && o.apiVersion.startsWith('apps/') && has(o.controller) && o.controller))") -}}
 {{- end -}}
