@@ -402,7 +402,7 @@ def test_gpu_pods_through_dra_claims_are_the_one_gap_of_the_gpu_workload_forms(
     """The forms read no DRA claim (no admission policy can look one up): with the corpus's
     ResourceClaims and ResourceClaimTemplates resolved, the rule asks a priority class (a
     queue) of pods that get their GPUs through a claim and the form does not. Those are the
-    only objects where the two differ, as `export` and README state."""
+    only objects where the two differ, as `export` and docs/export.md state."""
     [(rule, cel)] = [(r, c) for r, c in pairs if c.policies[0].id == form]
     claims = claims_from(corpus)
     gap = []

@@ -264,12 +264,12 @@ def test_a_compile_error_shows_a_caret_under_the_position(tmp_path):
     assert "\n | container.image == 'a' &&\n | " in message and message.endswith("^")
 
 
-def test_the_readme_policy_loads_lists_and_judges_as_the_readme_says(tmp_path, capsys):
+def test_the_docs_policy_loads_lists_and_judges_as_the_docs_say(tmp_path, capsys):
     from webhook.cli import main
     from webhook.loader import default_policies_dir
 
-    readme = (Path(__file__).resolve().parent.parent / "README.md").read_text()
-    block = re.search(r"## Writing a policy.*?<<'YAML'\n(.*?)\nYAML\n", readme, re.S)
+    page = (Path(__file__).resolve().parent.parent / "docs" / "writing-policies.md").read_text()
+    block = re.search(r"## A policy in CEL.*?<<'YAML'\n(.*?)\nYAML\n", page, re.S)
     assert block is not None
     folder = tmp_path / "my-policies"
     shutil.copytree(default_policies_dir(), folder)

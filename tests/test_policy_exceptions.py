@@ -231,27 +231,26 @@ def test_the_namespace_comes_from_the_request_when_metadata_has_none() -> None:
     assert "metadata.namespace: Field required" in denial(obj)
 
 
-def readme_exceptions() -> list[dict[str, Any]]:
+def docs_exceptions() -> list[dict[str, Any]]:
     import re
     from pathlib import Path
 
     import yaml
 
-    text = (Path(__file__).resolve().parent.parent / "README.md").read_text()
-    section = text.split("## Exceptions\n", 1)[1].split("\n## ", 1)[0]
+    section = (Path(__file__).resolve().parent.parent / "docs" / "exceptions.md").read_text()
     return [document for block in re.findall(r"```yaml\n(.*?)```", section, re.S)
             for document in yaml.safe_load_all(block) if granted.is_exception(document)]
 
 
-def test_the_readme_examples_are_exceptions_the_webhook_admits() -> None:
-    examples = readme_exceptions()
+def test_the_docs_examples_are_exceptions_the_webhook_admits() -> None:
+    examples = docs_exceptions()
     assert len(examples) == 2
     for example in examples:
         assert judge(example, POLICIES, now=NOW).allowed
 
 
-def test_the_readme_gpu_operator_example_excepts_the_device_plugin_only() -> None:
-    gpu = read_exception(readme_exceptions()[0])
+def test_the_docs_gpu_operator_example_excepts_the_device_plugin_only() -> None:
+    gpu = read_exception(docs_exceptions()[0])
     labels = {"app": "nvidia-device-plugin-daemonset"}
     plugin = workload("DaemonSet", container("nvidia-device-plugin", **ROOT),
                       container("sidecar", **ROOT), name="nvidia-device-plugin-daemonset",

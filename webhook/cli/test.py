@@ -1,6 +1,6 @@
 """`quickq-guard test DIR`: policy test suites, run offline through the engine the webhook runs.
 
-A test file (`kind: PolicyTest`, see README "Policy test suites" and webhook.cli.suite) names
+A test file (`kind: PolicyTest`, see docs/testing-policies.md and webhook.cli.suite) names
 policies, the resources to judge, and per resource and policy the expected result; for a
 mutation, the expected patched resource.
 """

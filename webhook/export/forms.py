@@ -21,9 +21,9 @@ from webhook.engine.policy import Policy, PolicySet
 from webhook.loader import default_policies_dir, load_policies
 
 FORMS_DIR = default_policies_dir() / "cel-forms"
-# Why each other built-in validate rule has no CEL form: what `export` says, and README's
-# table. A lookup no admission policy can make, a finding CEL cannot word or place the same,
-# or a form not written yet.
+# Why each other built-in validate rule has no CEL form: what `export` says, and the table
+# of docs/export.md. A lookup no admission policy can make, a finding CEL cannot word or place
+# the same, or a form not written yet.
 PYTHON_ONLY = {
     "gpu-claim-usage": (
         "it reads the ResourceClaims and ResourceClaimTemplates a pod names, which an "
@@ -38,7 +38,7 @@ PYTHON_ONLY = {
 
 
 # What an exported form leaves to the webhook: a lookup no admission policy can make. `export`
-# says it (a note) and README's table does.
+# says it (a note) and docs/export.md's table does.
 FORM_GAPS = {
     "no-plaintext-secrets": (
         "the exported policy judges each env value as written: $(VAR) references as the "

@@ -1,4 +1,4 @@
-"""The JSON report (see "JSON output contract" in README.md), written as results come.
+"""The JSON report (see "JSON output contract" in docs/cli.md), written as results come.
 
 `{"results": [...], "summary": {...}}`: the results are written as objects are judged, so the
 summary comes last. A result is one resource x policy, as it always was.

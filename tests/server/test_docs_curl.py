@@ -1,5 +1,5 @@
-"""The README's AdmissionReview, sent with the README's curl to a running `serve`, is answered
-as the README says."""
+"""The AdmissionReview of docs/webhook.md, sent with its curl to a running `serve`, is answered
+as the page says."""
 
 from __future__ import annotations
 
@@ -13,15 +13,15 @@ from pathlib import Path
 import pytest
 from server_helpers import Server
 
-README = Path(__file__).resolve().parents[2] / "README.md"
+PAGE = Path(__file__).resolve().parents[2] / "docs" / "webhook.md"
 
 
 def _section() -> str:
-    text = README.read_text()
-    return text[text.index("### Try it with curl"):text.index("### Security")]
+    text = PAGE.read_text()
+    return text[text.index("## Try it with curl"):text.index("## Security")]
 
 
-def test_the_readme_review_is_denied_naming_container_and_field(server: Server,
+def test_the_docs_review_is_denied_naming_container_and_field(server: Server,
                                                                certs_dir: Path,
                                                                tmp_path: Path) -> None:
     if shutil.which("curl") is None:
