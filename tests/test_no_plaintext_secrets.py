@@ -326,3 +326,17 @@ def test_config_maps_are_judged_by_their_data_keys_and_values():
                "metadata": {"name": "kube-root-ca.crt", "namespace": "team-a"},
                "data": {"ca.crt": config["data"]["ca.crt"]}}
     assert judge(root_ca).allowed
+
+
+def test_expansion_is_bounded_and_linear_whatever_the_references():
+    """B="$(A)"x1000, C="$(B)"x1000 would fill in 100 GB: past a budget of 1 MiB per object
+    values are judged as written; and a value of 300,000 unclosed `$(` is one pass."""
+    import time
+
+    big = "x" * 100_000
+    entries = [{"name": "A", "value": big}, {"name": "B", "value": "$(A)" * 1000},
+               {"name": "C", "value": "$(B)" * 1000}, {"name": "D", "value": "$(" * 300_000}]
+    start = time.perf_counter()
+    decision = judge(env_pod(*entries))
+    assert time.perf_counter() - start < 5
+    assert result(decision, "no-plaintext-secrets").status in ("pass", "fail")

@@ -120,14 +120,22 @@ def credential_format(text: str) -> str:
     return ""
 
 
-def expand(value: str, defined: Mapping[str, str | None]) -> str:
+# At most this many characters of values filled in by $(VAR) per object: each reference can
+# repeat a long value (B="$(A)$(A)...", C="$(B)$(B)..." grows without end), so beyond it
+# values are judged as written.
+EXPANSION_BUDGET = 1 << 20
+
+
+def expand(value: str, defined: Mapping[str, str | None],
+           limit: int = EXPANSION_BUDGET) -> str:
     """`value` as the kubelet fills it in: `$(VAR)` of a variable defined before it is its
     value, `$$` is `$`, and anything else stays as written. A variable whose value is not a
-    literal (valueFrom) is None in `defined` and stays a reference. One pass, no regex."""
+    literal (valueFrom) is None in `defined` and stays a reference. One pass, no regex;
+    `value` itself when the result would be longer than `limit`."""
     if "$" not in value:
         return value
     out: list[str] = []
-    position, size = 0, len(value)
+    position, size, length = 0, len(value), 0
     while position < size:
         dollar = value.find("$", position)
         if dollar < 0 or dollar + 1 >= size:
@@ -140,12 +148,18 @@ def expand(value: str, defined: Mapping[str, str | None]) -> str:
             position = dollar + 2
             continue
         close = value.find(")", dollar + 2) if following == "(" else -1
+        if following == "(" and close < 0:  # no `)` further on: nothing more to fill in
+            out.append(value[dollar:])
+            break
         name = value[dollar + 2:close] if close > 0 else ""
         replacement = defined.get(name) if name else None
         if replacement is None:
             out.append(value[dollar:close + 1] if close > 0 else "$")
             position = close + 1 if close > 0 else dollar + 1
             continue
+        length += len(replacement)
+        if length > limit:
+            return value
         out.append(replacement)
         position = close + 1
     return "".join(out)
@@ -158,6 +172,7 @@ def no_plaintext_secrets(workload: Workload, params: PlaintextSecretParams) -> l
     if workload.kind == "ConfigMap":
         return _config_map(workload, params)
     findings = []
+    budget = [EXPANSION_BUDGET]  # what $(VAR) may still fill in, for the whole object
     for container in workload.containers:
         defined: dict[str, str | None] = {}
         for index, entry in enumerate(container.data.get("env") or ()):
@@ -172,7 +187,7 @@ def no_plaintext_secrets(workload: Workload, params: PlaintextSecretParams) -> l
                 from_config_map = True
             if not isinstance(name, str):
                 continue
-            expanded = expand(value, defined) if isinstance(value, str) and value else value
+            expanded = _expanded(value, defined, budget)
             if not from_config_map:
                 defined[name] = expanded if isinstance(expanded, str) else None
             path = container.field_path("env", index, "value")
@@ -203,8 +218,17 @@ def no_plaintext_secrets(workload: Workload, params: PlaintextSecretParams) -> l
                     "$(...) references to other variables, which the kubelet fills in; move "
                     "the value into a Secret and reference it with valueFrom.secretKeyRef",
                     path, container.key, check="reference"))
-        findings += _arguments(container, defined, params)
+        findings += _arguments(container, defined, params, budget)
     return findings
+
+
+def _expanded(value: Any, defined: Mapping[str, str | None], budget: list[int]) -> Any:
+    """`value` expanded (see expand) within what is left of the object's budget."""
+    if not isinstance(value, str) or "$" not in value:
+        return value
+    expanded = expand(value, defined, budget[0])
+    budget[0] -= max(len(expanded) - len(value), 0)
+    return expanded
 
 
 def _format_finding(container: Container, what: str, kind: str, path: Any,
@@ -216,7 +240,7 @@ def _format_finding(container: Container, what: str, kind: str, path: Any,
 
 
 def _arguments(container: Container, defined: Mapping[str, str | None],
-               params: PlaintextSecretParams) -> list[Finding]:
+               params: PlaintextSecretParams, budget: list[int]) -> list[Finding]:
     """`command` and `args` as the kubelet expands them: a credential of a well-known format,
     or a literal after a flag named like a secret (`--api-key KEY`, `--password=PW`)."""
     findings = []
@@ -229,7 +253,7 @@ def _arguments(container: Container, defined: Mapping[str, str | None],
             if not isinstance(item, str):
                 flag = ""
                 continue
-            text = expand(item, defined)
+            text = _expanded(item, defined, budget)
             path = container.field_path(field, index)
             kind = credential_format(text)
             named, value = flag, text
