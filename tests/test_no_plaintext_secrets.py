@@ -298,7 +298,9 @@ def test_well_known_credentials_are_recognized_by_value_in_env_args_and_command(
 
 def test_a_literal_after_a_secret_flag_is_a_finding_and_a_reference_passes():
     decision = judge(pod(container(args=["--password", PLANTED, "--db-token=" + PLANTED,
-                                         "--api-key", "$(API_KEY)", "--log-level", "info"])))
+                                         "--api-key", "$(API_KEY)", "--log-level", "info",
+                                         "--host=0.0.0.0", "--key=/etc/tls/tls.key",
+                                         "--mode=enforce", "--token-file", "/var/run/t"])))
     assert paths(decision, "no-plaintext-secrets") == ["spec.containers[0].args[1]",
                                                        "spec.containers[0].args[2]"]
     assert messages(decision, "no-plaintext-secrets")[0] == (
@@ -311,6 +313,7 @@ def test_config_maps_are_judged_by_their_data_keys_and_values():
     config = {"apiVersion": "v1", "kind": "ConfigMap",
               "metadata": {"name": "db-credentials", "namespace": "team-a"},
               "data": {"DB_PASSWORD": PLANTED, "LOG_LEVEL": "info", "TOKEN_TTL": "3600",
+                       "no-plaintext-secrets.yaml": "id: no-plaintext-secrets\n",
                        "client.yaml": f"openai:\n  key: {OPENAI}\n", "ca.crt": "-----BEGIN "
                        "CERTIFICATE-----\nMIIB\n-----END CERTIFICATE-----\n"}}
     decision = judge(config)

@@ -117,7 +117,9 @@ def inject_startup_probe(workload: Workload, params: StartupProbeParams) -> list
             path, (add(path, startup),))
         # A report shows the copied handler with its secret headers' values hidden
         # (Authorization: Bearer ...); the API server gets them as they are.
-        shown = redacted_at(tuple(str(key) for key in path), startup)
+        get = startup.get("httpGet")
+        shown = redacted_at(tuple(str(key) for key in path), startup) \
+            if isinstance(get, Mapping) and get.get("httpHeaders") else startup
         if shown is not startup:
             found = replace(found, shown_patch=(add(path, shown),))
         findings.append(found)

@@ -98,7 +98,7 @@ _FORMATS: tuple[tuple[str, str, Any], ...] = tuple(
                                      r"[A-Za-z0-9_-]*[A-Za-z][A-Za-z0-9_-]*"),
         ("a Hugging Face token", "hf_", r"\bhf_[A-Za-z0-9]{30,}"),
         ("a GitHub token", "gh", r"\b(?:gh[pousr]_[A-Za-z0-9]{36,}|github_pat_[A-Za-z0-9_]{40,})"),
-        ("an AWS access key", "A", r"\b(?:AKIA|ASIA|ABIA|ACCA)[0-9A-Z]{16}\b"),
+        ("an AWS access key", "A", r"\b(?:AKIA|ASIA|ABIA|ACCA)[0-9A-Z]{16}\b"),  # A: any
         ("a Google Cloud API key", "AIza", r"\bAIza[0-9A-Za-z_-]{35}"),
         ("a Slack token", "xox", r"\bxox[abposr]-[0-9A-Za-z-]{10,}"),
         ("a Slack webhook URL", "hooks.slack.com", r"hooks\.slack\.com/services/T[0-9A-Za-z_/]+"),
@@ -107,10 +107,13 @@ _FORMATS: tuple[tuple[str, str, Any], ...] = tuple(
          r"\beyJ[A-Za-z0-9_-]{8,}\.eyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}"),
     ))
 _OPENAI_LENGTH = 32  # an sk- key is long; sk-learn-1 is a package name
+_SHORTEST = 15  # no format above is shorter (xoxb- and 10 characters): most values are
 
 
 def credential_format(text: str) -> str:
     """What well-known credential `text` holds (an OpenAI API key, a private key), or ''."""
+    if len(text) < _SHORTEST:
+        return ""
     for what, marker, pattern in _FORMATS:
         if marker in text:
             found = pattern.search(text)
@@ -258,7 +261,9 @@ def _arguments(container: Container, defined: Mapping[str, str | None],
             kind = credential_format(text)
             named, value = flag, text
             if not named and text.startswith("-") and "=" in text:
-                named, _, value = text.partition("=")
+                option, _, given = text.partition("=")
+                if params.names_secret(option.lstrip("-")):
+                    named, value = option, given
             if kind:
                 findings.append(_format_finding(container, f"{field}[{index}]", kind, path,
                                                 text != item))
@@ -270,6 +275,17 @@ def _arguments(container: Container, defined: Mapping[str, str | None],
             flag = text if text.startswith("-") and "=" not in text \
                 and params.names_secret(text.lstrip("-")) else ""
     return findings
+
+
+# A ConfigMap key that names a file (no-plaintext-secrets.yaml, app.properties): its value is
+# a file's content, judged by the credentials in it, not by its name.
+_FILE_EXTENSIONS = frozenset({"yaml", "yml", "json", "toml", "ini", "conf", "cfg", "config",
+                              "properties", "xml", "txt", "env", "sh", "py", "js", "tpl",
+                              "j2", "md", "csv", "sql", "lua", "rego", "html"})
+
+
+def _is_file(key: str) -> bool:
+    return "." in key and key.rsplit(".", 1)[1].lower() in _FILE_EXTENSIONS
 
 
 def _config_map(workload: Workload, params: PlaintextSecretParams) -> list[Finding]:
@@ -284,7 +300,8 @@ def _config_map(workload: Workload, params: PlaintextSecretParams) -> list[Findi
         for key, value in data.items():
             if not isinstance(key, str):
                 continue
-            if params.names_secret(key) and holds_a_secret(value, params.ends_in_secret(key)):
+            if params.names_secret(key) and not _is_file(key) \
+                    and holds_a_secret(value, params.ends_in_secret(key)):
                 findings.append(Finding(
                     f"{field} key {key} holds a literal value, which a ConfigMap stores and "
                     "shows in plaintext; move it into a Secret (secretKeyRef, secretRef or a "

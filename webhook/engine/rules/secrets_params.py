@@ -99,7 +99,8 @@ class PlaintextSecretParams(Params):
         words = name_words(name)
         if not words or words[-1] in self._suffixes or words[-1] in self._settings:
             return False
-        if words[-1] in self._last_words or words in self._names:
+        if words[-1] in self._last_words or words in self._names \
+                or not self._words.isdisjoint(words):
             return True
         for word in words:
             if word.endswith(self._compound) or (word.endswith("S")
