@@ -307,7 +307,9 @@ def _config_map(workload: Workload, params: PlaintextSecretParams) -> list[Findi
                     "shows in plaintext; move it into a Secret (secretKeyRef, secretRef or a "
                     "secret volume read it the same way)", (field, key), check="configmap"))
                 continue
-            kind = credential_format(value) if isinstance(value, str) else ""
+            # binaryData holds base64, in which no format is spelled out
+            kind = credential_format(value) if field == "data" and isinstance(value, str) \
+                else ""
             if kind:
                 findings.append(Finding(
                     f"{field} key {key} holds {kind}, which a ConfigMap stores and shows in "
