@@ -52,10 +52,14 @@ def disallow_latest_tag(workload: Workload, params: NoParams) -> list[Finding]:
             findings.append(finding(container, problem, container.field_path("image")))
     for pod in workload.pod_specs:
         volumes = pod.data.get("volumes")
-        for index, volume in enumerate(volumes if isinstance(volumes, list) else ()):
-            source = volume.get("image") if isinstance(volume, Mapping) else None
+        if not volumes or volumes.__class__ is not list:
+            continue  # the API server's and the schema check's volumes are a list
+        for index, volume in enumerate(volumes):
+            if volume.__class__ is not dict or "image" not in volume:
+                continue  # another kind of volume (a volume is a mapping, checked already)
+            source = volume["image"]
             if not isinstance(source, Mapping):
-                continue  # another kind of volume
+                continue
             name = volume.get("name")
             label = f"volume '{name if isinstance(name, str) and name else f'#{index}'}'"
             if len(workload.pod_specs) > 1:

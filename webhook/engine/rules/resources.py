@@ -36,13 +36,21 @@ def require_requests(workload: Workload, params: RequireRequestsParams) -> list[
                 findings.append(finding(
                     container, f"add {resource_field(container, 'requests', name)}",
                     container.field_path("resources", "requests", name)))
-            elif parse_quantity(amount) == 0:
+            elif _may_be_zero(amount) and parse_quantity(amount) == 0:
                 field = resource_field(container, "requests", name)
                 findings.append(finding(
                     container, f"{field} is zero, which requests nothing (a pod whose "
                     f"requests are all zero is BestEffort); set {field} to what the "
                     "container needs", container.field_path("resources", "requests", name)))
     return findings
+
+
+def _may_be_zero(amount: Any) -> bool:
+    """Whether a quantity can be zero at all: "0", "0m", "+0", ".0", 0. Most are not (2,
+    8Gi), and are not parsed again here."""
+    if isinstance(amount, str):
+        return amount.lstrip("+-")[:1] in ("0", ".")
+    return not amount
 
 
 def valid_resource_quantities(workload: Workload, params: NoParams) -> list[Finding]:

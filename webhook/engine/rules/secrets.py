@@ -10,7 +10,7 @@ variable, the argument or the data key and never echo the value.
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from typing import Any
 
 import re2
@@ -190,21 +190,25 @@ def no_plaintext_secrets(workload: Workload, params: PlaintextSecretParams) -> l
                 from_config_map = True
             if not isinstance(name, str):
                 continue
-            expanded = _expanded(value, defined, budget)
+            expanded = value if value.__class__ is not str or "$" not in value \
+                else _expanded(value, defined, budget)
             if not from_config_map:
                 defined[name] = expanded if isinstance(expanded, str) else None
-            path = container.field_path("env", index, "value")
             if not params.names_secret(name):
+                if not isinstance(expanded, str) or len(expanded) < _SHORTEST:
+                    continue  # most values: short settings (LOG_LEVEL=info)
+                path = container.field_path("env", index, "value")
                 problem = _value_problem(name, value, params) if isinstance(value, str) \
                     and (len(value) >= 32 or "://" in value) else ""
                 if problem:
                     findings.append(finding(container, problem, path))
                     continue
-                kind = credential_format(expanded) if isinstance(expanded, str) else ""
+                kind = credential_format(expanded)
                 if kind:
                     findings.append(_format_finding(container, f"env {name}", kind, path,
                                                     expanded != value))
                 continue
+            path = container.field_path("env", index, "value")
             if from_config_map:
                 findings.append(finding(
                     container, f"env {name} is read from a ConfigMap, which is stored and "
@@ -221,7 +225,8 @@ def no_plaintext_secrets(workload: Workload, params: PlaintextSecretParams) -> l
                     "$(...) references to other variables, which the kubelet fills in; move "
                     "the value into a Secret and reference it with valueFrom.secretKeyRef",
                     path, container.key, check="reference"))
-        findings += _arguments(container, defined, params, budget)
+        if "args" in container.data or "command" in container.data:
+            findings += _arguments(container, defined, params, budget)
     return findings
 
 
@@ -249,7 +254,7 @@ def _arguments(container: Container, defined: Mapping[str, str | None],
     findings = []
     for field in ("command", "args"):
         items = container.data.get(field)
-        if not isinstance(items, Sequence) or isinstance(items, str):
+        if not items or not isinstance(items, list):
             continue
         flag = ""
         for index, item in enumerate(items):

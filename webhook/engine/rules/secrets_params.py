@@ -56,6 +56,21 @@ class PlaintextSecretParams(Params):
         return tuple(self._words)
 
     @cached_property
+    def _stems(self) -> tuple[str, ...]:
+        """What a word naming a secret ends in: a secret word, or its plural."""
+        return (*self._words, *(word + "S" for word in self._words))
+
+    @cached_property
+    def _all_pairs(self) -> frozenset[tuple[str, ...]]:
+        """The pairs and their plurals (API KEYS)."""
+        return self._pairs | {(*pair[:-1], pair[-1] + "S") for pair in self._pairs}
+
+    @cached_property
+    def _not_holding(self) -> frozenset[str]:
+        """Last words of names that refer to a secret or are a setting about one."""
+        return self._suffixes | self._settings
+
+    @cached_property
     def _last_words(self) -> frozenset[str]:
         return frozenset(word.upper() for word in self.lastWords)
 
@@ -97,18 +112,16 @@ class PlaintextSecretParams(Params):
         MYSQL_PWD do; TOKENIZER_PATH, SECRET_NAME, TOKEN_TTL don't. Words split on `_`, `-`,
         `.` and camelCase, compared case-insensitively."""
         words = name_words(name)
-        if not words or words[-1] in self._suffixes or words[-1] in self._settings:
+        if not words or words[-1] in self._not_holding:
             return False
-        if words[-1] in self._last_words or words in self._names \
-                or not self._words.isdisjoint(words):
+        if words[-1] in self._last_words or not self._words.isdisjoint(words) \
+                or words in self._names:
             return True
+        stems = self._stems
         for word in words:
-            if word.endswith(self._compound) or (word.endswith("S")
-                                                 and word[:-1].endswith(self._compound)):
+            if word.endswith(stems):
                 return True
-        return any(pair in self._pairs or (pair[1].endswith("S")
-                                           and (pair[0], pair[1][:-1]) in self._pairs)
-                   for pair in itertools.pairwise(words))
+        return len(words) > 1 and not self._all_pairs.isdisjoint(itertools.pairwise(words))
 
 
 @lru_cache(maxsize=4096)
