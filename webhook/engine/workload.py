@@ -316,6 +316,8 @@ class Workload:
     is_claim: bool = False
     # What its pod specs hold that quickq-guard cannot judge, said as warnings (podSpecPatch).
     unseen: tuple[str, ...] = ()
+    # A ConfigMap: no pods, its data judged by no-plaintext-secrets.
+    is_config_map: bool = False
 
     @property
     def is_node_template(self) -> bool:
@@ -324,10 +326,6 @@ class Workload:
     @property
     def is_pod(self) -> bool:
         return self.kind == "Pod"
-
-    @property
-    def is_config_map(self) -> bool:
-        return self.kind == "ConfigMap" and not self.pod_specs
 
 
 def read_workload(obj: Any, node_template_groups: Sequence[str], *,
@@ -360,7 +358,7 @@ def read_workload(obj: Any, node_template_groups: Sequence[str], *,
     metadata = _mapping(obj.get("metadata"), ("metadata",))
     labels = _mapping(metadata.get("labels"), ("metadata", "labels"))
     if kind == "ConfigMap" and group == "":  # judged by no-plaintext-secrets, for its data
-        return Workload(obj, kind, (), (), labels)
+        return Workload(obj, kind, (), (), labels, is_config_map=True)
     if kind == "NodeTemplate":
         if group not in node_template_groups:
             return None
