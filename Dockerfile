@@ -10,16 +10,10 @@
 ARG PYTHON_IMAGE=python:3.11.7-slim-bookworm
 
 FROM ${PYTHON_IMAGE} AS build
-# QUICKQ_GUARD_COMPILE=1: the engine's hot modules compiled by mypyc (setup.py), about twice
-# the evaluations per core; gcc is needed for that and stays in this stage.
 ENV PIP_DISABLE_PIP_VERSION_CHECK=1 \
-    PIP_NO_CACHE_DIR=1 \
-    QUICKQ_GUARD_COMPILE=1
-RUN apt-get update \
-    && apt-get install --yes --no-install-recommends gcc libc6-dev \
-    && rm -rf /var/lib/apt/lists/*
+    PIP_NO_CACHE_DIR=1
 WORKDIR /src
-COPY pyproject.toml setup.py README.md ./
+COPY pyproject.toml README.md ./
 COPY webhook/ webhook/
 COPY policies/ policies/
 RUN pip wheel --no-deps --wheel-dir /dist .

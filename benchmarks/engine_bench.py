@@ -10,7 +10,6 @@ of --repeat timed loops of about --seconds each.
     python benchmarks/engine_bench.py --json     # the same figures, machine-readable
     python benchmarks/engine_bench.py --exceptions 0   # without the rows with exceptions
     PYTHONPATH=/tmp/old python benchmarks/engine_bench.py   # another checkout's webhook/
-    PYTHONPATH=$(scripts/compiled) python benchmarks/engine_bench.py   # the image's build
 """
 
 from __future__ import annotations
@@ -107,18 +106,7 @@ def exceptions(count: int, policies: PolicySet) -> Exceptions:
 
 def accepts(parameter: str) -> bool:
     """Whether evaluate() takes `parameter` (an older checkout's may not)."""
-    try:
-        return parameter in inspect.signature(evaluate).parameters
-    except ValueError:  # a compiled evaluate() shows no signature: it is a current build
-        return True
-
-
-def build() -> str:
-    """Which build of the engine runs: the image's (compiled by mypyc, setup.py) or the
-    checkout's pure Python (`PYTHONPATH=$(scripts/compiled)` runs the former)."""
-    compiled = str(getattr(sys.modules["webhook.engine.normalize"], "__file__", "")).endswith(
-        ".so")
-    return "engine compiled by mypyc" if compiled else "pure Python"
+    return parameter in inspect.signature(evaluate).parameters
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -200,7 +188,6 @@ def main(argv: Sequence[str] | None = None) -> int:
                          if name == "check's path: Pod (examples/good/pod.yaml)"), None)
     if args.json:
         print(json.dumps({"policies": len(policies.policies), "python": sys.version.split()[0],
-                          "build": build(),
                           "rows": [{"kind": n, "objects": c, "evals_per_s": round(r)}
                                    for n, c, r in rows],
                           "pod_target": TARGET_POD_EVALS,
@@ -211,8 +198,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 0
     print(f"evaluate() with {len(policies.policies)} default policies, one process "
           f"(Python {sys.version.split()[0]}); median of {args.repeat} x {args.seconds}s; "
-          f"webhook from {Path(sys.modules['webhook'].__file__ or '').parent} "
-          f"({build()})")
+          f"webhook from {Path(sys.modules['webhook'].__file__ or '').parent}")
     print(f"{'kind':<58}{'objects':>8}{'evals/s':>12}{'us/eval':>10}")
     for name, count, value in rows:
         print(f"{name:<58}{count:>8}{value:>12,.0f}{1e6 / value:>10.1f}")

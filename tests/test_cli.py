@@ -1,4 +1,5 @@
-"""The `quickq-guard` command: check, policies, lint; exit codes and the JSON contract."""
+"""The `quickq-guard` command: check, policies, validate-nodetemplates; exit codes and the JSON
+contract."""
 
 from __future__ import annotations
 
@@ -336,7 +337,7 @@ def test_policies_reports_a_config_typo_and_exits_2(capsys, tmp_path):
 
 
 def test_lint_accepts_the_good_node_template_and_ignores_other_kinds(capsys):
-    code, out, err = run(capsys, "lint", str(EXAMPLES / "good"))
+    code, out, err = run(capsys, "validate-nodetemplates", str(EXAMPLES / "good"))
     assert code == 0
     assert out == ""
     assert "1 NodeTemplate(s) checked" in err
@@ -356,7 +357,7 @@ def test_lint_names_the_field_path_of_each_problem_and_exits_1(capsys, tmp_path)
           env:
             - {name: A, valu: b}
         """)
-    code, out, _ = run(capsys, "lint", str(path))
+    code, out, _ = run(capsys, "validate-nodetemplates", str(path))
     assert code == 1
     assert f"{path}:1:1: NodeTemplate gpu-01: spec.resources.requests.memory: '4GB' is not a " \
            "valid quantity" in out
@@ -365,13 +366,21 @@ def test_lint_names_the_field_path_of_each_problem_and_exits_1(capsys, tmp_path)
 
 
 def test_lint_of_an_unreadable_document_exits_2(capsys, tmp_path):
-    code, _, err = run(capsys, "lint", str(write(tmp_path, "x.yaml", "a: [\n")))
+    code, _, err = run(capsys, "validate-nodetemplates", str(write(tmp_path, "x.yaml", "a: [\n")))
     assert code == 2
     assert "invalid YAML" in err
 
 
+def test_the_old_name_lint_still_validates_with_a_deprecation_note(capsys):
+    code, out, err = run(capsys, "lint", str(EXAMPLES / "good"))
+    assert code == 0 and out == ""
+    assert "1 NodeTemplate(s) checked" in err
+    assert "`lint` is deprecated: it validates NodeTemplates only; run `quickq-guard " \
+           "validate-nodetemplates`" in err
+
+
 def test_lint_schema_prints_the_shipped_schema(capsys):
-    code, out, _ = run(capsys, "lint", "--schema", "-")
+    code, out, _ = run(capsys, "validate-nodetemplates", "--schema", "-")
     assert code == 0
     assert out == (ROOT / "webhook/schemas/nodetemplate.schema.json").read_text()
 

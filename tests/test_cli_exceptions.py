@@ -18,7 +18,7 @@ ROOT = {"securityContext": {"runAsUser": 0}}
 def exception(namespace: str = "quickq-guard", days: float = 30,
               policy: str = "disallow-root-user") -> dict[str, Any]:
     expires = datetime.now(UTC) + timedelta(days=days)
-    return {"apiVersion": "quickq.io/v1alpha1", "kind": "PolicyException",
+    return {"apiVersion": "quickq.io/v1", "kind": "PolicyException",
             "metadata": {"name": "gpu-root", "namespace": namespace},
             "spec": {"policies": [{"id": policy}],
                      "match": {"namespaces": ["gpu-operator"], "kinds": ["Pod"]},
@@ -54,6 +54,17 @@ def test_with_the_exception_the_finding_is_excepted(capsys: Any, files: dict[str
     assert code == 0
     assert "EXCEPTED" in out and "PolicyException quickq-guard/gpu-root" in out
     assert "the device plugin needs root" in out
+
+
+def test_the_old_api_version_still_applies_with_a_deprecation_note(
+        capsys: Any, files: dict[str, str]) -> None:
+    code, _, err = check(capsys, files, "--exceptions", files["exceptions"])
+    assert code == 0 and "deprecated" not in err
+    (Path(files["exceptions"]) / "gpu.yaml").write_text(yaml.safe_dump(
+        {**exception(), "apiVersion": "quickq.io/v1alpha1"}))
+    code, out, err = check(capsys, files, "--exceptions", files["exceptions"])
+    assert code == 0 and "EXCEPTED" in out
+    assert "apiVersion quickq.io/v1alpha1 is deprecated; write quickq.io/v1" in err
 
 
 def test_an_exception_among_the_manifests_applies(capsys: Any, files: dict[str, str]) -> None:

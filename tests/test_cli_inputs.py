@@ -361,7 +361,7 @@ def test_judging_what_the_scan_read_reads_no_file_again_unless_it_kept_too_much(
 
 
 def test_lint_without_any_node_template_is_an_error(capsys, tmp_path):
-    code, _, err = run(capsys, "lint", str(write(tmp_path, "p.yaml", GOOD_POD)))
+    code, _, err = run(capsys, "validate-nodetemplates", str(write(tmp_path, "p.yaml", GOOD_POD)))
     assert code == 2
     assert "no NodeTemplate found" in err and "quickq-guard check" in err
 

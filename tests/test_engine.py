@@ -243,12 +243,26 @@ def test_excluded_namespaces_users_and_groups_come_from_the_config():
     assert not judge(obj, policies, username="alice", groups=["devs"]).allowed
 
 
-def test_mirror_pods_are_skipped():
+NODE = {"username": "system:node:gpu-1", "groups": ["system:nodes", "system:authenticated"]}
+
+
+def test_mirror_pods_a_kubelet_makes_are_skipped():
     obj = pod(container(**BAD), annotations={"kubernetes.io/config.mirror": "abc"})
-    decision = judge(obj)
+    decision = judge(obj, **NODE)
     assert decision.allowed
     assert {r.status for r in decision.results} == {"skip"}
     assert "mirror pod" in decision.results[0].reason
+
+
+@pytest.mark.parametrize("requester", [
+    {}, {"username": "alice", "groups": ["system:authenticated"]},
+    {"username": "system:node:gpu-1", "groups": ["system:authenticated"]},  # no node group
+    {"username": "mallory", "groups": ["system:nodes"]}])  # no node user name
+def test_a_spoofed_mirror_pod_is_judged(requester):
+    obj = pod(container(**BAD), annotations={"kubernetes.io/config.mirror": "abc"})
+    decision = judge(obj, **requester)
+    assert not decision.allowed
+    assert "[disallow-latest-tag]" in decision.message
 
 
 def test_off_action_skips_the_policy():

@@ -152,8 +152,10 @@ def test_globs_users_groups_and_mirror_pods_become_match_conditions(tmp_path):
             for g in (("admins", "x"), ("devs",))] == [False, True]
     mirror = {**pod, "metadata": {"name": "x", "annotations": {
         "kubernetes.io/config.mirror": "abc"}}}
-    assert [holds("quickq-guard-not-mirror-pod", obj, "prod")
-            for obj in (pod, mirror)] == [True, False]
+    node = ("system:node:gpu-1", ("system:nodes", "system:authenticated"))
+    assert [holds("quickq-guard-not-mirror-pod", obj, "prod", *user)
+            for obj in (pod, mirror) for user in (node, ("alice", ("system:nodes",)))] == [
+        True, True, False, True]  # a mirror pod skipped only when a kubelet makes it
 
 
 def test_what_cannot_be_exported_is_named_with_the_reason(tmp_path):
@@ -231,10 +233,22 @@ def test_the_command_writes_yaml_names_refusals_and_sets_its_exit_code(tmp_path)
     (tmp_path / "p" / "services.yaml").write_text(yaml.safe_dump(policy(
         "services", match={"kinds": ["Service"]})))
     out = tmp_path / "vap.yaml"
-    done = run("--format", "vap", "--policies", str(tmp_path / "p"), "-o", str(out))
+    done = run("-o", "vap", "--policies", str(tmp_path / "p"), "-O", str(out))
     assert done.returncode == 1
     assert "quickq-guard: note: services: not exported: it judges only Service" in done.stderr
     assert len(list(yaml.safe_load_all(out.read_text()))) == 8
+    assert "deprecated" not in done.stderr
+
+    # -o FILE, as -o meant here before -o named the format everywhere: still written, noted
+    old = tmp_path / "old.yaml"
+    done = run("--format", "vap", "--policies", str(tmp_path / "p"), "-o", str(old))
+    assert done.returncode == 1 and old.read_text() == out.read_text()
+    assert f"export -o FILE is deprecated: -o names the format, as in check; write `-o vap " \
+           f"-O {old}`" in done.stderr
+    done = run("-o", str(old), "--policies", str(EXAMPLES))
+    assert done.returncode == 2 and "not a format; choose one of vap, map, native" in done.stderr
+    done = run("--policies", str(EXAMPLES))
+    assert done.returncode == 2 and "export needs a format: -o vap|map|native" in done.stderr
 
     # v1beta1 went with Kubernetes 1.28 and 1.29: no supported release serves it.
     done = run("--format", "vap", "--api-version", "v1beta1", "--policies", str(EXAMPLES))

@@ -88,7 +88,8 @@ def test_the_examples_get_the_verdict_their_comments_promise(name, denied_by):
 
 def test_the_shipped_schema_is_the_one_the_model_generates():
     assert SCHEMA_FILE.read_text() == nodetemplate.schema_text(), (
-        "regenerate it: quickq-guard lint --schema > webhook/schemas/nodetemplate.schema.json")
+        "regenerate it: quickq-guard validate-nodetemplates --schema "
+        "> webhook/schemas/nodetemplate.schema.json")
 
 
 def schema_validator():

@@ -31,6 +31,8 @@ def test_wheel_ships_policies_and_finds_them_outside_a_checkout(tmp_path: Path) 
     assert shipped == expected
     assert "webhook/policies/pod-security/restricted/capabilities.yaml" in shipped
     assert "webhook/schemas/nodetemplate.schema.json" in names
+    assert {f"webhook/cli/formats/templates/report.{ext}" for ext in ("html.j2", "css", "js")} \
+        <= set(names)  # check -o html's page
 
     target = tmp_path / "site"
     zipfile.ZipFile(wheel).extractall(target)
@@ -43,6 +45,11 @@ def test_wheel_ships_policies_and_finds_them_outside_a_checkout(tmp_path: Path) 
                          capture_output=True, text=True,
                          env={"PYTHONPATH": str(target), "PATH": "/usr/bin:/bin"}).stdout
     where, count, with_restricted = out.split()
+    page = subprocess.run([sys.executable, "-m", "webhook.cli", "check", "-o", "html",
+                           str(ROOT / "examples" / "good" / "pod.yaml")], cwd=tmp_path,
+                          check=True, capture_output=True, text=True,
+                          env={"PYTHONPATH": str(target), "PATH": "/usr/bin:/bin"}).stdout
+    assert page.startswith("<!doctype html>") and "performance.mark(" in page  # script inlined
     assert Path(where).is_relative_to(target)
     assert int(count) == len(list((ROOT / "policies").glob("*.yaml")))
     # restricted: the 11 baseline controls, 3 of them replaced, and 6 restricted ones

@@ -50,7 +50,7 @@ def write(directory: Path, name: str, text: str) -> Path:
 
 
 SUITE = """\
-apiVersion: quickq-guard/v1
+apiVersion: quickq.io/v1
 kind: PolicyTest
 name: mine
 policies: [disallow-latest-tag, inject-gpu-toleration]
@@ -65,6 +65,15 @@ cases:
   - {resource: Pod/default/web, policy: disallow-latest-tag, result: fail}
   - {resource: web, policy: inject-gpu-toleration, result: patch}
 """
+
+
+def test_the_old_api_version_still_runs_with_a_deprecation_note(capsys, tmp_path):
+    write(tmp_path, "suite.yaml", SUITE.replace("quickq.io/v1", "quickq-guard/v1"))
+    code, out, err = run(capsys, "test", str(tmp_path))
+    assert code == 0 and out.splitlines()[-1] == "2 passed, 0 failed"
+    assert "apiVersion quickq-guard/v1 is deprecated; write quickq.io/v1" in err
+    write(tmp_path, "suite.yaml", SUITE)
+    assert run(capsys, "test", str(tmp_path))[2] == ""
 
 
 def test_a_wrong_expectation_fails_naming_file_line_and_what_differs(capsys, tmp_path):
@@ -144,7 +153,7 @@ def test_resources_from_files_custom_policies_and_an_inline_config(capsys, tmp_p
         spec: {containers: [{name: a, image: a:1}]}
         """)
     write(tmp_path, "suite.yaml", """\
-        apiVersion: quickq-guard/v1
+        apiVersion: quickq.io/v1
         kind: PolicyTest
         name: team-label in dry-run
         policyDir: my-policies

@@ -1,5 +1,6 @@
 """On UPDATE a violation counts as already there only when the old object had the same
-finding (policy, container, field or env name): a new one beside an old one is denied."""
+finding (policy, container, field or env name) with the same offending value: a new one
+beside an old one, or a new value in the old one's field, is denied."""
 
 from __future__ import annotations
 
@@ -104,3 +105,50 @@ def test_a_new_failure_of_another_validation_of_a_cel_policy_is_denied(tmp_path:
     assert len([w for w in decision.warnings if "already violated" in w]) == 2
     unchanged = evaluate(new, policies, operation="UPDATE", old_object=copy.deepcopy(new))
     assert unchanged.allowed, unchanged.message
+
+
+def test_a_new_latest_image_in_a_field_that_had_one_is_denied() -> None:
+    """`kubectl set image pod/pre app=attacker/miner:latest` on a pod that predates the policy:
+    the field broke the policy before, but with another value."""
+    old = pod(container("app", image="registry.example.com/app:latest"))
+    new = pod(container("app", image="attacker/miner:latest"))
+    decision = judge(new, operation="UPDATE", old_object=old)
+    assert not decision.allowed
+    assert "[disallow-latest-tag] container 'app': image 'attacker/miner:latest'" in \
+        decision.message
+    assert not any("already violated" in w for w in decision.warnings)
+
+
+def test_a_new_literal_value_of_a_secret_variable_is_denied_and_never_shown() -> None:
+    old = env_pod(DB)
+    new = env_pod({"name": "DB_PASSWORD", "value": "a-new-literal-9"})
+    decision = judge(new, operation="UPDATE", old_object=old)
+    assert not decision.allowed
+    assert "env DB_PASSWORD holds a literal value" in decision.message
+    said = " ".join([decision.message, *decision.warnings])
+    assert "a-new-literal-9" not in said and "literal-1" not in said
+
+
+def test_the_same_old_value_still_passes_with_a_warning() -> None:
+    old = pod(container("app", image="registry.example.com/app:latest", env=[DB]))
+    new = copy.deepcopy(old)
+    new["metadata"]["labels"] = {"team": "ml"}
+    new["spec"]["containers"][0]["env"].insert(0, LOG)  # the old secret moves to env[1]
+    decision = judge(new, operation="UPDATE", old_object=old)
+    assert decision.allowed, decision.message
+    warned = [w for w in decision.warnings if "already violated" in w]
+    assert any(w.startswith("[disallow-latest-tag]") for w in warned)
+    assert any(w.startswith("[no-plaintext-secrets]") and "DB_PASSWORD" in w for w in warned)
+
+
+def test_a_finding_key_holds_a_digest_never_the_value() -> None:
+    from webhook.engine.evaluate import _finding_key
+    from webhook.engine.results import Finding
+
+    obj = env_pod(DB)
+    at = ("spec", "containers", 0, "env", 0, "value")
+    key = _finding_key("no-plaintext-secrets", Finding("env DB_PASSWORD", at, "app"), obj)
+    assert "literal-1" not in repr(key)
+    other = env_pod({"name": "DB_PASSWORD", "value": "literal-2"})
+    assert key != _finding_key("no-plaintext-secrets", Finding("env DB_PASSWORD", at, "app"),
+                               other)

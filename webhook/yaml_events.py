@@ -1,8 +1,4 @@
-"""YAML to Python objects straight from libyaml's events, and where each field was read.
-
-Compiled by mypyc in the image's build (setup.py), like the engine: reading YAML is most of
-what `check` does with a large input.
-"""
+"""YAML to Python objects straight from libyaml's events, and where each field was read."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
 """The optional NodeTemplate CRD: its schema is generated from the same
-pydantic model `quickq-guard lint` uses, is structural (the API server would
+pydantic model `quickq-guard validate-nodetemplates` uses, is structural (the API server would
 refuse it otherwise), and accepts and rejects what lint does."""
 
 from __future__ import annotations

@@ -36,6 +36,7 @@ def test_off_by_default() -> None:
         "args"]
     webhooks = find(docs, "ValidatingWebhookConfiguration")["webhooks"]
     assert [w["name"] for w in webhooks] == ["validate.quickq-guard.quickq.io",
+                                             "namespaces.quickq-guard.quickq.io",
                                              "configmaps.quickq-guard.quickq.io"]
 
 
@@ -48,9 +49,14 @@ def test_every_object_is_valid_kubernetes(docs: list[dict[str, Any]]) -> None:
 def test_the_crd_carries_the_generated_schema(docs: list[dict[str, Any]]) -> None:
     definition = find(docs, "CustomResourceDefinition")
     assert definition["metadata"]["name"] == "policyexceptions.quickq.io"
-    (version,) = definition["spec"]["versions"]
-    assert version["name"] == "v1alpha1"
+    version, old = definition["spec"]["versions"]
+    assert (version["name"], version["storage"]) == ("v1", True)
     assert version["schema"]["openAPIV3Schema"] == crd.exception_schema()
+    # the version before quickq.io/v1, served with the same schema and a warning
+    assert (old["name"], old["served"], old["storage"], old["deprecated"]) == (
+        "v1alpha1", True, False, True)
+    assert old["schema"] == version["schema"]
+    assert "use quickq.io/v1" in old["deprecationWarning"]
     assert definition["metadata"]["annotations"]["helm.sh/resource-policy"] == "keep"
     assert not [d for d in helm_template({"exceptions": {"enabled": True, "installCrd": False}})
                 if d["kind"] == "CustomResourceDefinition"]

@@ -131,7 +131,7 @@ def test_build_stage_replayed_yields_complete_wheel(tmp_path: Path) -> None:
                             ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
         else:
             shutil.copy2(src, context / source)
-    # With the build stage's ENV: QUICKQ_GUARD_COMPILE=1 compiles the engine, as in the image.
+    # With the build stage's ENV, as in the image.
     env = {**os.environ, **build_stage_env()}
     proc = subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps",
                            "--no-build-isolation", "-q", "--wheel-dir", str(tmp_path / "dist"),
@@ -148,11 +148,9 @@ def test_build_stage_replayed_yields_complete_wheel(tmp_path: Path) -> None:
     assert shipped == {f"webhook/policies/{p.relative_to(REPO / 'policies')}"
                        for p in (REPO / "policies").rglob("*.yaml")}
     assert "webhook/export/crd.py" in names and "webhook/cli/check.py" in names
-    # the engine's hot modules compiled (setup.py), beside their source
-    assert env["QUICKQ_GUARD_COMPILE"] == "1"
-    extensions = {n.split(".")[0] for n in names if n.endswith(".so")}
-    assert {"webhook/engine/normalize", "webhook/engine/evaluate"} <= extensions, extensions
-    assert not wheel.name.endswith("-none-any.whl"), wheel.name  # a platform wheel
+    # one build, pure Python: the wheel runs wherever Python 3.11 does, no compiler in the image
+    assert not [n for n in names if n.endswith(".so")], names
+    assert wheel.name.endswith("-py3-none-any.whl"), wheel.name
 
 
 def build_stage_env() -> dict[str, str]:

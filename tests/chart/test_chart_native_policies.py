@@ -93,7 +93,7 @@ def test_values_that_change_the_policies_need_their_own_export(values: dict[str,
 def _export(tmp_path: Path, *args: str) -> Path:
     out = tmp_path / "native.yaml"
     done = subprocess.run([sys.executable, "-m", "webhook.cli", "export", "--format", "native",
-                           *args, "-o", str(out)], capture_output=True, text=True, cwd=REPO,
+                           *args, "-O", str(out)], capture_output=True, text=True, cwd=REPO,
                           check=False)
     assert done.returncode == 0, done.stderr
     return out

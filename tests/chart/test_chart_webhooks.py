@@ -1,11 +1,13 @@
 """The webhook configurations: what they intercept, and that they can never
-lock an admin out (system namespaces and the release's own are left out)."""
+lock an admin out (system namespaces and the release's own are left out); the namespaces
+webhook, called only for an opt-out asked for by someone not trusted with one."""
 
 from __future__ import annotations
 
 from typing import Any
 
 import pytest
+import yaml
 from chart_helpers import (
     FULLNAME,
     NAMESPACE,
@@ -16,14 +18,21 @@ from chart_helpers import (
     helm_template_with_cluster,
 )
 
+from webhook import evaluate as engine_evaluate
+from webhook import load_policies
 from webhook.engine.cel import activation, compile_expression, evaluate
 from webhook.engine.globs import matches_any
+from webhook.engine.policy import Config
 
 WEBHOOK_KINDS = ("ValidatingWebhookConfiguration", "MutatingWebhookConfiguration")
+MAIN = ("validate.quickq-guard.quickq.io", "mutate.quickq-guard.quickq.io")
+NAMESPACES = "namespaces.quickq-guard.quickq.io"
 
 
 def hooks(docs: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    return [hook for kind in WEBHOOK_KINDS for hook in find(docs, kind)["webhooks"]]
+    """The validating and mutating webhooks that judge workloads."""
+    return [hook for kind in WEBHOOK_KINDS for hook in find(docs, kind)["webhooks"]
+            if hook["name"] in MAIN]
 
 
 def excluded_namespaces(hook: dict[str, Any]) -> set[str]:
@@ -46,9 +55,9 @@ def intercepted(hook: dict[str, Any]) -> dict[tuple[str, str], tuple[str, ...]]:
     return pairs
 
 
-def validating(docs: list[dict[str, Any]], name: str = "validate") -> dict[str, Any]:
+def validating(docs: list[dict[str, Any]], name: str = MAIN[0]) -> dict[str, Any]:
     (hook,) = [hook for hook in find(docs, "ValidatingWebhookConfiguration")["webhooks"]
-               if hook["name"] == f"{name}.quickq-guard.quickq.io"]
+               if hook["name"] == name]
     return dict(hook)
 
 
@@ -114,9 +123,8 @@ def test_nodetemplate_groups_from_values() -> None:
 
 def test_webhook_safety_settings() -> None:
     docs = helm_template()
-    for kind, path in zip(WEBHOOK_KINDS, ("/validate", "/mutate"), strict=True):
-        (hook,) = [hook for hook in find(docs, kind)["webhooks"]
-                   if not hook["name"].startswith("configmaps.")]
+    for hook, path in zip((*hooks(docs), validating(docs, NAMESPACES)),
+                          ("/validate", "/mutate", "/validate"), strict=True):
         assert hook["sideEffects"] == "None"
         assert hook["admissionReviewVersions"] == ["v1"]
         assert hook["timeoutSeconds"] == 5
@@ -125,7 +133,11 @@ def test_webhook_safety_settings() -> None:
 
 
 def policies(docs: list[dict[str, Any]]) -> tuple[str, str]:
-    return validating(docs)["failurePolicy"], mutating(docs)["failurePolicy"]
+    """The failurePolicy of the validating and the mutating webhook; the namespaces webhook,
+    in the validating configuration, has the validating one's (`cluster arm` sets both)."""
+    policy = validating(docs)["failurePolicy"]
+    assert validating(docs, NAMESPACES)["failurePolicy"] == policy
+    return policy, mutating(docs)["failurePolicy"]
 
 
 def test_a_first_install_registers_both_webhooks_as_ignore() -> None:
@@ -231,7 +243,6 @@ def test_excluded_groups_are_skipped_by_the_api_server_as_the_engine_skips_them(
 
 
 def test_exclusions_reach_the_server_config_too() -> None:
-    import yaml
     docs = helm_template({"config": {"excludeUsers": USERS, "excludeGroups": GROUPS}})
     config = yaml.safe_load(find(docs, "ConfigMap", f"{FULLNAME}-config")["data"]["config.yaml"])
     assert (config["excludeUsers"], config["excludeGroups"]) == (USERS, GROUPS)
@@ -244,16 +255,29 @@ def test_no_user_or_group_condition_without_exclusions() -> None:
         assert "quickq-guard-exclude-groups" not in names
 
 
-@pytest.mark.parametrize(("annotations", "resource", "skipped"), [
-    ({"kubernetes.io/config.mirror": "abc"}, "pods", True),
-    ({"team": "a"}, "pods", False), (None, "pods", False),
-    ({"kubernetes.io/config.mirror": "abc"}, "deployments", False)])
-def test_mirror_pods_are_skipped(annotations: dict[str, str] | None, resource: str,
-                                 skipped: bool) -> None:
+KUBELET = {"username": "system:node:gpu-1", "groups": ["system:nodes", "system:authenticated"]}
+MIRROR = {"kubernetes.io/config.mirror": "abc"}
+
+
+@pytest.mark.parametrize(("annotations", "resource", "user", "skipped"), [
+    (MIRROR, "pods", KUBELET, True),
+    (MIRROR, "pods", {"username": "alice", "groups": ["system:authenticated"]}, False),
+    (MIRROR, "pods", {"username": "system:node:gpu-1", "groups": ["system:authenticated"]},
+     False),
+    (MIRROR, "pods", {"username": "mallory", "groups": ["system:nodes"]}, False),
+    (MIRROR, "pods", {}, False),
+    ({"team": "a"}, "pods", KUBELET, False), (None, "pods", KUBELET, False),
+    (MIRROR, "deployments", KUBELET, False)])
+def test_only_the_mirror_pods_a_kubelet_makes_are_skipped(
+        annotations: dict[str, str] | None, resource: str, user: dict[str, Any],
+        skipped: bool) -> None:
+    """As the engine tells a kubelet (webhook.engine.evaluate.is_node): offline equals
+    online."""
     for hook in hooks(helm_template()):
         compiled = condition(hook, "quickq-guard-skip-mirror-pods")
         metadata = {"annotations": annotations} if annotations is not None else {}
-        request = {"resource": {"group": "", "version": "v1", "resource": resource}}
+        request = {"resource": {"group": "", "version": "v1", "resource": resource},
+                   "userInfo": user}
         assert skips(compiled, request, {"metadata": metadata}) is skipped
 
 
@@ -306,7 +330,7 @@ def test_config_maps_have_a_webhook_of_their_own_that_never_locks_the_cluster_ou
     same namespaces as the main entry."""
     docs = helm_template({"webhook": {"failurePolicy": {"validating": "Fail"},
                                       "failSafe": {"enabled": False}}})
-    main, config_maps = validating(docs), validating(docs, "configmaps")
+    main, config_maps = validating(docs), validating(docs, "configmaps.quickq-guard.quickq.io")
     assert main["failurePolicy"] == "Fail" and config_maps["failurePolicy"] == "Ignore"
     assert intercepted(config_maps) == {("", "configmaps"): ("CREATE", "UPDATE")}
     assert ("", "configmaps") not in intercepted(main)
@@ -318,5 +342,87 @@ def test_config_maps_have_a_webhook_of_their_own_that_never_locks_the_cluster_ou
                  "system:kube-controller-manager", "system:kube-scheduler"):
         assert user in skip
     off = helm_template({"webhook": {"configMaps": False}})
-    assert [h["name"] for h in find(off, "ValidatingWebhookConfiguration")["webhooks"]] == [
-        "validate.quickq-guard.quickq.io"]
+    assert "configmaps.quickq-guard.quickq.io" not in [
+        h["name"] for h in find(off, "ValidatingWebhookConfiguration")["webhooks"]]
+
+
+def test_the_namespaces_webhook_judges_namespace_creates_and_updates_only() -> None:
+    docs = helm_template({"webhook": {"objectSelector": {"matchLabels": {"a": "b"}},
+                                      "matchConditions": [{"name": "x", "expression": "true"}]}})
+    hook = validating(docs, NAMESPACES)
+    assert hook["rules"] == [{"apiGroups": [""], "apiVersions": ["v1"],
+                              "resources": ["namespaces"], "operations": ["CREATE", "UPDATE"],
+                              "scope": "Cluster"}]
+    # On a Namespace a namespaceSelector matches that namespace itself: it would leave out
+    # exactly the names and the label this webhook is for. Nor do the workload webhooks'
+    # objectSelector and extra conditions (written for pods) apply.
+    assert "namespaceSelector" not in hook and "objectSelector" not in hook
+    assert [c["name"] for c in hook["matchConditions"]] == [
+        "quickq-guard-untrusted", "quickq-guard-opt-out"]
+    assert hook["clientConfig"]["service"]["path"] == "/validate"
+    assert not [h for h in find(docs, "MutatingWebhookConfiguration")["webhooks"]
+                if h["name"] == NAMESPACES]
+
+
+def sent(hook: dict[str, Any], request: dict[str, Any], obj: dict[str, Any],
+         old: dict[str, Any] | None) -> bool:
+    """Whether the API server calls the webhook: every matchCondition holds."""
+    data = {"request": {"resource": {"group": "", "version": "v1", "resource": "namespaces"},
+                        **request}, "object": obj, "oldObject": old}
+    return all(evaluate(compile_expression(c["expression"], "object", "bool"),
+                        activation("object", data)) is True
+               for c in hook["matchConditions"])
+
+
+def ns(name: str, **labels: str) -> dict[str, Any]:
+    return {"apiVersion": "v1", "kind": "Namespace",
+            "metadata": {"name": name, **({"labels": labels} if labels else {})}}
+
+
+IGNORED = {"quickq.io/ignore": "true"}
+TENANT = {"username": "tenant", "groups": ["self-service", "system:authenticated"]}
+ADMIN = {"username": "admin", "groups": ["system:masters", "system:authenticated"]}
+
+
+@pytest.mark.parametrize(("operation", "obj", "old", "user"), [
+    ("CREATE", ns("longhorn-system"), None, TENANT),
+    ("CREATE", ns("openebs"), None, ADMIN),
+    ("CREATE", ns("quickq-guard"), None, TENANT),  # the release's own
+    ("CREATE", ns("team-a"), None, TENANT),
+    ("CREATE", ns("team-a", **IGNORED), None, TENANT),
+    ("CREATE", ns("team-a", **IGNORED), None, ADMIN),
+    ("CREATE", ns("team-a", **{"quickq.io/ignore": "false"}), None, TENANT),
+    ("UPDATE", ns("team-a", **IGNORED), ns("team-a"), TENANT),
+    ("UPDATE", ns("team-a", **IGNORED), ns("team-a", **{"quickq.io/ignore": "no"}), TENANT),
+    ("UPDATE", ns("team-a", x="1", **IGNORED), ns("team-a", **IGNORED), TENANT),
+    ("UPDATE", ns("openebs", x="1"), ns("openebs"), TENANT),
+    ("UPDATE", ns("team-a", **IGNORED), ns("team-a"), {"username": "u"}),  # no groups
+    ("UPDATE", ns("team-a", **IGNORED), ns("team-a"), {"username": "ci", "groups": ["ci"]}),
+])
+def test_the_api_server_calls_the_namespaces_webhook_exactly_when_the_engine_denies(
+        operation: str, obj: dict[str, Any], old: dict[str, Any] | None,
+        user: dict[str, Any]) -> None:
+    """Never for anything it would admit, so a webhook that is down blocks nothing else
+    (offline equals online: the rendered CEL and the engine agree)."""
+    docs = helm_template({"config": {"excludeUsers": ["ci"]}})
+    config = yaml.safe_load(find(docs, "ConfigMap", f"{FULLNAME}-config")["data"]["config.yaml"])
+    policy_set = load_policies(None, Config.model_validate(config))
+    decision = engine_evaluate(obj, policy_set, operation=operation, old_object=old,
+                     username=user.get("username"), groups=user.get("groups", ()),
+                     from_api_server=True)
+    request = {"operation": operation, "userInfo": user}
+    assert sent(validating(docs, NAMESPACES), request, obj, old) is (not decision.allowed)
+
+
+def test_the_trusted_groups_come_from_values_and_reach_the_config() -> None:
+    docs = helm_template({"config": {"optOutGroups": ["platform-*"]}})
+    config = yaml.safe_load(find(docs, "ConfigMap", f"{FULLNAME}-config")["data"]["config.yaml"])
+    assert config["optOutGroups"] == ["platform-*"]
+    hook = validating(docs, NAMESPACES)
+    create = {"operation": "CREATE"}
+    assert not sent(hook, {**create, "userInfo": {"username": "p", "groups": ["platform-x"]}},
+                    ns("openebs"), None)
+    assert sent(hook, {**create, "userInfo": ADMIN}, ns("openebs"), None)
+    default = yaml.safe_load(find(helm_template(), "ConfigMap", f"{FULLNAME}-config")["data"][
+        "config.yaml"])
+    assert default["optOutGroups"] == ["system:masters", "kubeadm:cluster-admins"]

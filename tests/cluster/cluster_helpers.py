@@ -1,7 +1,8 @@
 """The cluster tests' names for webhook.testing.controlplane (the real control plane that
 benchmarks use too), and what only tests do: skip, or in CI fail, when the control plane
 cannot run; export policies and hold them in force with quickq-guard's webhooks
-unregistered; create an object in a server-side dry run."""
+unregistered; create an object in a server-side dry run; act as a user with only the rights
+a test grants."""
 
 from __future__ import annotations
 
@@ -67,6 +68,7 @@ __all__ = [
     "ControlPlane",
     "Guard",
     "Webhook",
+    "acting_as",
     "assets_dir",
     "chart_runtime_files",
     "container",
@@ -116,9 +118,9 @@ MUTATING = ("mutatingadmissionpolicybindings", "mutatingadmissionpolicies")
 
 
 def export(fmt: str, out: Path, *options: str) -> subprocess.CompletedProcess[str]:
-    """`quickq-guard export --format FMT OPTIONS -o OUT`, which must succeed."""
+    """`quickq-guard export --format FMT OPTIONS -O OUT`, which must succeed."""
     done = subprocess.run([sys.executable, "-m", "webhook.cli", "export", "--format", fmt,
-                           *options, "-o", str(out)], capture_output=True, text=True,
+                           *options, "-O", str(out)], capture_output=True, text=True,
                           cwd=REPO, check=False)
     assert done.returncode == 0, done.stderr
     return done
@@ -150,3 +152,27 @@ def dry_run_create(plane: ControlPlane, obj: dict[str, Any],
     """A server-side dry-run create: admission runs in full, nothing is stored."""
     return plane.kubectl("create", "--dry-run=server", *flags, "-f", "-",
                          input=json.dumps(obj), check=False)
+
+
+def acting_as(plane: ControlPlane, user: str, rules: list[dict[str, Any]],
+              groups: tuple[str, ...] = ()) -> list[str]:
+    """kubectl flags that impersonate `user` (in `groups`, and system:authenticated, which the
+    API server adds), granted `rules` (RBAC PolicyRules) and nothing else by a ClusterRole
+    bound to that user: a self-service tenant, or a kubelet, as the API server sees them."""
+    name = "test-" + "".join(c if c.isalnum() else "-" for c in user.lower())
+    role = {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole",
+            "metadata": {"name": name}, "rules": rules}
+    binding = {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding",
+               "metadata": {"name": name},
+               "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole",
+                           "name": name},
+               "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "User",
+                             "name": user}]}
+    for obj in (role, binding):
+        plane.apply(obj, check=True)
+    flags = ["--as", user, *(f"--as-group={group}" for group in groups)]
+    first = rules[0]
+    probe = ["auth", "can-i", first["verbs"][0], first["resources"][0], *flags]
+    wait_until(lambda: plane.kubectl(*probe, check=False).stdout.strip() == "yes",
+               what=f"RBAC to grant {user} its rights")
+    return flags

@@ -61,7 +61,7 @@ def test_the_chart_is_installed_with_url_webhooks(guard: Guard) -> None:
     assert [(r["name"], r["status"]) for r in listed] == [(RELEASE, "deployed")]
     for kind in ("validatingwebhookconfiguration", "mutatingwebhookconfiguration"):
         config = json.loads(guard.plane.kubectl("get", kind, RELEASE, "-o", "json").stdout)
-        [hook] = [h for h in config["webhooks"] if not h["name"].startswith("configmaps.")]
-        assert hook["clientConfig"]["url"].startswith(f"{guard.webhook.url}/")
-        assert "service" not in hook["clientConfig"]
-        assert hook["clientConfig"]["caBundle"] == guard.ca_bundle
+        for hook in config["webhooks"]:  # the namespaces and ConfigMaps webhooks too
+            assert hook["clientConfig"]["url"].startswith(f"{guard.webhook.url}/")
+            assert "service" not in hook["clientConfig"]
+            assert hook["clientConfig"]["caBundle"] == guard.ca_bundle

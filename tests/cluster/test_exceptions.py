@@ -42,9 +42,9 @@ def root_pod(name: str = "device-plugin") -> dict[str, Any]:
 
 
 def exception(name: str, namespace: str = RELEASE_NAMESPACE, seconds: float = 3600,
-              **spec: Any) -> dict[str, Any]:
+              version: str = "v1", **spec: Any) -> dict[str, Any]:
     expires = datetime.now(UTC) + timedelta(seconds=seconds)
-    return {"apiVersion": "quickq.io/v1alpha1", "kind": "PolicyException",
+    return {"apiVersion": f"quickq.io/{version}", "kind": "PolicyException",
             "metadata": {"name": name, "namespace": namespace},
             "spec": {"policies": [{"id": "disallow-root-user"}],
                      "match": {"namespaces": [TEAM], "names": [f"{name}-*"]},
@@ -99,8 +99,10 @@ def test_a_denied_pod_is_admitted_once_an_exception_is_granted(kube: ControlPlan
     workload = root_pod("grant-1-plugin")
     denied = admitted(kube, workload)
     assert denied.returncode != 0 and "disallow-root-user" in denied.stderr
-    created = kube.apply(exception("grant-1"))
+    # written through the deprecated version: still served, read by the webhook through v1
+    created = kube.apply(exception("grant-1", version="v1alpha1"))
     assert created.returncode == 0, created.stderr
+    assert "quickq.io/v1alpha1 PolicyException is deprecated; use quickq.io/v1" in created.stderr
     wait_until(lambda: admitted(kube, workload).returncode == 0, timeout=15,
                what="the exception to be honoured")
     done = admitted(kube, workload)

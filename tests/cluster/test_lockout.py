@@ -1,6 +1,7 @@
 """The chart's lock-out promise, with the whole chart helm-installed the way a user installs
 it (webhooks through its Service): while no webhook answers, kube-system and the release's
-own namespace still admit Pods, and other namespaces follow webhook.failurePolicy.
+own namespace still admit Pods, other namespaces follow webhook.failurePolicy, and namespaces
+are created as before (only a tenant's opt-out waits for the namespaces webhook).
 
 No pod ever runs here (there are no nodes), so the Service has no endpoints; the API server
 (--enable-aggregator-routing) resolves it through them and fails without dialing anything."""
@@ -13,7 +14,7 @@ import threading
 from collections.abc import Iterator
 
 import pytest
-from cluster_helpers import CHART, ControlPlane, Guard, pod, wait_until
+from cluster_helpers import CHART, ControlPlane, Guard, acting_as, pod, wait_until
 
 RELEASE = "lockout"
 RELEASE_NAMESPACE = "lockout-system"
@@ -57,10 +58,11 @@ def test_an_unreachable_webhook_locks_out_only_what_failure_policy_says(
         for kind in ("validatingwebhookconfiguration", "mutatingwebhookconfiguration"):
             config = json.loads(kube.kubectl("get", kind, f"{RELEASE}-quickq-guard",
                                              "-o", "json").stdout)
-            # The ConfigMaps' entry is Ignore always (test_config_maps.py).
-            [hook] = [h for h in config["webhooks"] if not h["name"].startswith("configmaps.")]
-            assert hook["clientConfig"]["service"]["namespace"] == RELEASE_NAMESPACE
-            assert hook["failurePolicy"] == failure_policy
+            for hook in config["webhooks"]:  # the validating one's namespaces webhook too
+                assert hook["clientConfig"]["service"]["namespace"] == RELEASE_NAMESPACE
+                # The ConfigMaps' entry is Ignore always (test_config_maps.py).
+                assert hook["failurePolicy"] == (
+                    "Ignore" if hook["name"].startswith("configmaps.") else failure_policy)
         if failure_policy == "Fail":
             wait_until(lambda: FAILED_CALL in create(kube, VICTIM, "victim"),
                        what="the unreachable webhook to refuse Pods")
@@ -77,6 +79,18 @@ def test_an_unreachable_webhook_locks_out_only_what_failure_policy_says(
                        what="the unreachable webhook to be called and fail open")
         assert create(kube, "kube-system", "system") == ""
         assert create(kube, RELEASE_NAMESPACE, "own") == ""
+        # The namespaces webhook is sent only an opt-out asked for from outside
+        # optOutGroups: an admin's system namespace and a tenant's own never wait for it.
+        tenant = acting_as(kube, "lockout-tenant", [
+            {"apiGroups": [""], "resources": ["namespaces"], "verbs": ["create"]}])
+        for name, flags in (("kube-flannel", []), ("team-lockout", tenant)):
+            done = kube.kubectl("create", "namespace", name, "--dry-run=server", *flags,
+                                check=False)
+            assert done.returncode == 0, done.stderr
+        refused = kube.kubectl("create", "namespace", "rook-ceph", "--dry-run=server",
+                               *tenant, check=False)
+        assert refused.returncode == 1
+        assert 'webhook "namespaces.quickq-guard.quickq.io"' in refused.stderr
     finally:
         kube.helm("uninstall", RELEASE, "-n", RELEASE_NAMESPACE, "--wait", "--no-hooks")
     for kind in ("validatingwebhookconfiguration", "mutatingwebhookconfiguration"):

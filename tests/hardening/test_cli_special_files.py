@@ -78,7 +78,7 @@ def test_a_test_suite_naming_one_is_an_error(tmp_path: Path, kind: str, field: s
     if field == "patchedFile":
         case["patchedFile"] = str(special)
     (tmp_path / "suite.yaml").write_text(yaml.safe_dump({
-        "apiVersion": "quickq-guard/v1", "kind": "PolicyTest", "name": "special",
+        "apiVersion": "quickq.io/v1", "kind": "PolicyTest", "name": "special",
         "resources": [resource_], "cases": [case]}))
     done = _cli("test", str(tmp_path / "suite.yaml"))
     assert done.returncode == 2, done.stderr[-2000:]

@@ -114,7 +114,7 @@ def test_no_value_in_any_webhook_answer_log_or_metric(folder: Path, certs_dir: P
 
 
 @pytest.mark.parametrize("output", ["table", "json", "sarif", "junit", "github",
-                                    "policyreport"])
+                                    "policyreport", "html"])
 def test_no_value_in_any_check_report(folder: Path, tmp_path: Path, output: str) -> None:
     manifest = tmp_path / "pod.yaml"
     manifest.write_text(yaml.safe_dump(_object()))
@@ -140,7 +140,7 @@ def test_no_value_in_any_test_suite_report(folder: Path, tmp_path: Path, output:
     expected["spec"]["containers"][0]["env"][2]["value"] = SECRET
     suite = tmp_path / "suite.yaml"
     suite.write_text(yaml.safe_dump({
-        "apiVersion": "quickq-guard/v1", "kind": "PolicyTest", "name": "leaky",
+        "apiVersion": "quickq.io/v1", "kind": "PolicyTest", "name": "leaky",
         "policyDir": str(folder), "policies": ["shows-env", "shows-object"],
         "resources": [{"object": obj}],
         "cases": [{"resource": "web", "policy": "shows-env", "result": "pass",
@@ -187,7 +187,7 @@ COPIES_ENV = {"id": "copies-env", "description": "copies an env value into an an
 
 
 @pytest.mark.parametrize("output", ["table", "json", "sarif", "junit", "github",
-                                    "policyreport"])
+                                    "policyreport", "html"])
 def test_a_patch_that_carries_a_value_is_shown_without_it(tmp_path: Path, output: str) -> None:
     """A CEL mutation may copy a value into the object: the patch goes to the API server as
     the policy asks (the webhook's answer), but a report shows it with the value hidden."""

@@ -25,8 +25,7 @@ from webhook.testing import (
 from webhook.testing import admission_review as review
 from webhook.testing import review_pod as pod
 
-# This checkout (webhook.testing.REPO is the package's parent, which is not the checkout when
-# the tests run on the compiled build scripts/compiled installs).
+# This checkout.
 REPO = Path(__file__).resolve().parents[2]
 
 __all__ = ["NAMESPACE", "REPO", "SERVICE", "SERVICE_DNS", "Server", "app_of", "bad_pod",

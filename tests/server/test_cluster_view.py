@@ -16,7 +16,7 @@ from webhook.server.cluster_view import ClusterView
 
 
 def exception(name: str, namespace: str = "grants") -> dict[str, Any]:
-    return {"apiVersion": "quickq.io/v1alpha1", "kind": "PolicyException",
+    return {"apiVersion": "quickq.io/v1", "kind": "PolicyException",
             "metadata": {"name": name, "namespace": namespace},
             "spec": {"policies": [{"id": "disallow-root-user"}],
                      "match": {"namespaces": ["team"]}, "expires": "2030-01-01T00:00:00Z",

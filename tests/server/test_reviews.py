@@ -117,9 +117,19 @@ def test_excluded_namespace_and_mirror_pod_are_untouched(client: httpx.Client) -
         assert "patch" not in response and "warnings" not in response
     mirror = with_probe(bad_pod())
     mirror["metadata"]["annotations"] = {"kubernetes.io/config.mirror": "abc"}
+    from_kubelet = review(mirror, username="system:node:gpu-1")
+    from_kubelet["request"]["userInfo"]["groups"] = ["system:nodes", "system:authenticated"]
     for path in ("/validate", "/mutate"):
-        response = post(client, path, review(mirror))
+        response = post(client, path, from_kubelet)
         assert response["allowed"] is True and "patch" not in response
+
+
+def test_a_mirror_pod_not_made_by_a_kubelet_is_judged(client: httpx.Client) -> None:
+    mirror = bad_pod()
+    mirror["metadata"]["annotations"] = {"kubernetes.io/config.mirror": "abc"}
+    response = post(client, "/validate", review(mirror, username="system:node:gpu-1"))
+    assert response["allowed"] is False  # a node's name without the system:nodes group
+    assert "[disallow-latest-tag]" in response["status"]["message"]
 
 
 def test_v1beta1_is_answered_in_v1beta1(client: httpx.Client) -> None:

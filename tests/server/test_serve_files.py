@@ -35,6 +35,7 @@ def test_the_default_paths_missing_is_exit_2_and_makes_nothing(tmp_path: Path) -
     done = _serve(tmp_path)
     assert done.returncode == 2
     assert "--cert certs/tls.crt: no such file" in done.stderr
+    assert "`quickq-guard certs` writes a development pair to certs/" in done.stderr
     assert not (tmp_path / "certs").exists()
 
 

@@ -32,7 +32,8 @@ def add_parser(commands: Any) -> None:
                              "json (the JSON contract), sarif (SARIF 2.1.0, for code "
                              "scanning), junit (JUnit XML), github (workflow commands that "
                              "annotate a pull request), policyreport (wgpolicyk8s.io "
-                             "PolicyReports)")
+                             "PolicyReports), html (one self-contained page for people: "
+                             "summary, charts, a table of findings to filter and sort)")
     parser.add_argument("--quiet", "-q", action="store_true",
                         help="failures only: show only what fails the run (see --fail-on) "
                              "and errors, and no notes on skipped files")

@@ -12,7 +12,7 @@ from typing import Any
 import yaml
 
 from webhook.cli.exits import EXIT_OK
-from webhook.engine.exceptions import KIND, VERSION
+from webhook.engine.exceptions import DEPRECATED_VERSIONS, KIND, VERSION
 
 KINDS = ("policyexception", "nodetemplate")
 
@@ -35,7 +35,8 @@ def run(args: argparse.Namespace) -> int:
     wanted = args.kind or list(KINDS)
     documents = []
     if "policyexception" in wanted:
-        documents.append(crd.definition(KIND, VERSION, crd.exception_schema()))
+        documents.append(crd.definition(KIND, VERSION, crd.exception_schema(),
+                                        DEPRECATED_VERSIONS))
     if "nodetemplate" in wanted:
         documents.append(crd.definition("NodeTemplate", "v1", crd.openapi_v3_schema()))
     print(yaml.safe_dump_all(documents, sort_keys=False, width=100), end="")

@@ -12,7 +12,10 @@ from datetime import datetime
 
 from webhook.cli.exits import CliError
 from webhook.engine.exceptions import (
+    DEPRECATED_VERSIONS,
+    GROUP,
     KIND,
+    VERSION,
     ExceptionError,
     Exceptions,
     PolicyException,
@@ -24,6 +27,8 @@ from webhook.engine.exceptions import (
 )
 from webhook.engine.policy import PolicySet
 from webhook.manifests import Document, Source, manifest_sources, read_source
+
+_DEPRECATED = frozenset(f"{GROUP}/{version}" for version in DEPRECATED_VERSIONS)
 
 
 def load(files: Sequence[str], manifests: Sequence[Source], read: Mapping[str, bytes],
@@ -37,8 +42,11 @@ def load(files: Sequence[str], manifests: Sequence[Source], read: Mapping[str, b
         if document.error:
             raise CliError(f"{where}: {document.error}")
         if not is_exception(document.obj):
-            raise CliError(f"{where}: not a {KIND} (apiVersion quickq.io/v1alpha1, kind "
+            raise CliError(f"{where}: not a {KIND} (apiVersion {GROUP}/{VERSION}, kind "
                            f"{KIND}); pass only exceptions to --exceptions")
+        if document.obj.get("apiVersion") in _DEPRECATED:
+            notes.append(f"{where}: apiVersion {document.obj['apiVersion']} is deprecated; "
+                         f"write {GROUP}/{VERSION}")
         try:
             found.append(read_exception(document.obj))
         except ExceptionError as error:

@@ -1,4 +1,4 @@
-"""`quickq-guard export --format vap|map|native`: the policies as the API server's own
+"""`quickq-guard export -o vap|map|native`: the policies as the API server's own
 admission policies: CEL validate policies as ValidatingAdmissionPolicies
 (webhook/export/vap.py), mutate policies as MutatingAdmissionPolicies
 (webhook/export/map.py), `native` both, each with its binding.
@@ -6,6 +6,9 @@ admission policies: CEL validate policies as ValidatingAdmissionPolicies
 Exit codes: 0 every policy in force of the format's type was exported; 1 one could not be
 (the others are written, and stderr names it and says why); 2 an input, policy or usage
 error.
+
+`-o` names the format, as it does for `check` and `test`; the file is `-O`/`--output-file`.
+`-o FILE` (what `-o` meant here before) still writes the file, with a deprecation note.
 """
 
 from __future__ import annotations
@@ -33,14 +36,37 @@ def add_parser(commands: Any) -> None:
                     "What is not exported is named on stderr with the reason.",
         epilog="Exit codes: 0 every policy in force of the format was exported, 1 one could "
                "not be (the others are written), 2 input, policy or usage error.")
-    parser.add_argument("--format", required=True, choices=("vap", "map", "native"),
+    parser.add_argument("--output", "-o", metavar="FORMAT",
                         help="vap: ValidatingAdmissionPolicy and its binding; map: "
                              "MutatingAdmissionPolicy (Kubernetes 1.36) and its binding; "
                              "native: both")
-    parser.add_argument("--output", "-o", metavar="FILE",
+    parser.add_argument("--format", choices=FORMATS, help="the same as --output")
+    parser.add_argument("--output-file", "-O", metavar="FILE",
                         help="write the YAML here instead of to stdout")
     policy_options(parser)
     parser.set_defaults(command=run)
+
+
+FORMATS = ("vap", "map", "native")
+
+
+def _format_and_file(args: argparse.Namespace) -> tuple[str, str | None]:
+    """The format and the output file, from -o/--output, --format and -O/--output-file."""
+    chosen, file = args.format, args.output_file
+    if args.output in FORMATS:
+        if chosen and chosen != args.output:
+            raise CliError(f"two formats: --format {chosen} and -o {args.output}; give one")
+        chosen = args.output
+    elif args.output is not None:
+        if file or not chosen:
+            raise CliError(f"-o {args.output}: not a format; choose one of "
+                           f"{', '.join(FORMATS)} (the file is -O/--output-file)")
+        note(f"export -o FILE is deprecated: -o names the format, as in check; write "
+             f"`-o {chosen} -O {args.output}`")
+        file = args.output
+    if not chosen:
+        raise CliError(f"export needs a format: -o {'|'.join(FORMATS)}")
+    return chosen, file
 
 
 def run(args: argparse.Namespace) -> int:
@@ -48,16 +74,17 @@ def run(args: argparse.Namespace) -> int:
     from webhook.export.forms import with_cel_forms
     from webhook.export.vap import API_VERSION
 
+    chosen, output_file = _format_and_file(args)
     policies = with_cel_forms(load(args))
-    exported = _export(policies, args.format)
+    exported = _export(policies, chosen)
     objects = exported.objects
     text = _comments(exported) + (
         yaml.safe_dump_all(objects, sort_keys=False, width=100) if objects else "")
-    if args.output:
+    if output_file:
         try:
-            Path(args.output).write_text(text)
+            Path(output_file).write_text(text)
         except OSError as problem:
-            raise CliError(f"{args.output}: cannot write: {problem.strerror}") from None
+            raise CliError(f"{output_file}: cannot write: {problem.strerror}") from None
     else:
         print(text, end="")
     for refusal in exported.refusals:

@@ -1,9 +1,10 @@
-"""The few Kubernetes API calls the chart's hook Jobs make, over plain HTTPS.
+"""The few Kubernetes API calls the chart's hook Jobs make (`quickq-guard cluster`).
 
-Only `quickq-guard cluster` uses it (the webhook server never calls the API). In a Pod it
-reads the ServiceAccount's token and CA; elsewhere the caller names the server and its
-credentials. The standard library does it: three verbs on two resources need no client
-library.
+In a Pod it reads the ServiceAccount's token and CA; elsewhere the caller names the server
+and its credentials. The server's own API client (`serve --watch-exceptions`,
+webhook.server.cluster_view) is lightkube; this one is the standard library's urllib because
+`cluster arm` and `cluster probe` read the API server's Warning headers (how the webhook says
+it answered a dry-run probe), which lightkube's client does not hand back.
 """
 
 from __future__ import annotations

@@ -10,7 +10,7 @@ from collections.abc import Sequence
 from typing import NoReturn
 
 from webhook import __version__
-from webhook.cli import certs, check, cluster, crd, export, lint, policies, serve, test
+from webhook.cli import certs, check, cluster, crd, export, nodetemplates, policies, serve, test
 from webhook.cli.exits import EXIT_ERROR, EXIT_OK, CliError, error
 from webhook.engine.policy import PolicyError
 
@@ -31,10 +31,10 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 def run() -> NoReturn:
     """The `quickq-guard` command: main(), its output flushed, then the process ends at once.
-    Tearing the interpreter down after that (a last full garbage collection, every module
-    and object freed one by one) changes nothing anyone sees and takes about 45 ms of a
-    5,000-file `check`; mypy's command ends the same way. A command that raises still
-    unwinds as usual, with its traceback."""
+    Tearing the interpreter down after that (every module and object freed one by one)
+    changes nothing anyone sees and makes `check` of one small file 1.3x the wall time, 1.2x
+    the CPU (examples/good/deployment.yaml, 2026-12-07; no difference on 5,000 files). A
+    command that raises still unwinds as usual, with its traceback."""
     code = main()
     try:
         sys.stdout.flush()
@@ -58,7 +58,7 @@ def parser() -> argparse.ArgumentParser:
     commands = top.add_subparsers(title="commands", required=True, metavar="COMMAND")
     check.add_parser(commands)
     policies.add_parser(commands)
-    lint.add_parser(commands)
+    nodetemplates.add_parser(commands)
     test.add_parser(commands)
     serve.add_parser(commands)
     certs.add_parser(commands)

@@ -14,19 +14,18 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
-import jsonpatch
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from webhook.cli.check import load
-from webhook.cli.exits import EXIT_ERROR, EXIT_FAILED, EXIT_OK, CliError, error
+from webhook.cli.exits import EXIT_ERROR, EXIT_FAILED, EXIT_OK, CliError, error, note
 from webhook.cli.formats.github import command_line
 from webhook.cli.formats.junit import attr, text
 from webhook.cli.judge import is_object, manifest_patch
 from webhook.engine.claims import claims_from
 from webhook.engine.evaluate import evaluate
 from webhook.engine.hidden import redacted_at
-from webhook.engine.patch import apply_patch, split_pointer
+from webhook.engine.patch import apply_patch, difference, split_pointer
 from webhook.engine.policy import Config, PolicyError, PolicySet
 from webhook.engine.results import Decision
 from webhook.loader import load_config, load_policies
@@ -77,8 +76,12 @@ class CaseSpec(_Model):
         return self
 
 
+API_VERSION = "quickq.io/v1"  # the project's one API group
+OLD_API_VERSION = "quickq-guard/v1"  # still read, with a note
+
+
 class TestFile(_Model):
-    apiVersion: Literal["quickq-guard/v1"]
+    apiVersion: Literal["quickq.io/v1", "quickq-guard/v1"]
     kind: Literal["PolicyTest"]
     name: str
     description: str = ""
@@ -104,7 +107,7 @@ def run(args: argparse.Namespace) -> int:
     files = _test_files(args.paths)
     if not files:
         raise CliError(f"no PolicyTest file found in {', '.join(args.paths)} "
-                       "(a YAML file with apiVersion: quickq-guard/v1 and kind: PolicyTest)")
+                       f"(a YAML file with apiVersion: {API_VERSION} and kind: PolicyTest)")
     cases: list[Case] = []
     code = EXIT_OK
     for path in files:
@@ -157,6 +160,9 @@ def run_file(path: Path, args: argparse.Namespace) -> list[Case]:
         spec = TestFile.model_validate(documents[0].obj)
     except ValidationError as problem:
         raise CliError(f"{path}: not a valid PolicyTest: {_explain(problem)}") from None
+    if spec.apiVersion == OLD_API_VERSION:
+        note(f"{path}: apiVersion {OLD_API_VERSION} is deprecated; write {API_VERSION}, the "
+             "API group of all of quickq-guard's own kinds")
     policies = _policies(spec, path, args)
     judged = _judge(spec, path, policies)
     lines = _case_lines(text)
@@ -277,12 +283,12 @@ def _check(case: CaseSpec, judged: dict[str, _Judged], path: Path) -> str:
         actual = found.patched
         if actual != expected:
             # Shown as the webhook shows things: env values and secret-keyed values hidden.
-            difference = [{**operation, "value": redacted_at(split_pointer(operation["path"]),
-                                                             operation["value"])}
-                          if "value" in operation else operation
-                          for operation in jsonpatch.make_patch(actual, expected).patch]
+            needed = [{**operation, "value": redacted_at(split_pointer(operation["path"]),
+                                                         operation["value"])}
+                      if "value" in operation else operation
+                      for operation in difference(actual, expected)]
             problems.append("patched: differs from the expected resource; to get the expected "
-                            f"one, the result would need {jsonlib.dumps(difference)}")
+                            f"one, the result would need {jsonlib.dumps(needed)}")
     return "; ".join(problems)
 
 

@@ -32,6 +32,6 @@ def add_parser(commands: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from webhook.cli import suite  # pydantic models and jsonpatch: only when tests run
+    from webhook.cli import suite  # its pydantic models: only when tests run
 
     return suite.run(args)

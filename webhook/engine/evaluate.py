@@ -6,6 +6,8 @@ offline verdict equal the one given at `kubectl apply`.
 
 from __future__ import annotations
 
+import hashlib
+import json
 from collections.abc import Iterable, Mapping
 from dataclasses import replace
 from datetime import datetime
@@ -18,6 +20,7 @@ from webhook.engine.claims import NO_CLAIMS, ClaimLookup, with_claims
 from webhook.engine.cost import Budget, TooCostly
 from webhook.engine.globs import matches_any
 from webhook.engine.hidden import hidden_values, hide
+from webhook.engine.namespaces import is_namespace, judge_opt_outs
 from webhook.engine.normalize import checks, normalize
 from webhook.engine.patch import PatchError, Path, apply_patch, dotted, value_at
 from webhook.engine.policy import Policy, PolicySet
@@ -65,7 +68,10 @@ def evaluate(
 
     Mutate policies run first and validate policies judge the patched object, as the validating
     webhook does after the mutating one. On UPDATE, a violation `old_object` already had (same
-    policy, container and field) is only a warning. In dry-run mode nothing is denied or patched.
+    policy, container and field, with the same value there) is only a warning. In dry-run
+    mode nothing is denied or patched. A Namespace is judged for its opt-outs alone, for
+    `username` and `groups` (webhook.engine.namespaces); a mirror pod is left alone only
+    when a kubelet creates it (is_node).
     `dry_run` (the review's dryRun: nothing will be stored) and `namespace_object` are what
     CEL policies read as `request.dryRun` and `namespaceObject`. `from_api_server` (the
     webhook's objects) says the API server has decoded the object already: what it would refuse
@@ -94,6 +100,11 @@ def evaluate(
     in_dry_run_mode = config.mode == "dry-run"
     if granted.is_exception(obj):
         return granted.judge(obj, policies, resource, now, in_dry_run_mode)
+    if is_namespace(obj):  # judged for its opt-outs alone (webhook.engine.namespaces)
+        opt_outs = judge_opt_outs(obj, old_object, operation, username, groups, config)
+        if opt_outs.status == "skip":
+            return Decision(resource, (opt_outs,), allowed=True, skipped=opt_outs.reason)
+        return _decide(resource, (opt_outs,), in_dry_run_mode, (), None)
     try:
         if refused:
             raise RefusedObject(refused)
@@ -339,15 +350,17 @@ def _mark_unpatched(result: Result) -> Result:
                                           for f in result.findings))
 
 
-# A finding as an UPDATE compares it with the old object's: policy, container, field, and
-# which of the policy's checks (Finding.check).
-FindingKey = tuple[str | None, str | None, Path, str]
+# A finding as an UPDATE compares it with the old object's: policy, container, field, which
+# of the policy's checks (Finding.check), and a digest of the field's value.
+FindingKey = tuple[str | None, str | None, Path, str, bytes]
 
 
 def _mark_preexisting(result: Result, old_keys: frozenset[FindingKey], obj: Any) -> Result:
     """On UPDATE, the findings of a failed result the old object already had: the same
-    policy, container, field and check, so a second secret added beside one already there,
-    or a second validation of a CEL policy failing on the same field, is new."""
+    policy, container, field and check with the same value there, so a second secret added
+    beside one already there, a second validation of a CEL policy failing on the same field,
+    or a new value of the same field (`kubectl set image` to another :latest image, a new
+    literal password) is new."""
     if result.status != "fail":
         return result
     return replace(result, findings=tuple(
@@ -358,7 +371,8 @@ def _mark_preexisting(result: Result, old_keys: frozenset[FindingKey], obj: Any)
 def _finding_key(policy: str | None, found: Finding, obj: Any) -> FindingKey:
     """Which finding this is, whatever the order of arrays: an index into an array of named
     entries (containers, env, ports, volumeMounts...) is replaced by the entry's name, so
-    `env[2].value` of DB_PASSWORD stays the same finding when a variable is added before it."""
+    `env[2].value` of DB_PASSWORD stays the same finding when a variable is added before it.
+    The field's value is kept as a digest (see _value_digest), never as itself."""
     field: list[str | int] = []
     node = obj
     for segment in found.at:
@@ -369,7 +383,25 @@ def _finding_key(policy: str | None, found: Finding, obj: Any) -> FindingKey:
             continue
         field.append(segment)
         node = node.get(str(segment)) if isinstance(node, Mapping) else None
-    return policy, found.container, tuple(field), found.check
+    return policy, found.container, tuple(field), found.check, _value_digest(found, node)
+
+
+def _value_digest(found: Finding, value: Any) -> bytes:
+    """What the offending value was, as a digest: equal values give equal digests, and the
+    key holds nothing of a secret. A finding that names no field of its own (a CEL
+    validation without a fieldPath points at the whole container or object: `check` says
+    which validation failed) has no offending value to compare, so its digest is empty."""
+    if found.check:
+        return b""
+    if isinstance(value, str):  # most offending values (an image, an env value)
+        data = b"s" + value.encode("utf-8", "surrogatepass")
+    else:  # a missing field (None), a number, a list or mapping: its canonical JSON
+        data = b"j" + _CANONICAL.encode(value).encode("utf-8", "surrogatepass")
+    return hashlib.blake2b(data, digest_size=16).digest()
+
+
+# One encoder for every digest: json.dumps() with options builds a new one per call.
+_CANONICAL = json.JSONEncoder(sort_keys=True, separators=(",", ":"), default=str)
 
 
 def _result(policy: Policy, status: Any, findings: tuple[Finding, ...] = (),
@@ -397,7 +429,7 @@ def _violation_keys(old_object: Any, policies: PolicySet, request: Request,
 
 
 def _exclusion(workload: Workload, namespace: str, username: str | None,
-               groups: Iterable[str], policies: PolicySet) -> str:
+               groups: tuple[str, ...], policies: PolicySet) -> str:
     """Why the object is left alone, or '' when it is judged."""
     config = policies.config
     if namespace and matches_any(namespace, config.excludeNamespaces):
@@ -407,12 +439,19 @@ def _exclusion(workload: Workload, namespace: str, username: str | None,
     for group in groups if config.excludeGroups else ():
         if matches_any(group, config.excludeGroups):
             return f"group {group} is excluded"
-    if workload.is_pod:
+    if workload.is_pod and is_node(username, groups):
         metadata = workload.obj.get("metadata") or {}
         annotations = metadata.get("annotations")
         if is_mapping(annotations) and MIRROR_POD_ANNOTATION in annotations:
             return "a mirror pod of a static pod is managed by the kubelet"
     return ""
+
+
+def is_node(username: str | None, groups: tuple[str, ...]) -> bool:
+    """Whether the requester is a kubelet, as Kubernetes' own node identifier (NodeRestriction,
+    the Node authorizer) tells one: a `system:node:<name>` user in the `system:nodes` group.
+    Only a kubelet makes mirror pods; anyone else's pod with the mirror annotation is judged."""
+    return bool(username and username.startswith("system:node:")) and "system:nodes" in groups
 
 
 def skipped_decision(resource: Resource, policies: PolicySet, reason: str) -> Decision:

@@ -26,7 +26,10 @@ from webhook.engine.schema import is_mapping
 
 GROUP = "quickq.io"
 KIND = "PolicyException"
-VERSION = "v1alpha1"  # the CRD's served (and storage) version
+VERSION = "v1"  # the CRD's storage version, and the one the webhook watches
+# Still served and read, with a deprecation note: the version PolicyExceptions had before the
+# project's own kinds came under one API group and version (quickq.io/v1).
+DEPRECATED_VERSIONS = ("v1alpha1",)
 PLURAL = "policyexceptions"
 # The result a PolicyException object gets: the checks below, under one name.
 RESULT_ID = "policy-exception"

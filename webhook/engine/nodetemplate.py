@@ -1,5 +1,6 @@
-"""The QuickQ NodeTemplate resource as a pydantic model: the source of `quickq-guard lint`, of
-the shipped JSON Schema (webhook/schemas/nodetemplate.schema.json) and of the CRD's schema.
+"""The QuickQ NodeTemplate resource as a pydantic model: the source of `quickq-guard
+validate-nodetemplates`, of the shipped JSON Schema (webhook/schemas/nodetemplate.schema.json)
+and of the CRD's schema.
 
 The model is strict where a typo is likely (unknown fields in spec, probes, resources) and
 open where Kubernetes itself allows many shapes (volume sources).

@@ -94,8 +94,8 @@ class _Walk:
         self.missing: list[Problem] = []  # required fields left out
 
     def object(self, value: dict[Any, Any], type_name: str, path: Path) -> dict[str, Any]:
-        # A dict, not any Mapping (value() copies another Mapping): the compiled build iterates
-        # a dict directly. Keys are any YAML scalar offline (`1: x`), not only strings.
+        # value() copies any other Mapping into a dict first. Keys are any YAML scalar offline
+        # (`1: x`), not only strings.
         steps, kept, hook, required = _PLANS[type_name]
         problems = self.problems
         out: dict[str, Any] = {}

@@ -2,8 +2,9 @@
 
 Rules emit `add` operations on JSON pointers built here; the engine applies them with
 `apply_patch`, which copies only the containers along each path so that evaluating a large
-object stays cheap (jsonpatch deep-copies the whole document on every call); `check --fix`
-applies the same operations to its round-trip YAML nodes with `apply_in_place`.
+object stays cheap; `check --fix` applies the same operations to its round-trip YAML nodes
+with `apply_in_place`; `difference` says what a patch from one object to another would be
+(`quickq-guard test` shows it when a patched resource is not the expected one).
 """
 
 from __future__ import annotations
@@ -177,6 +178,33 @@ def _set(parent: Any, token: str, value: Any) -> None:
 
 
 _PLAIN = re.compile(r"^[A-Za-z_][A-Za-z0-9_-]*$")
+
+
+def difference(source: Any, target: Any, path: Path = ()) -> list[Operation]:
+    """A patch that turns `source` into `target` (apply_patch(source, it) == target): objects
+    key by key, lists item by item with the extra items added or removed at the end, any
+    other change a `replace` of the value."""
+    if type(source) is dict and type(target) is dict:
+        operations = [{"op": "remove", "path": pointer((*path, key))}
+                      for key in source if key not in target]
+        for key, value in target.items():
+            if key not in source:
+                operations.append(add((*path, key), value))
+            else:
+                operations += difference(source[key], value, (*path, key))
+        return operations
+    if type(source) is list and type(target) is list:
+        common = min(len(source), len(target))
+        operations = [operation for index in range(common)
+                      for operation in difference(source[index], target[index], (*path, index))]
+        operations += [add((*path, index), target[index])
+                       for index in range(common, len(target))]
+        operations += [{"op": "remove", "path": pointer((*path, index))}
+                       for index in reversed(range(common, len(source)))]
+        return operations
+    if source == target and type(source) is type(target):
+        return []
+    return [{"op": "replace", "path": pointer(path), "value": target}]
 
 
 def dotted(path: Path) -> str:

@@ -250,6 +250,10 @@ class Config(Model):
     excludeNamespaces: tuple[str, ...] = ("kube-system", "kube-public", "kube-node-lease")
     excludeUsers: tuple[str, ...] = ()
     excludeGroups: tuple[str, ...] = ()
+    # Who may create a namespace excludeNamespaces names, or set the quickq.io/ignore label
+    # (webhook.engine.namespaces): the cluster's administrators (kube-apiserver's own
+    # requests and system:masters certificates; kubeadm's admin.conf since 1.29).
+    optOutGroups: tuple[str, ...] = ("system:masters", "kubeadm:cluster-admins")
     nodeTemplateGroups: tuple[str, ...] = ("quickq", "quickq.io")
     customKinds: tuple[CustomKind, ...] = ()
     policies: dict[str, PolicyOverride] = Field(default_factory=dict)

@@ -1,6 +1,6 @@
 """Turn the NodeTemplate and PolicyException pydantic JSON Schemas into CRDs' structural schemas.
 
-`quickq-guard lint` validates NodeTemplates with a pydantic model; the
+`quickq-guard validate-nodetemplates` validates NodeTemplates with a pydantic model; the
 optional CustomResourceDefinition in the Helm chart carries the same rules
 so the API server rejects a malformed NodeTemplate before the webhook is
 even asked. Kubernetes accepts only a *structural* OpenAPI v3 subset: no
@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import json
 import sys
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -180,7 +180,8 @@ def structural(schema: Schema) -> Schema:
 
 
 def openapi_v3_schema(source: Callable[[], Schema] | None = None) -> Schema:
-    """The NodeTemplate CRD's openAPIV3Schema, from the model `lint` validates with."""
+    """The NodeTemplate CRD's openAPIV3Schema, from the model `validate-nodetemplates` checks
+    with."""
     if source is None:
         from webhook.engine.nodetemplate import json_schema
 
@@ -195,17 +196,23 @@ def exception_schema() -> Schema:
     return structural(json_schema())
 
 
-def definition(kind: str, version: str, schema: Schema) -> Schema:
+def definition(kind: str, version: str, schema: Schema,
+               deprecated: Sequence[str] = ()) -> Schema:
     """A CustomResourceDefinition of group quickq.io, as the chart renders it (without the
-    chart's labels), for `quickq-guard crd`."""
+    chart's labels), for `quickq-guard crd`. `deprecated`: older versions still served, with
+    the same schema (no conversion needed) and a warning to whoever uses them."""
     plural = kind.lower() + "s"
+    older = [{"name": old, "served": True, "storage": False, "deprecated": True,
+              "deprecationWarning": f"quickq.io/{old} {kind} is deprecated; use "
+                                    f"quickq.io/{version}",
+              "schema": {"openAPIV3Schema": schema}} for old in deprecated]
     return {"apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
             "metadata": {"name": f"{plural}.quickq.io"},
             "spec": {"group": "quickq.io", "scope": "Namespaced",
                      "names": {"kind": kind, "listKind": f"{kind}List", "plural": plural,
                                "singular": kind.lower()},
                      "versions": [{"name": version, "served": True, "storage": True,
-                                   "schema": {"openAPIV3Schema": schema}}]}}
+                                   "schema": {"openAPIV3Schema": schema}}, *older]}}
 
 
 def render(schema: Schema) -> str:

@@ -28,14 +28,14 @@ from typing import Any
 
 from webhook.engine.globs import glob_regex
 from webhook.engine.policy import Config, Policy, PolicySet
-from webhook.engine.rules.gpu_params import GpuTolerationParams
+from webhook.engine.rules.gpu import GpuTolerationParams
 from webhook.engine.rules.probes import (
     DEFAULT_FAILURE_THRESHOLD,
     DEFAULT_PERIOD_SECONDS,
     HANDLERS,
     INT32_MAX,
+    StartupProbeParams,
 )
-from webhook.engine.rules.probes_params import StartupProbeParams
 from webhook.engine.workload import BUILT_IN, IN_TEMPLATE
 from webhook.export import kubernetes_cel
 from webhook.export.vap import (

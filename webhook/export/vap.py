@@ -320,9 +320,13 @@ def _exclusions(policy: Policy, config: Config) -> list[dict[str, str]]:
                            "expression": f"!request.userInfo.groups.exists(g, {groups})"})
     pods = not policy.match.kinds or "Pod" in policy.match.kinds
     if pods:
+        # Only a kubelet makes mirror pods (webhook.engine.evaluate.is_node).
         conditions.append({"name": "quickq-guard-not-mirror-pod", "expression": (
             "!(object.kind == 'Pod' && has(object.metadata.annotations)"
-            f" && {_literal(MIRROR_POD_ANNOTATION)} in object.metadata.annotations)")})
+            f" && {_literal(MIRROR_POD_ANNOTATION)} in object.metadata.annotations"
+            " && has(request.userInfo.username)"
+            " && request.userInfo.username.startsWith('system:node:')"
+            " && has(request.userInfo.groups) && 'system:nodes' in request.userInfo.groups)")})
     return conditions
 
 

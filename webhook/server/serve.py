@@ -208,7 +208,8 @@ def missing_file(settings: Settings) -> str:
         path = Path(name)
         if not path.exists():
             hint = "" if option == "--client-ca" else (
-                "; pass --self-signed to make a self-signed pair there (for a try only: "
+                "; `quickq-guard certs` writes a development pair to certs/, where serve "
+                "looks by default, or pass --self-signed to make one here (for a try only: "
                 "nothing trusts it)")
             return f"{option} {name}: no such file{hint}"
         if not path.is_file():

@@ -1,8 +1,8 @@
 {{/*
 Shared body of the validating and mutating webhooks. The namespaceSelector leaves out the
 system namespaces, the release's own and those labelled quickq.io/ignore=true; the
-matchConditions leave out excluded users and groups and mirror pods. The API server
-applies both before it calls, so none of them waits for a webhook that is down.
+matchConditions leave out excluded users and groups and the mirror pods kubelets make. The
+API server applies both before it calls, so none of them waits for a webhook that is down.
 */}}
 {{- define "quickq-guard.webhookBody" -}}
 {{- $root := .root -}}
@@ -102,7 +102,9 @@ rules:
 {{/*
 The chart's matchConditions, then webhook.matchConditions. Every field read is guarded with
 has(): an expression that fails counts as the webhook failing (failurePolicy), which is no
-way to skip a call.
+way to skip a call. With `namespaces`, those of the namespaces webhook: excluded users and
+groups, then only a requester outside config.optOutGroups asking for an opt-out (a CREATE
+with an excluded name, or the quickq.io/ignore=true label where the old object had none).
 */}}
 {{- define "quickq-guard.matchConditions" -}}
 {{- $root := .root -}}
@@ -114,7 +116,18 @@ way to skip a call.
 {{- with $config.excludeGroups -}}
 {{- $conditions = append $conditions (dict "name" "quickq-guard-exclude-groups" "expression" (printf "!has(request.userInfo.groups) || !request.userInfo.groups.exists(g, %s)" (include "quickq-guard.globsCel" (dict "globs" . "value" "g")))) -}}
 {{- end -}}
-{{- $conditions = append $conditions (dict "name" "quickq-guard-skip-mirror-pods" "expression" "!(request.resource.resource == 'pods' && has(object.metadata.annotations) && 'kubernetes.io/config.mirror' in object.metadata.annotations)") -}}
+{{- if .namespaces -}}
+{{- with $config.optOutGroups -}}
+{{- $conditions = append $conditions (dict "name" "quickq-guard-untrusted" "expression" (printf "!has(request.userInfo.groups) || !request.userInfo.groups.exists(g, %s)" (include "quickq-guard.globsCel" (dict "globs" . "value" "g")))) -}}
+{{- end -}}
+{{- $names := include "quickq-guard.globsCel" (dict "globs" (include "quickq-guard.excludedNamespaces" $root | fromJsonArray) "value" "object.metadata.name") -}}
+{{- $ignored := "has(%[1]s.metadata.labels) && 'quickq.io/ignore' in %[1]s.metadata.labels && %[1]s.metadata.labels['quickq.io/ignore'] == 'true'" -}}
+{{- $conditions = append $conditions (dict "name" "quickq-guard-opt-out" "expression" (printf "(request.operation == 'CREATE' && has(object.metadata.name) && (%s)) || (%s && !(oldObject != null && %s))" $names (printf $ignored "object") (printf $ignored "oldObject"))) -}}
+{{- toYaml $conditions -}}
+{{- else -}}
+{{- /* Only a kubelet makes mirror pods (Kubernetes' node identifier: a system:node:<name>
+user in the system:nodes group); anyone else's pod with the annotation is judged. */ -}}
+{{- $conditions = append $conditions (dict "name" "quickq-guard-skip-mirror-pods" "expression" "!(request.resource.resource == 'pods' && has(object.metadata.annotations) && 'kubernetes.io/config.mirror' in object.metadata.annotations && has(request.userInfo.username) && request.userInfo.username.startsWith('system:node:') && has(request.userInfo.groups) && 'system:nodes' in request.userInfo.groups)") -}}
 {{- if .configMaps -}}
 {{- $conditions = append $conditions (dict "name" "quickq-guard-skip-cluster-components" "expression" "!has(request.userInfo.username) || !(request.userInfo.username.startsWith('system:node:') || request.userInfo.username.startsWith('system:serviceaccount:kube-system:') || request.userInfo.username in ['system:kube-controller-manager', 'system:kube-scheduler', 'system:apiserver'])") -}}
 {{- end -}}
@@ -122,6 +135,7 @@ way to skip a call.
 {{- $conditions = append $conditions (dict "name" "quickq-guard-skip-deployment-replicasets" "expression" "!(request.resource.group == 'apps' && request.resource.resource == 'replicasets' && has(object.metadata.ownerReferences) && object.metadata.ownerReferences.exists(o, o.kind == 'Deployment' && o.apiVersion.startsWith('apps/') && has(o.controller) && o.controller))") -}}
 {{- end -}}
 {{- toYaml (concat $conditions $root.Values.webhook.matchConditions) -}}
+{{- end -}}
 {{- end -}}
 
 {{/*
@@ -220,4 +234,42 @@ rule: a namespaceSelector does not apply to them.
   scope: Cluster
 {{- end }}
 {{- end }}
+{{- end -}}
+
+{{/*
+The namespaces webhook: who may opt a namespace out (webhook.engine.namespaces). It has the
+validating webhook's failurePolicy, yet can never lock the cluster out: its matchConditions
+send it only an opt-out asked for by someone outside config.optOutGroups (and not excluded),
+so the API server's own namespaces, an admin's requests and every other namespace create or
+update never wait for it. No namespaceSelector: on a Namespace it would be matched against
+that namespace itself, and leave out exactly the names and the label this webhook is for.
+*/}}
+{{- define "quickq-guard.namespacesWebhook" -}}
+{{- $root := .root -}}
+admissionReviewVersions: [v1]
+sideEffects: None
+failurePolicy: {{ .failurePolicy }}
+timeoutSeconds: {{ $root.Values.webhook.timeoutSeconds }}
+matchPolicy: Equivalent
+clientConfig:
+  {{- with $root.Values.webhook.url }}
+  url: {{ printf "%s%s" (trimSuffix "/" .) $.path | quote }}
+  {{- else }}
+  service:
+    name: {{ .svc }}
+    namespace: {{ .ns }}
+    path: {{ .path }}
+    port: {{ $root.Values.service.port }}
+  {{- end }}
+  {{- with .caBundle }}
+  caBundle: {{ . }}
+  {{- end }}
+matchConditions:
+  {{- include "quickq-guard.matchConditions" (dict "root" $root "namespaces" true) | nindent 2 }}
+rules:
+  - apiGroups: [""]
+    apiVersions: [v1]
+    resources: [namespaces]
+    operations: [CREATE, UPDATE]
+    scope: Cluster
 {{- end -}}

@@ -138,10 +138,13 @@ def format_named(name: str) -> type[Format]:
     if name == "policyreport":
         from webhook.cli.formats.policyreport import PolicyReport
         return PolicyReport
+    if name == "html":
+        from webhook.cli.formats.html import Html
+        return Html
     raise ValueError(f"no output format {name!r}: one of {', '.join(NAMES)}")
 
 
-NAMES = ("table", "json", "sarif", "junit", "github", "policyreport")
+NAMES = ("table", "json", "sarif", "junit", "github", "policyreport", "html")
 
 
 def render_all(name: str, judged: Sequence[Judged], policies: PolicySet,

@@ -10,24 +10,69 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from decimal import Decimal
-from functools import lru_cache
+from functools import cached_property, lru_cache
 from typing import Any
 
-from webhook.engine.accelerators import DEFAULT_RESOURCES
+from pydantic import Field
+
+from webhook.engine.accelerators import DEFAULT_RESOURCES, Accelerators
 from webhook.engine.claims import CLAIM, device_requests, devices_of
 from webhook.engine.patch import Path, add
 from webhook.engine.quantity import is_whole, parse_quantity
 from webhook.engine.results import Finding
-from webhook.engine.rules._base import finding, matches_any, resource_field
-from webhook.engine.rules.gpu_params import (
-    GpuParams,
-    GpuTolerationParams,
-    KueueQueueParams,
-    ResourceClaimParams,
-)
+from webhook.engine.rules._base import Params, finding, matches_any, resource_field
 from webhook.engine.workload import CORE_RESOURCES, Container, PodSpec, Workload, dotted
 
 DEFAULT_GPU_RESOURCES = DEFAULT_RESOURCES
+
+
+class GpuParams(Params):
+    # The global config's setting (the loader hands it in); a policy may name its own list.
+    accelerators: Accelerators = Accelerators()
+    gpuResources: tuple[str, ...] | None = None
+
+    @cached_property
+    def resources(self) -> tuple[str, ...]:
+        """The GPU resource globs this policy judges by."""
+        return self.gpuResources if self.gpuResources is not None \
+            else self.accelerators.resources
+
+    @cached_property
+    def device_classes(self) -> tuple[str, ...]:
+        return self.accelerators.gpuDeviceClasses
+
+
+class GpuTolerationParams(GpuParams):
+    # GPU resource glob -> the taint key GPU nodes of that vendor carry, before the
+    # accelerators' own (see taint_key).
+    taintKeys: Mapping[str, str] = Field(default_factory=dict)
+    effect: str = "NoSchedule"
+
+    @cached_property
+    def taint_keys(self) -> Mapping[str, str]:
+        """This policy's taint keys, then the accelerators'; the first glob that matches wins."""
+        return {**self.taintKeys, **{pattern: key for pattern, key
+                                     in self.accelerators.taintKeys.items()
+                                     if pattern not in self.taintKeys}}
+
+
+class ResourceClaimParams(GpuParams):
+    # Namespace glob -> the device class globs claims there may name; the first glob that
+    # matches the namespace wins, and a namespace no glob names may name any class.
+    allowedDeviceClasses: Mapping[str, tuple[str, ...]] = Field(default_factory=dict)
+    # `allocationMode: All` takes every matching GPU of a node; `adminAccess` reaches devices
+    # other pods hold.
+    allowAllocationModeAll: bool = False
+    allowAdminAccess: bool = False
+    # The most GPUs one request may ask for; None: no cap.
+    maxCount: int | None = Field(None, ge=1)
+
+
+class KueueQueueParams(GpuParams):
+    # Namespace globs whose GPU workloads must be queued (the policy is off until its action
+    # is set).
+    namespaces: tuple[str, ...] = ("*",)
+    label: str = "kueue.x-k8s.io/queue-name"
 
 
 def gpus(container: Container, patterns: tuple[str, ...]) -> list[tuple[str, str, Any]]:

@@ -8,13 +8,15 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import replace
+from functools import cached_property
 from typing import Any
+
+from pydantic import Field
 
 from webhook.engine.hidden import redacted_at
 from webhook.engine.patch import add
 from webhook.engine.results import Finding
-from webhook.engine.rules._base import finding
-from webhook.engine.rules.probes_params import LivenessToleranceParams, StartupProbeParams
+from webhook.engine.rules._base import Params, finding, matches_any
 from webhook.engine.workload import Container, Workload
 
 HANDLERS = ("httpGet", "tcpSocket", "exec", "grpc")
@@ -32,6 +34,32 @@ def is_probed(container: Container) -> bool:
     `restartPolicy: Always`, which Kubernetes probes as it probes main containers)."""
     return container.group in PROBED or (container.group == "initContainers"
                                          and container.data.get("restartPolicy") == "Always")
+
+
+class LivenessToleranceParams(Params):
+    minSeconds: int = 60
+
+
+class StartupProbeParams(Params):
+    # The shortest window the injected probe allows: periodSeconds x failureThreshold.
+    periodSeconds: int = Field(10, ge=1)
+    failureThreshold: int = Field(60, ge=1)
+    # Image glob -> the shortest window in seconds for containers of that image (large model
+    # servers load for many minutes); the first glob that matches wins.
+    imageWindows: dict[str, int] = Field(default_factory=dict)
+
+    @cached_property
+    def _window_globs(self) -> tuple[str, ...]:
+        return tuple(self.imageWindows)
+
+    def window(self, image: Any) -> int:
+        """The shortest startup window, in seconds, for a container of this image: one
+        match against all the globs at once, since most images are in none of them."""
+        if isinstance(image, str) and matches_any(image, self._window_globs):
+            for pattern, seconds in self.imageWindows.items():
+                if matches_any(image, (pattern,)):
+                    return max(seconds, 1)
+        return self.periodSeconds * self.failureThreshold
 
 
 def _positive(probe: Mapping[str, Any], field: str, default: int) -> int:
