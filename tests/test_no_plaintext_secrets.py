@@ -343,3 +343,10 @@ def test_expansion_is_bounded_and_linear_whatever_the_references():
     decision = judge(env_pod(*entries))
     assert time.perf_counter() - start < 5
     assert result(decision, "no-plaintext-secrets").status in ("pass", "fail")
+
+
+def test_a_short_url_with_a_password_is_still_a_finding_whatever_the_name():
+    decision = judge(env_pod({"name": "API_KEY_HEADER", "value": "s://u:$(a@b)@h"},
+                             {"name": "DSN", "value": "pg://u:pw@h"}))
+    assert paths(decision, "no-plaintext-secrets") == ["spec.containers[0].env[0].value",
+                                                       "spec.containers[0].env[1].value"]

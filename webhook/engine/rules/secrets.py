@@ -195,7 +195,8 @@ def no_plaintext_secrets(workload: Workload, params: PlaintextSecretParams) -> l
             if not from_config_map:
                 defined[name] = expanded if isinstance(expanded, str) else None
             if not params.names_secret(name):
-                if not isinstance(expanded, str) or len(expanded) < _SHORTEST:
+                if not isinstance(expanded, str) or (len(expanded) < _SHORTEST
+                                                     and "://" not in expanded):
                     continue  # most values: short settings (LOG_LEVEL=info)
                 path = container.field_path("env", index, "value")
                 problem = _value_problem(name, value, params) if isinstance(value, str) \
