@@ -83,6 +83,13 @@ CONTAINERS = {
     "kaito-workspace.yaml": ["inference.template.spec.containers[0]"],
     "appwrapper.yaml": ["spec.components[0].template.spec.template.spec.containers[0]"],
     "argo-workflow.yaml": ["spec.templates[1].script", "spec.templates[2].container"],
+    "aibrix-stormservice.yaml": [
+        "spec.template.spec.roles[0].template.spec.containers[0]",
+        "spec.template.spec.roles[1].template.spec.containers[0]"],
+    "aibrix-rayclusterfleet.yaml": [
+        "spec.template.spec.headGroupSpec.template.spec.containers[0]",
+        "spec.template.spec.workerGroupSpecs[0].template.spec.containers[0]"],
+    "ome-inferenceservice.yaml": ["spec.engine.runner", "spec.router.runner"],
 }
 
 
@@ -141,6 +148,101 @@ def test_a_spark_application_is_skipped_saying_its_pods_are_judged_instead():
 
 
 # --- what the shipped policies say about each manifest ----------------------------------------
+
+def test_an_aibrix_storm_service_judges_and_patches_each_role_at_its_own_path():
+    decision = judge(load("aibrix-stormservice.yaml"))
+    assert not decision.allowed
+    assert paths(decision, "disallow-latest-tag") == [
+        "spec.template.spec.roles[0].template.spec.containers[0].image"]
+    # Only the decode role lacks the GPU toleration; its liveness probe gets a startup window.
+    assert pointers(decision) == [
+        "/spec/template/spec/roles/1/template/spec/tolerations",
+        "/spec/template/spec/roles/1/template/spec/containers/0/startupProbe"]
+    assert paths(decision, "liveness-probe-tolerance") == [
+        "spec.template.spec.roles[1].template.spec.containers[0].livenessProbe"
+        ".failureThreshold"]
+
+
+def test_an_aibrix_ray_cluster_fleet_judges_its_ray_cluster_template():
+    decision = judge(load("aibrix-rayclusterfleet.yaml"))
+    assert decision.allowed
+    assert pointers(decision) == [
+        "/spec/template/spec/workerGroupSpecs/0/template/spec/tolerations"]
+    assert decision.patch[0]["value"] == [
+        {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}]
+
+
+def test_an_ome_inference_service_judges_each_components_runner():
+    decision = judge(load("ome-inferenceservice.yaml"))
+    assert not decision.allowed
+    assert findings(decision, "disallow-latest-tag") == [(
+        "spec.router.runner.image",
+        "container 'ome-container' in router: image "
+        "'docker.io/lmsysorg/sgl-model-gateway:latest' uses the 'latest' tag; pin it to a "
+        "version (docker.io/lmsysorg/sgl-model-gateway:1.2.3) or a digest "
+        "(docker.io/lmsysorg/sgl-model-gateway@sha256:...)")]
+    # The engine's runner names no image: OME takes it from the serving runtime.
+    assert paths(decision, "no-plaintext-secrets") == ["spec.engine.runner.env[0].value"]
+    assert "hf_ome_plaintext_token_not_for_logs" not in json.dumps(
+        [decision.message, decision.warnings, dict(decision.audit_annotations)])
+    # The engine inlines its pod spec: the toleration goes next to the runner.
+    assert pointers(decision) == ["/spec/engine/tolerations"]
+
+
+def test_a_multi_node_ome_engine_judges_its_leader_and_workers():
+    obj = load("ome-inferenceservice.yaml")
+    engine = obj["spec"]["engine"]
+    runner = engine.pop("runner")
+    engine["leader"] = {"runner": copy.deepcopy(runner)}
+    engine["worker"] = {"size": 2, "runner": copy.deepcopy(runner)}
+    decision = judge(obj)
+    assert paths(decision, "no-plaintext-secrets") == [
+        "spec.engine.leader.runner.env[0].value", "spec.engine.worker.runner.env[0].value"]
+    assert pointers(decision) == ["/spec/engine/leader/tolerations",
+                                  "/spec/engine/worker/tolerations"]
+
+
+def test_an_ome_inference_service_is_not_taken_for_a_kserve_one():
+    ome = load("ome-inferenceservice.yaml")
+    kserve = dict(ome, apiVersion="serving.kserve.io/v1beta1")
+    # KServe's InferenceService keeps no pod spec in `engine`: nothing of it is judged there.
+    [reason] = {r.reason for r in judge(kserve).results}
+    assert reason.startswith("kind InferenceService (serving.kserve.io) is not judged: it has "
+                             "no pod template where InferenceService keeps them")
+    assert paths(judge(ome), "disallow-latest-tag") == ["spec.router.runner.image"]
+
+
+@pytest.mark.parametrize(("api_version", "kind", "start"), [
+    ("nvidia.com/v1alpha1", "DynamoGraphDeployment", "Dynamo builds each service's pods"),
+    ("apps.nvidia.com/v1alpha1", "NIMService", "the NIM operator builds its pods"),
+    ("kubeai.org/v1", "Model", "KubeAI builds a Model's pods from spec.image"),
+    ("llm-d.ai/v1alpha1", "ModelService", "llm-d builds its prefill, decode"),
+])
+def test_an_inference_platforms_kind_without_a_pod_template_says_where_its_pods_come_from(
+        api_version, kind, start):
+    obj = {"apiVersion": api_version, "kind": kind,
+           "metadata": {"name": "m", "namespace": "ml"},
+           "spec": {"image": "vllm/vllm-openai:latest", "env": {"HF_TOKEN": "hf_x"}}}
+    decision = judge(obj)
+    assert decision.outcome == "allowed"
+    [reason] = {r.reason for r in decision.results}
+    group = api_version.partition("/")[0]
+    assert reason.startswith(f"kind {kind} ({group}) is not judged: {start}")
+    assert reason.endswith("when they are created")
+
+
+def test_another_projects_kind_is_skipped_naming_custom_kinds():
+    dgd = {"apiVersion": "example.com/v1", "kind": "ModelServer",
+           "metadata": {"name": "m", "namespace": "ml"}, "spec": {}}
+    [reason] = {r.reason for r in judge(dgd).results}
+    assert reason == ("kind ModelServer (example.com) is not judged: if it runs pods, name it "
+                      "in the config's customKinds with the paths of its pod templates")
+    # Kubernetes' own kinds that run no pods are not sent to customKinds.
+    for api_version, kind in (("v1", "ConfigMap"), ("networking.k8s.io/v1", "Ingress")):
+        obj = {"apiVersion": api_version, "kind": kind, "metadata": {"name": "c"}}
+        [reason] = {r.reason for r in judge(obj).results}
+        assert "customKinds" not in reason, reason
+
 
 def test_kserve_predictor_model_spec_is_a_container_of_the_predictor():
     decision = judge(load("kserve-inferenceservice.yaml"))

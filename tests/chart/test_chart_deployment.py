@@ -236,6 +236,7 @@ def test_config_carries_overrides_and_release_namespace() -> None:
         "excludeNamespaces": [*SYSTEM_NAMESPACES, "guard"],
         "excludeUsers": ["ci-bot"], "excludeGroups": [],
         "nodeTemplateGroups": ["quickq", "quickq.io"], "customKinds": [], "policies": overrides,
+        "optOutGroups": ["system:masters", "kubeadm:cluster-admins"],
     }
 
 

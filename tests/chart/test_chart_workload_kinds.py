@@ -25,6 +25,8 @@ SWITCHES = {
     "kaito": "kaito.sh",
     "appWrapper": "workload.codeflare.dev",
     "argo": "argoproj.io",
+    "aibrix": "orchestration.aibrix.ai",
+    "ome": "ome.io",
 }
 CLUSTER_SCOPED = {"clusterservingruntimes", "clustertrainingruntimes",
                   "clusterworkflowtemplates"}

@@ -11,7 +11,8 @@ Rules never care which kind they judge: they get a `Workload`, whose public shap
 - `containers`: every container of every pod spec, in order (`Container`), each with its
   `path` (`spec.template.spec.containers[1]`), `group` (containers, initContainers,
   ephemeralContainers; `model` for a KServe model spec, which is a container with its own
-  fields; `nodeTemplate` for a NodeTemplate's spec) and `data`;
+  fields; `runner` for an OME component's container; `nodeTemplate` for a NodeTemplate's
+  spec) and `data`;
 - `obj`, `kind` and the object's own `labels`.
 
 So every message and patch uses the object's own paths. Which kinds are judged and where they
@@ -84,6 +85,10 @@ def _template(*path: str | int) -> PodSite:
 KSERVE_MODELS = ("model", "sklearn", "xgboost", "tensorflow", "pytorch", "triton", "onnx",
                  "huggingface", "pmml", "lightgbm", "paddle")
 MODEL_CONTAINER = "kserve-container"  # the name KServe gives a model spec's container
+OME_CONTAINER = "ome-container"  # the name OME gives a runner's or model spec's container
+# Container groups whose image the serving runtime supplies when they name none: a KServe or
+# OME model spec, an OME runner.
+IMAGE_FROM_RUNTIME = frozenset({"model", "runner"})
 _RAY_CLUSTER = ("headGroupSpec",), ("workerGroupSpecs", ANY)
 
 class BuiltIn(NamedTuple):
@@ -174,6 +179,26 @@ WORKLOAD_KINDS: dict[tuple[str, str], tuple[PodSite, ...]] = {
        for kind, where in (("Workflow", ("spec",)), ("WorkflowTemplate", ("spec",)),
                            ("ClusterWorkflowTemplate", ("spec",)),
                            ("CronWorkflow", ("spec", "workflowSpec")))},
+    # AIBrix (orchestration.aibrix.ai/v1alpha1, read in vllm-project/aibrix's
+    # config/crd/orchestration/orchestration.aibrix.ai_stormservices.yaml and
+    # ..._rayclusterfleets.yaml): a StormService's roleSet template holds a PodTemplateSpec per
+    # role (prefill, decode, routing); a RayClusterFleet's template is a RayCluster spec
+    ("orchestration.aibrix.ai", "StormService"): (
+        _template("spec", "template", "spec", "roles", ANY, "template"),),
+    ("orchestration.aibrix.ai", "RayClusterFleet"): tuple(
+        _template("spec", "template", "spec", *group, "template") for group in _RAY_CLUSTER),
+    # OME (ome.io/v1beta1, read in sgl-project/ome's config/crd/full/ome.io_inferenceservices
+    # .yaml and pkg/apis/ome/v1beta1): like KServe, each component inlines its pod spec; the
+    # engine's, decoder's and router's container is their `runner`, the deprecated predictor's
+    # its `model`; OME names that container ome-container and may take its image from the
+    # runtime. A multi-node engine's or decoder's leader and worker pods are built from their
+    # own pod specs and runners, not the engine's (components/engine.go, reconcilePodSpec)
+    ("ome.io", "InferenceService"): (
+        PodSite(("spec", "predictor"), "inline", ("model",), model_name=OME_CONTAINER),
+        PodSite(("spec", "predictor", "workerSpec"), "inline"),
+        *(PodSite(("spec", component, *part), "inline", ("runner",), "runner", OME_CONTAINER)
+          for component in ("engine", "decoder", "router")
+          for part in ((), ("leader",), ("worker",)) if component != "router" or not part)),
     # Dynamic Resource Allocation: no pod spec, judged by the GPU claim policy
     ("resource.k8s.io", "ResourceClaimTemplate"): (),
     ("resource.k8s.io", "ResourceClaim"): (),
@@ -198,6 +223,38 @@ NOT_JUDGED = {
        "not a pod spec's, and override a pod template's; quickq-guard judges the Pods Spark "
        "creates, when they are created"
        for kind in ("SparkApplication", "ScheduledSparkApplication")},
+    # The inference platforms whose objects carry no pod template: each operator composes the
+    # pods' containers from fields of its own, which a pod spec's rules would misjudge.
+    # Dynamo (nvidia.com/v1alpha1; ai-dynamo/dynamo's deploy/cloud/operator/api/v1alpha1/
+    # dynamographdeployment_types.go and internal/dynamo/graph.go): a service's main container
+    # is its extraPodSpec.mainContainer merged with the service's envs and probes, and its
+    # resources come from the service's `resources` (cpu, memory, gpu, gpuType).
+    ("nvidia.com", "DynamoGraphDeployment"): "Dynamo builds each service's pods from "
+    "spec.services.<name>: extraPodSpec and its mainContainer merged with the service's own "
+    "resources (cpu, memory, gpu), envs and probes, which are not a pod template; "
+    "quickq-guard judges the pods Dynamo creates, when they are created",
+    # NIM operator (apps.nvidia.com/v1alpha1; NVIDIA/k8s-nim-operator's config/crd/bases/
+    # apps.nvidia.com_nimservices.yaml): image is {repository, tag}, probes {enabled, probe},
+    # the user a userID.
+    ("apps.nvidia.com", "NIMService"): "the NIM operator builds its pods from fields of its "
+    "own (spec.image's repository and tag, resources, env, probes with an `enabled` switch, "
+    "userID), which are not a pod template; quickq-guard judges the Deployments and pods it "
+    "creates, when they are created",
+    # KubeAI (kubeai.org/v1; substratusai/kubeai's manifests/crds/kubeai.org_models.yaml): a
+    # Model names an image, env (a map) and a resource profile (nvidia-gpu-l4:1) that KubeAI's
+    # own configuration turns into requests, limits, node selectors and tolerations.
+    ("kubeai.org", "Model"): "KubeAI builds a Model's pods from spec.image, spec.env and a "
+    "resource profile (spec.resourceProfile) defined in KubeAI's own configuration, so the "
+    "pods' requests, limits, tolerations, probes and security context are not in the object; "
+    "quickq-guard judges the pods KubeAI creates, when they are created",
+    # llm-d's ModelService (llm-d.ai/v1alpha1; llm-d/llm-d-model-service's config/crd/bases/
+    # llm-d.ai_modelservices.yaml): containers of name, image, env and resources, merged into
+    # the Deployments of a base ConfigMap, which holds the pod-level fields and probes.
+    ("llm-d.ai", "ModelService"): "llm-d builds its prefill, decode and endpoint-picker "
+    "pods from the Deployments of its base ConfigMap (spec.baseConfigMapRef), which hold the "
+    "security context, tolerations and probes, merged with the containers of spec.prefill, "
+    "spec.decode and spec.endpointPicker; quickq-guard judges the Deployments llm-d creates, "
+    "when they are created",
 }
 MAX_PROBLEMS = schema.MAX_PROBLEMS
 # How a skip reason starts to say the kind looks like a typo of a judged one.
@@ -216,7 +273,7 @@ CORE_RESOURCES = frozenset({"cpu", "memory", "ephemeral-storage"})
 _EMPTY: Mapping[str, Any] = {}
 _LABELS = {"containers": "container", "initContainers": "initContainer",
            "ephemeralContainers": "ephemeralContainer", "model": "model",
-           "template": "container"}
+           "runner": "container", "template": "container"}
 
 
 class InvalidObject(ValueError):
@@ -243,7 +300,9 @@ class Container:
     they are not frozen dataclasses, whose __init__ alone cost a tenth of an evaluation."""
 
     name: str
-    group: str  # containers | initContainers | ephemeralContainers | model | nodeTemplate
+    # containers | initContainers | ephemeralContainers | model | runner | template |
+    # nodeTemplate
+    group: str
     path: Path
     data: Mapping[str, Any]
     # resources.requests and resources.limits (empty when missing), checked while the
@@ -553,7 +612,8 @@ def not_judged(obj: Mapping[str, Any],
     """Why quickq-guard does not judge an object of this kind, naming the kind with its API
     group (a Job of batch.volcano.sh is not a batch/v1 Job); a near miss of a kind judged in
     the same group (`Deploymnet` in apps) is named, and so are pod templates a judged kind
-    keeps elsewhere than the object has them."""
+    keeps elsewhere than the object has them; a kind of another project's API group is told
+    that customKinds can have it judged."""
     kind = str(obj.get("kind"))
     group = api_group(str(obj.get("apiVersion")))
     named = f"kind {kind} ({group})" if group else f"kind {kind}"
@@ -569,7 +629,22 @@ def not_judged(obj: Mapping[str, Any],
     guess = difflib.get_close_matches(kind, judged, n=1, cutoff=0.8)
     if guess and guess[0] != kind:
         return f"{named} is not judged: {UNKNOWN_KIND} {kind}; did you mean {guess[0]}?"
+    if not _kubernetes_group(group):
+        return f"{named} is not judged: {CUSTOM_KIND_HINT}"
     return f"{named} is not judged"
+
+
+# What the skip of another project's kind says: quickq-guard judges it once told where its
+# pod templates are.
+CUSTOM_KIND_HINT = ("if it runs pods, name it in the config's customKinds with the paths of "
+                    "its pod templates")
+
+
+def _kubernetes_group(group: str) -> bool:
+    """Whether an API group is one of Kubernetes' own (core, apps, batch, policy,
+    rbac.authorization.k8s.io...), whose kinds quickq-guard judges if they run pods; a CRD's
+    group has a dot (jobset.x-k8s.io, example.com)."""
+    return "." not in group or (group.endswith(".k8s.io") and not group.endswith(".x-k8s.io"))
 
 
 def _template_of(site: PodSite) -> Path:

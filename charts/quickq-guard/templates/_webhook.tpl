@@ -210,6 +210,12 @@ rule: a namespaceSelector does not apply to them.
 {{- if $kinds.argo -}}
 {{- $groups = append $groups (dict "group" "argoproj.io" "namespaced" (list "workflows" "workflowtemplates" "cronworkflows") "cluster" (list "clusterworkflowtemplates")) -}}
 {{- end -}}
+{{- if $kinds.aibrix -}}
+{{- $groups = append $groups (dict "group" "orchestration.aibrix.ai" "namespaced" (list "stormservices" "rayclusterfleets")) -}}
+{{- end -}}
+{{- if $kinds.ome -}}
+{{- $groups = append $groups (dict "group" "ome.io" "namespaced" (list "inferenceservices")) -}}
+{{- end -}}
 {{- range .Values.customKinds -}}
 {{- if eq (default "Namespaced" .scope) "Cluster" -}}
 {{- $groups = append $groups (dict "group" .group "cluster" (list .resource)) -}}

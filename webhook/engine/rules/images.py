@@ -9,7 +9,7 @@ from typing import Any
 
 from webhook.engine.results import Finding
 from webhook.engine.rules._base import NoParams, finding
-from webhook.engine.workload import Workload, dotted
+from webhook.engine.workload import IMAGE_FROM_RUNTIME, Workload, dotted
 
 # `$VLLM_IMAGE`, `${IMAGE}`, `$(IMAGE)`, `{{ .Values.image }}`: a variable that envsubst, a
 # script or Helm should have filled in; Kubernetes expands none of them in `image`.
@@ -45,8 +45,8 @@ def disallow_latest_tag(workload: Workload, params: NoParams) -> list[Finding]:
     findings = []
     for container in workload.containers:
         image = container.data.get("image")
-        if image is None and container.group == "model":
-            continue  # a KServe model spec runs its serving runtime's image
+        if image is None and container.group in IMAGE_FROM_RUNTIME:
+            continue  # a KServe model spec or OME runner runs its serving runtime's image
         problem = _image_problem(image, "image")
         if problem:
             findings.append(finding(container, problem, container.field_path("image")))

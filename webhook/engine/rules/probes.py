@@ -21,8 +21,9 @@ from webhook.engine.workload import Container, Workload
 
 HANDLERS = ("httpGet", "tcpSocket", "exec", "grpc")
 _HANDLER_KEYS = frozenset(HANDLERS)
-# The containers that run for the pod's life and so have probes: a KServe model spec is one.
-PROBED = frozenset({"containers", "model", "nodeTemplate"})
+# The containers that run for the pod's life and so have probes: a KServe model spec and an
+# OME runner are.
+PROBED = frozenset({"containers", "model", "runner", "nodeTemplate"})
 DEFAULT_PERIOD_SECONDS = 10
 DEFAULT_FAILURE_THRESHOLD = 3
 INT32_MAX = 2**31 - 1  # probe fields are int32 in the Kubernetes API
