@@ -15,7 +15,7 @@ but no CPU free) per create of etcd, the API server and the webhook, and the CPU
 the machine took meanwhile: on a shared machine those decide the tail.
 
 etcd and kube-apiserver come from the envtest assets of the cluster tests (KUBEBUILDER_ASSETS,
-else .tools/envtest/<default release>: `scripts/test` or `python -m webhook.testing.assets`
+else .tools/envtest/<default release>: `scripts/test` or `python -m support.assets`
 builds them from Go modules). Everything runs in a network namespace with
 loopback only: as root the script re-runs itself under `unshare --net`; elsewhere it stops.
 
@@ -54,8 +54,9 @@ from typing import Any
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
+sys.path.insert(0, str(REPO / "tests"))  # support.controlplane: the tests' own runner
 
-from webhook.testing.controlplane import (  # noqa: E402
+from support.controlplane import (  # noqa: E402
     HOW_TO_GET,
     ApiClient,
     ControlPlane,

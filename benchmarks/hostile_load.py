@@ -7,6 +7,7 @@ answer, the worst /healthz latency while the review ran (a second client polling
     .venv/bin/python benchmarks/hostile_load.py           # the sizes of the issue
     .venv/bin/python benchmarks/hostile_load.py --quick   # small sizes, for the smoke test
     .venv/bin/python benchmarks/hostile_load.py --json    # the figures as JSON
+    .venv/bin/python benchmarks/hostile_load.py --only issue32   # the cases of issue 32
 
 Cases (webhook): a Pod of many containers under `podSecurity: {enforce: restricted}`, and
 one of 9,000 sysctls (pss-sysctls maps and filters them); a container-scope CEL policy
@@ -17,7 +18,10 @@ distinct made-up kinds and operations (the size of /metrics after them); idle TL
 connections past --max-connections; 3,000 clients that stop before the end of the TLS
 handshake, and 3,000 before the end of their headers; one sending 64 MiB of headers; 2, 12
 and 256 reviews at the body limit at once (peak RSS); a messageExpression that tries to show
-an env value (leaks found in every answer and the log). Cases (CLI): a billion-laughs file,
+an env value (leaks found in every answer and the log). Issue 32: an env value
+`"http://h/?" + "key" * n` at 300 KB and 2.8 MB, 2 and 256 connections stalling a 2 MB body
+(the connections still held each second, /healthz meanwhile, a 140 KB review), and 1,000
+reviews each with a unique 3 MB image (RSS before and after). Cases (CLI): a billion-laughs file,
 a chain of anchors nested 20,000 levels deep, an alias bomb in a policy's params, and three
 chained replace() on an annotation (refused at load), each under a 1 GiB address-space
 limit.
@@ -229,6 +233,135 @@ def webhook_cases(work: Path, certs: Path, quick: bool) -> list[dict[str, Any]]:
         finally:
             server.stop()
     return rows
+
+
+def issue32_cases(work: Path, certs: Path, quick: bool) -> list[dict[str, Any]]:
+    """Issue 32, items 1-3: a hostile env value, stalled request bodies, unique huge strings;
+    each against the shipped policies."""
+    rows: list[dict[str, Any]] = []
+    server = Server(work, certs)
+    try:
+        for repeats in (10_000,) if quick else (100_000, 950_000):
+            obj = pod()
+            obj["spec"]["containers"][0]["env"] = [
+                {"name": "CALLBACK", "value": "http://h/?" + "key" * repeats}]
+            rows.append({"case": f"env value 'http://h/?' + 'key' * {repeats:,}",
+                         **timed_review(server, review(obj))})
+    finally:
+        server.stop()
+    for count in (2, 256):
+        server = Server(work, certs)
+        try:
+            rows.append(stalled_bodies(server, 16 if quick and count > 2 else count))
+        finally:
+            server.stop()
+    server = Server(work, certs)
+    try:
+        rows.append(unique_strings(server, *((20, 200_000) if quick else (1000, 3_000_000))))
+    finally:
+        server.stop()
+    return rows
+
+
+def stalled_bodies(server: Server, count: int) -> dict[str, Any]:
+    """`count` TLS connections that send headers with `Content-Length: 2000000` and one byte
+    of body, then nothing: the connections still held each second until none is, /healthz's
+    worst latency and its non-200 answers meanwhile (polled every 50 ms), and the time to
+    answer a valid 140 KB review sent while they are held (it needs a large-review turn)."""
+    import socket
+    from concurrent.futures import ThreadPoolExecutor
+
+    def open_one(_: int) -> socket.socket | None:
+        try:
+            sock = server.tls(timeout=60)
+            sock.sendall(b"POST /validate HTTP/1.1\r\nHost: localhost\r\nContent-Type: "
+                         b"application/json\r\nContent-Length: 2000000\r\n\r\n{")
+            return sock
+        except OSError:
+            return None
+
+    def closed(sock: socket.socket) -> float:
+        try:
+            while sock.recv(65536):
+                pass
+        except OSError:
+            pass
+        return time.perf_counter()
+
+    big = pod()
+    big["metadata"]["annotations"] = {"example.com/notes": "x" * 140_000}
+    data = json.dumps(review(big)).encode()
+    latencies: list[float] = []
+    failures: list[int] = []
+    stop = threading.Event()
+
+    def poll() -> None:  # on a fresh connection each time, as the kubelet's probes come
+        while not stop.is_set():
+            started = time.perf_counter()
+            try:
+                with connect(server, 10) as client:
+                    if client.get("/healthz").status_code != 200:
+                        failures.append(1)
+            except httpx.HTTPError:
+                failures.append(1)
+            latencies.append(time.perf_counter() - started)
+            stop.wait(0.05)
+
+    with ThreadPoolExecutor(8) as pool:
+        socks = [sock for sock in pool.map(open_one, range(count)) if sock is not None]
+    opened = time.perf_counter()
+    poller = threading.Thread(target=poll, daemon=True)
+    poller.start()
+    with ThreadPoolExecutor(max(1, len(socks))) as watcher:
+        closings = [watcher.submit(closed, sock) for sock in socks]
+        with connect(server, 60) as client:  # sent while they are held
+            started = time.perf_counter()
+            try:
+                answer = client.post("/validate", content=data,
+                                     headers={"content-type": "application/json"})
+                review_s: float | str = round(time.perf_counter() - started, 2) \
+                    if answer.status_code == 200 else f"status {answer.status_code}"
+            except httpx.HTTPError as error:
+                review_s = type(error).__name__
+        ends = [closing.result() for closing in closings]
+    time.sleep(0.5)
+    stop.set()
+    poller.join(15)
+    held = [sum(1 for end in ends if end - opened > second) for second in range(11)]
+    for sock in socks:
+        sock.close()
+    return {"case": f"{count} connections stalling a 2 MB body after one byte",
+            "opened": len(socks),
+            "held_at_s_0_to_10": held,
+            "all_dropped_s": round(max(ends, default=opened) - opened, 1),
+            "review_140kb_s": review_s,
+            "healthz_worst_s": round(max(latencies, default=0.0), 3),
+            "healthz_failed": len(failures), "healthz_polls": len(latencies)}
+
+
+def unique_strings(server: Server, count: int, size: int) -> dict[str, Any]:
+    """`count` reviews of Pods whose image is a unique `size`-character string (pinned, so
+    allowed): the server's RSS before, at its peak, and after."""
+    pid = server.process.pid
+    with connect(server, 120) as client:
+        def send(index: int) -> int:
+            obj = pod()
+            obj["spec"]["containers"][0]["image"] = \
+                f"r.example.com/x{index}/{'a' * (size - 40)}:1.0"
+            answer = client.post("/validate", content=json.dumps(review(obj)).encode(),
+                                 headers={"content-type": "application/json"})
+            return answer.status_code
+
+        for index in range(3):  # what the first big reviews allocate once
+            send(-index - 1)
+        before = rss_mib(pid)
+        statuses = {send(index) for index in range(count)}
+    after = rss_mib(pid)
+    return {"case": f"{count:,} reviews with a unique {size / 1e6:g} MB image each",
+            "statuses": sorted(statuses), "rss_before_mib": round(before, 1),
+            "rss_peak_mib": round(rss_mib(pid, "VmHWM"), 1),
+            "rss_after_mib": round(after, 1),
+            "rss_change_pct": round(100 * (after - before) / before, 1)}
 
 
 def huge_headers(server: Server, mib: int) -> dict[str, Any]:
@@ -472,12 +605,19 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--quick", action="store_true", help="small sizes (smoke test)")
     parser.add_argument("--json", action="store_true", help="print the figures as JSON")
+    parser.add_argument("--only", choices=("issue32",),
+                        help="only the cases of issue 32: a hostile env value, stalled "
+                             "bodies, unique huge strings")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="quickq-guard-hostile-") as directory:
         work = Path(directory)
         certs = work / "certs"
         ensure_certs(certs, SERVICE, NAMESPACE, days=2)
-        rows = webhook_cases(work, certs, args.quick) + cli_cases(work)
+        if args.only == "issue32":
+            rows = issue32_cases(work, certs, args.quick)
+        else:
+            rows = webhook_cases(work, certs, args.quick) + issue32_cases(
+                work, certs, args.quick) + cli_cases(work)
     if args.json:
         print(json.dumps({"rows": rows}, indent=2))
     else:

@@ -2,7 +2,7 @@
 from an object of each kind quickq-guard judges before a webhook sees it, recorded by asking a
 real API server.
 
-The script starts etcd and kube-apiserver (webhook.testing.controlplane, the binaries of
+The script starts etcd and kube-apiserver (tests/support/controlplane.py, the binaries of
 .tools/envtest/<release> or KUBEBUILDER_ASSETS), sends PROBES, objects of every judged kind
 that use every part of a pod spec, through `kubectl create --dry-run=server -o json`, and
 walks each answer beside its request with the types of webhook/engine/kubernetes_fields.py:
@@ -16,7 +16,7 @@ walks each answer beside its request with the types of webhook/engine/kubernetes
 
 Quantity fields and required fields come from the OpenAPI schemas that kubernetes-validate
 ships (scripts/generate_kubernetes_fields.py). For a new Kubernetes release: build it
-(`.venv/bin/python -m webhook.testing.assets --all`), then, as root,
+(`.venv/bin/python -m support.assets --all`), then, as root,
 
     unshare --net sh -c 'ip link set lo up &&
                          .venv/bin/python scripts/generate_kubernetes_defaults.py'
@@ -42,6 +42,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "scripts"))
+sys.path.insert(0, str(ROOT / "tests"))  # support.controlplane: the tests' own runner
 
 import generate_kubernetes_fields as fields  # noqa: E402
 
@@ -279,7 +280,7 @@ def dry_run(kubectl: list[str], objects: list[dict[str, Any]]) -> dict[str, dict
     done = subprocess.run(command,
                           input=json.dumps(listed), capture_output=True, text=True,
                           check=False, timeout=600)
-    from webhook.testing.controlplane import printed_objects
+    from support.controlplane import printed_objects
 
     return {f"{item['kind']}/{item['metadata']['name']}": item
             for item in printed_objects(done.stdout)}
@@ -474,7 +475,7 @@ def module_text(version: str, found: dict[str, Any]) -> str:
 
 
 def main() -> int:
-    from webhook.testing.controlplane import ControlPlane, assets_dir
+    from support.controlplane import ControlPlane, assets_dir
 
     assets = assets_dir()
     with tempfile.TemporaryDirectory(prefix="quickq-defaults-") as work:

@@ -281,7 +281,8 @@ def test_policies_option_judges_with_another_policy_set(capsys, tmp_path):
         rule: require-labels
         params: {labels: [team]}
         """)
-    code, report, _ = check_json(capsys, "--policies", str(tmp_path / "policies"),
+    code, report, _ = check_json(capsys, "--no-default-policies", "--policies",
+                                 str(tmp_path / "policies"),
                                  str(write(tmp_path, "p.yaml", BAD_POD)))
     assert code == 1
     assert [r["policy"] for r in report["results"]] == ["team-label"]

@@ -9,8 +9,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
-
-from webhook.testing import assets
+from support import assets
 
 REPO = Path(__file__).resolve().parents[1]
 

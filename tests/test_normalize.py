@@ -159,7 +159,8 @@ def test_a_policy_reading_a_default_sees_it_offline(tmp_path: Path,
         "    message: only TCP ports\n")
     manifest = tmp_path / "pod.json"
     manifest.write_text(json.dumps(pod(container(ports=[{"containerPort": 80}]))))
-    code = main(["check", str(manifest), "--policies", str(policies), "-o", "json"])
+    code = main(["check", str(manifest), "--no-default-policies", "--policies", str(policies),
+                 "-o", "json"])
     out, err = capsys.readouterr()
     assert code == 0, (out, err)
     as_written = judge(json.loads(manifest.read_text()), load_policies(str(policies)),

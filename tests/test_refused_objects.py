@@ -193,13 +193,16 @@ metadata: {name: typo}
             "unknown field 'container'; did you mean containers?") in err
     assert (f"{manifest}:14:1 DaemonSet agent: apiVersion: apiVersion extensions/v1beta1 of "
             "DaemonSet is no longer served") in err
-    assert ("SKIP        -                          Deploymnet typo  kind Deploymnet (apps) is not "
-            "judged") in out
+    # a typo of a judged kind is an error, not a skip that would pass CI unjudged
+    assert (f"{manifest}:19:1 Deploymnet typo: kind Deploymnet (apps) is not judged: "
+            "quickq-guard knows no kind Deploymnet; did you mean Deployment?; fix the kind") in err
+    assert "SKIP" not in out
     assert main(["check", "-o", "json", str(manifest)]) == 2
     report = json.loads(capsys.readouterr().out)
     errors = [row for row in report["results"] if row["result"] == "error"]
-    assert [row["path"] for row in errors] == ["spec.template.spec.container", "apiVersion"]
-    assert report["summary"]["error"] == 2
+    assert [row["path"] for row in errors] == ["spec.template.spec.container", "apiVersion",
+                                               ""]
+    assert report["summary"]["error"] == 3
 
 
 # --- the Kubernetes OpenAPI schemas are the judge -----------------------------------------------

@@ -256,3 +256,12 @@ def test_namespaced_objects_land_in_release_namespace(docs: list[dict[str, Any]]
             assert doc["metadata"]["namespace"] == "default", doc["kind"]
         elif doc["kind"] not in cluster_scoped:
             assert doc["metadata"]["namespace"] == NAMESPACE, doc["kind"]
+
+
+@pytest.mark.parametrize(("values", "flag"), [({}, "--request-timeout=4"),
+                                              ({"requestTimeoutSeconds": 2.5},
+                                               "--request-timeout=2.5")])
+def test_each_request_has_a_deadline_inside_the_api_servers(values: dict[str, Any],
+                                                             flag: str) -> None:
+    """A stalled body must not hold a connection for ever (serve --request-timeout)."""
+    assert flag in server_container({"server": values})["args"]

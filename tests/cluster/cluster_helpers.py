@@ -1,4 +1,4 @@
-"""The cluster tests' names for webhook.testing.controlplane (the real control plane that
+"""The cluster tests' names for tests/support/controlplane.py (the real control plane that
 benchmarks use too), and what only tests do: skip, or in CI fail, when the control plane
 cannot run; export policies and hold them in force with quickq-guard's webhooks
 unregistered; create an object in a server-side dry run; act as a user with only the rights
@@ -16,8 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-
-from webhook.testing.controlplane import (
+from support.controlplane import (
     API_VERSION,
     CHART,
     GPU_TOLERATION,

@@ -39,8 +39,7 @@ from cluster_helpers import (
     wait_until,
     webhook_certs,
 )
-
-from webhook.testing.assets import build_problem
+from support.assets import build_problem
 
 SERVER_VERSION = pytest.StashKey[str]()  # what the session's control plane reported
 

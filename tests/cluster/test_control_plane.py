@@ -15,8 +15,7 @@ from cluster_helpers import (
     loopback_problem,
     skip_or_fail,
 )
-
-from webhook.testing.assets import is_built, releases
+from support.assets import is_built, releases
 
 
 def test_the_tests_see_no_network_interface_but_loopback() -> None:

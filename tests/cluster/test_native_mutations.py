@@ -37,8 +37,7 @@ from cluster_helpers import (
     template_spec,
     wait_until,
 )
-
-from webhook.testing.controlplane import printed_objects
+from support.controlplane import printed_objects
 
 NAMESPACE = "map-export"
 USER_POLICIES = REPO / "tests" / "map_policies"

@@ -24,6 +24,7 @@ import yaml
 from cluster_helpers import ControlPlane, started, wait_until
 from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
+from support.controlplane import printed_objects
 
 from webhook.engine.apiserver import refused_fields
 from webhook.engine.exceptions import VERSION
@@ -34,7 +35,6 @@ from webhook.engine.workload import read_workload
 from webhook.export.crd import definition, exception_schema, openapi_v3_schema
 from webhook.manifests import read_text
 from webhook.testing import POD_SPEC_PATHS, container, node_template, pod, pod_spec, workload
-from webhook.testing.controlplane import printed_objects
 
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO / "benchmarks"))

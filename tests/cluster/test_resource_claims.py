@@ -34,8 +34,7 @@ from cluster_helpers import (
     wait_until,
     warnings_of,
 )
-
-from webhook.testing.controlplane import printed_objects
+from support.controlplane import printed_objects
 
 NAMESPACE = "dra"
 CLAIMS_READER = f"{RELEASE}-claims-reader"

@@ -18,12 +18,12 @@ from webhook.server.deadlines import (
     HANDSHAKE_SECONDS,
     HANDSHAKES_MAX,
     HEADERS_MAX,
-    HEADERS_SECONDS,
+    REQUEST_SECONDS,
 )
 from webhook.testing import wait_until
 
 # Dropped well before the old 60 s, with room for a loaded machine.
-WITHIN = max(HANDSHAKE_SECONDS, HEADERS_SECONDS) + 5
+WITHIN = max(HANDSHAKE_SECONDS, REQUEST_SECONDS) + 5
 
 
 def _closed_within(sock: socket.socket, seconds: float) -> bool:
@@ -95,7 +95,7 @@ def test_a_header_block_past_the_cap_is_refused(server: Server) -> None:
 def test_headers_that_take_a_moment_are_served(server: Server) -> None:
     with _tls(server) as tls:
         tls.sendall(b"GET /healthz HTTP/1.1\r\nHost: localhost\r\n")
-        time.sleep(min(1.0, HEADERS_SECONDS / 3))
+        time.sleep(min(1.0, REQUEST_SECONDS / 3))
         tls.sendall(b"Accept: */*\r\n\r\n")
         answer = tls.recv(65536)
         assert answer.startswith(b"HTTP/1.1 200"), answer
@@ -140,7 +140,7 @@ def test_the_blank_line_split_between_two_writes_ends_the_headers(server: Server
             assert chunk, answer
             answer += chunk
         assert answer.startswith(b"HTTP/1.1 200"), answer
-        time.sleep(HEADERS_SECONDS + 1)  # answered: no header deadline while idle
+        time.sleep(REQUEST_SECONDS + 1)  # answered: no request deadline while idle
         tls.sendall(b"GET /healthz HTTP/1.1\r\nHost: localhost\r\n\r\n")
         assert tls.recv(65536).startswith(b"HTTP/1.1 200")
 

@@ -118,8 +118,8 @@ def test_no_value_in_any_webhook_answer_log_or_metric(folder: Path, certs_dir: P
 def test_no_value_in_any_check_report(folder: Path, tmp_path: Path, output: str) -> None:
     manifest = tmp_path / "pod.yaml"
     manifest.write_text(yaml.safe_dump(_object()))
-    done = subprocess.run([sys.executable, "-m", "webhook.cli", "check", "--policies",
-                           str(folder), "--output", output, "--fail-on", "audit",
+    done = subprocess.run([sys.executable, "-m", "webhook.cli", "check", "--no-default-policies",
+                           "--policies", str(folder), "--output", output, "--fail-on", "audit",
                            str(manifest)], capture_output=True, text=True, check=False,
                           timeout=60)
     assert done.returncode in (1, 2), done.stderr  # 2: the failing expressions are errors
@@ -198,8 +198,8 @@ def test_a_patch_that_carries_a_value_is_shown_without_it(tmp_path: Path, output
     assert decision.patch[0]["value"] == SECRET  # what the API server gets
     manifest = tmp_path / "pod.yaml"
     manifest.write_text(yaml.safe_dump(_object()))
-    done = subprocess.run([sys.executable, "-m", "webhook.cli", "check", "--policies",
-                           str(folder), "--output", output, str(manifest)],
+    done = subprocess.run([sys.executable, "-m", "webhook.cli", "check", "--no-default-policies",
+                           "--policies", str(folder), "--output", output, str(manifest)],
                           capture_output=True, text=True, check=False, timeout=60)
     assert done.returncode == 0, done.stderr
     joined = done.stdout + done.stderr

@@ -48,7 +48,7 @@ def fix(args: argparse.Namespace, policies: PolicySet) -> int:
     if args.in_place and "-" in args.paths:
         raise CliError("--in-place cannot write back to stdin: drop --in-place to print the "
                        "fixed manifests")
-    sources = manifest_sources(args.paths, args.exclude)
+    sources = manifest_sources(args.paths, args.exclude, args.skip_non_manifests)
     several = len(sources) > 1
     # The DRA claims of the files (stdin is read once, when it is fixed): a pod consuming a
     # GPU claim gets its toleration as check says.

@@ -26,6 +26,7 @@ from webhook.engine.exceptions import KIND, NONE, Exceptions
 from webhook.engine.patch import PatchError, apply_patch, rebase
 from webhook.engine.policy import PolicySet
 from webhook.engine.results import Decision, Resource, Result
+from webhook.engine.workload import UNKNOWN_KIND
 from webhook.manifests import (
     Document,
     Source,
@@ -78,17 +79,26 @@ class Part:
 
 
 def judge(document: Document, policies: PolicySet, granted: Granted = NOTHING_GRANTED,
-          claims: ClaimLookup | None = None) -> Decision:
+          claims: ClaimLookup | None = None, strict: bool = False) -> Decision:
     """The verdict on one document, judged as `kubectl apply` would hand it to the webhook
     (defaulted, normalized), with the exceptions `granted` and the DRA `claims` of the
     input. Its patch applies to that object (manifest_patch makes the one for the
-    manifest)."""
+    manifest). `strict` (check --strict): a kind that is neither judged nor one Kubernetes
+    serves is an error, not a skip."""
     if document.error:
         resource = Resource("", "", "", "", document.source)
         return error_decision(resource, document.error,
                               f"{document.source}: {document.error}", dry_run=False)
     decision = evaluate(document.obj, policies, source=document.source,
                         exceptions=granted.exceptions, now=granted.now, claims=claims)
+    if decision.skipped and UNKNOWN_KIND in decision.skipped:
+        # `Deploymnet`: a typo of a judged kind, which the API server would refuse; skipped,
+        # it would pass CI unjudged
+        return error_decision(decision.resource, decision.skipped,
+                              f"{document.source}: {decision.skipped}", dry_run=False)
+    if strict and decision.skipped and (unknown := unknown_kind(document.obj, policies)):
+        return error_decision(decision.resource, unknown, f"{document.source}: {unknown}",
+                              dry_run=False)
     if decision.outcome in _REFUSED and (why := kustomize.fragment(document.obj)):
         # a patch fragment nobody applies alone: incomplete, not denied
         return skipped_decision(decision.resource, policies, (
@@ -98,6 +108,20 @@ def judge(document: Document, policies: PolicySet, granted: Granted = NOTHING_GR
 
 
 _REFUSED = frozenset({"denied", "error", "would-deny"})
+
+
+def unknown_kind(obj: Any, policies: PolicySet) -> str:
+    """Why `check --strict` refuses an object it does not judge: its kind is none that
+    Kubernetes serves (webhook.kinds.BUILT_IN), quickq-guard knows, or the config's
+    customKinds name; "" when it is one of those (a Service: skipped, as without --strict)."""
+    from webhook.kinds import known_kind
+
+    kind, api_version = str(obj.get("kind")), str(obj.get("apiVersion"))
+    group = api_version.rpartition("/")[0] if "/" in api_version else ""
+    if known_kind(group, kind) or (group, kind) in policies.config.workload_kinds:
+        return ""
+    return (f"kind {kind} ({group or 'core'}) is not a kind Kubernetes serves or quickq-guard "
+            "knows (--strict)")
 
 
 def manifest_patch(obj: Any, decision: Decision, policies: PolicySet,
@@ -221,19 +245,21 @@ def is_object(obj: Any) -> bool:
 
 def run_task(task: Sequence[Source], policies: PolicySet, render: Render,
              read: Mapping[str, bytes] | None, granted: Granted = NOTHING_GRANTED,
-             claims: ClaimLookup | None = None) -> Part:
+             claims: ClaimLookup | None = None, strict: bool = False) -> Part:
     """Read, judge and render the sources of one task. `read`: the bytes of sources read
     already, by name (Input.read; `-` is stdin)."""
     part = Part(None)
     with _without_cyclic_gc():
         # The verdicts are freed as soon as they are rendered, while the collector is still
         # off: switched back on, it would otherwise scan all of them once more first.
-        part.rendered = render(_judge_task(task, policies, read or {}, part, granted, claims))
+        part.rendered = render(_judge_task(task, policies, read or {}, part, granted, claims,
+                                              strict))
     return part
 
 
 def _judge_task(task: Sequence[Source], policies: PolicySet, read: Mapping[str, bytes],
-                part: Part, granted: Granted, claims: ClaimLookup | None) -> list[Judged]:
+                part: Part, granted: Granted, claims: ClaimLookup | None,
+                strict: bool = False) -> list[Judged]:
     judged: list[Judged] = []
     for source in task:
         if source.walked and (why := kustomize_skip(source.name)):
@@ -246,7 +272,7 @@ def _judge_task(task: Sequence[Source], policies: PolicySet, read: Mapping[str, 
         # Read the piece whole, then judge: alternating parser and engine document by
         # document is measurably slower, and a piece is at most about TASK_BYTES.
         for document in list(documents):
-            decision = judge(document, policies, granted, claims)
+            decision = judge(document, policies, granted, claims, strict)
             judged.append(Judged(document, decision))
             count(decision, part.counts)
             if decision.outcome == "error":
@@ -316,15 +342,17 @@ def tasks(paths: Sequence[str], exclude: Sequence[str],
     return scan(paths, exclude, stdin).tasks
 
 
-def scan(paths: Sequence[str], exclude: Sequence[str], stdin: bytes | None) -> Input:
+def scan(paths: Sequence[str], exclude: Sequence[str], stdin: bytes | None,
+         named_as_walked: bool = False) -> Input:
     """The Input of `paths`: each file is read once here (and again only by whoever judges
-    it), instead of once to size it and once more per kind of object looked for."""
+    it), instead of once to size it and once more per kind of object looked for.
+    `named_as_walked`: see manifest_sources."""
     pieces: list[tuple[Source, int]] = []
     exceptions: list[Source] = []
     claims: list[Source] = []
     read: dict[str, bytes] = {}
     kept = 0
-    for source in manifest_sources(paths, exclude):
+    for source in manifest_sources(paths, exclude, named_as_walked):
         try:
             data = (stdin or b"") if source.name == "-" else (
                 _source_bytes(source) if source.exists else b"")
@@ -372,7 +400,8 @@ def _size(source: Source, read: Mapping[str, bytes]) -> int:
 
 def judge_all(work: list[list[Source]], policies: PolicySet, render: Render, jobs: int,
               read: Mapping[str, bytes] | None, granted: Granted = NOTHING_GRANTED,
-              claims: ClaimLookup | None = None, size: int | None = None) -> Iterator[Part]:
+              claims: ClaimLookup | None = None, size: int | None = None,
+              strict: bool = False) -> Iterator[Part]:
     """Each task's Part, in order. jobs: 0 = one process per CPU when the input is large
     enough to gain from it, 1 = this process only. read: the bytes of sources read already
     (Input.read; `-` is stdin). size: the input's bytes, if known."""
@@ -383,10 +412,10 @@ def judge_all(work: list[list[Source]], policies: PolicySet, render: Render, job
     if (workers <= 1 or "fork" not in mp.get_all_start_methods()
             or (jobs <= 0 and total < PARALLEL_MIN_BYTES)):
         for task in work:
-            yield run_task(task, policies, render, read, granted, claims)
+            yield run_task(task, policies, render, read, granted, claims, strict)
         return
     global _worker_job
-    _worker_job = (policies, render, read, granted, claims)
+    _worker_job = (policies, render, read, granted, claims, strict)
     try:
         with mp.get_context("fork").Pool(workers) as pool:
             _worker_job = None  # the workers have their copy; the parent needs none
@@ -404,14 +433,14 @@ def judge_all(work: list[list[Source]], policies: PolicySet, render: Render, job
 # Set in the parent just before the fork, so the workers inherit the policies, the renderer,
 # the bytes read already, the exceptions and the claims instead of having them pickled for
 # every task.
-_worker_job: tuple[PolicySet, Render, Mapping[str, bytes], Granted, ClaimLookup | None] | None \
-    = None
+_worker_job: tuple[PolicySet, Render, Mapping[str, bytes], Granted, ClaimLookup | None,
+                  bool] | None = None
 
 
 def _run_in_worker(task: list[Source]) -> Part:
     assert _worker_job is not None
-    policies, render, read, granted, claims = _worker_job
-    return run_task(task, policies, render, read, granted, claims)
+    policies, render, read, granted, claims, strict = _worker_job
+    return run_task(task, policies, render, read, granted, claims, strict)
 
 
 @contextlib.contextmanager

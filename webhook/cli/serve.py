@@ -36,6 +36,11 @@ def add_parser(commands: Any) -> None:
     parser.add_argument("--max-connections", type=count_of("must be at least 1"), metavar="N",
                         help="connections each worker serves at once; more get 503 and are "
                              "closed (default: 256)")
+    parser.add_argument("--request-timeout", type=_seconds, metavar="SECONDS",
+                        help="each request's headers and body must arrive within this (from "
+                             "the connection, or the request's first byte), else its "
+                             "connection is closed; keep it below the webhook's "
+                             "timeoutSeconds (default: 4)")
     parser.add_argument("--mode", choices=("enforce", "dry-run"),
                         help="override the config's mode (default: the config's, enforce)")
     parser.add_argument("--self-signed", action="store_true",
@@ -89,3 +94,14 @@ def port_problem(host: str, port: int) -> str:
                 return "the port is already in use"
             return problem.strerror or str(problem)
     return ""
+
+
+def _seconds(text: str) -> float:
+    """A positive number of seconds, at most 30 (the API server waits at most that long)."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number of seconds: {text!r}") from None
+    if not 0 < value <= 30:
+        raise argparse.ArgumentTypeError(f"must be more than 0 and at most 30, not {text}")
+    return value

@@ -9,7 +9,6 @@ with `apply_in_place`; `difference` says what a patch from one object to another
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping
 from copy import deepcopy
 from typing import Any
@@ -143,12 +142,14 @@ def _shallow_copy(value: Any) -> Any:
     return value
 
 
-_ARRAY_INDEX = re.compile(r"0|[1-9][0-9]*")  # RFC 6901: ASCII digits, no leading zero
+def _is_array_index(token: str) -> bool:
+    """RFC 6901: ASCII digits, no leading zero. Not str.isdigit() alone: it takes "\u0661"
+    (int() reads it as 1) and "\u00b2" (int() refuses)."""
+    return token.isascii() and token.isdigit() and (token == "0" or token[0] != "0")
 
 
 def _index(array: list[Any], token: str, operation: Operation, allow_end: bool = False) -> int:
-    # Not str.isdigit(): it takes "\u0661" (int() reads it as 1) and "\u00b2" (int() refuses).
-    if not _ARRAY_INDEX.fullmatch(token):
+    if not _is_array_index(token):
         append = ", or '-' to append" if allow_end else ""
         raise PatchError(f"{operation['path']}: {token!r} is not an array index (ASCII "
                          f"digits without leading zeros{append})")
@@ -177,7 +178,12 @@ def _set(parent: Any, token: str, value: Any) -> None:
         parent[int(token)] = value
 
 
-_PLAIN = re.compile(r"^[A-Za-z_][A-Za-z0-9_-]*$")
+def _plain(segment: str) -> bool:
+    """A segment written after a dot: an ASCII letter or `_`, then letters, digits, `_`, `-`
+    (string methods: the segment may be an object's key, of any length)."""
+    rest = segment.replace("-", "").replace("_", "")
+    return segment.isascii() and (segment[:1].isalpha() or segment[:1] == "_") \
+        and (rest == "" or rest.isalnum())
 
 
 def difference(source: Any, target: Any, path: Path = ()) -> list[Operation]:
@@ -213,7 +219,7 @@ def dotted(path: Path) -> str:
     for segment in path:
         if isinstance(segment, int):
             text += f"[{segment}]"
-        elif _PLAIN.match(segment):
+        elif _plain(segment):
             text += f".{segment}" if text else segment
         else:
             text += f"[{segment}]"
@@ -250,7 +256,7 @@ def _rebased(operation: Operation, written: Any) -> list[Operation]:
     done: list[str] = []
     node = written
     for position, token in enumerate(tokens[:-1]):
-        if isinstance(node, list) and _ARRAY_INDEX.fullmatch(token) and int(token) < len(node):
+        if isinstance(node, list) and _is_array_index(token) and int(token) < len(node):
             child = node[int(token)]
         elif isinstance(node, dict):
             child = node.get(token)
@@ -261,13 +267,13 @@ def _rebased(operation: Operation, written: Any) -> list[Operation]:
             if op == "remove":
                 return []
             following = tokens[position + 1]
-            child = [] if following == "-" or _ARRAY_INDEX.fullmatch(following) else {}
+            child = [] if following == "-" or _is_array_index(following) else {}
             steps.append({"op": "add", "path": pointer(tuple(done)), "value": child})
         node = child
     last = tokens[-1]
     if isinstance(node, list):
-        index = _ARRAY_INDEX.fullmatch(last)  # ASCII digits only, as apply_patch reads them
-        there = index is not None and int(last) < len(node)
+        index = _is_array_index(last)  # ASCII digits only, as apply_patch reads them
+        there = index and int(last) < len(node)
         if op == "add" and index and not there:
             last = "-"
     elif isinstance(node, dict):

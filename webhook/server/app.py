@@ -30,7 +30,7 @@ from webhook.engine.evaluate import error_decision, evaluate
 from webhook.engine.exceptions import NONE, Exceptions
 from webhook.engine.policy import PolicyError, PolicySet
 from webhook.engine.results import Decision, Resource
-from webhook.server import admission, claim_view, granted, metrics
+from webhook.server import admission, claim_view, deadlines, granted, metrics
 from webhook.server.admission import AdmissionError, Review
 from webhook.server.logs import log_review
 from webhook.server.reload import PolicySets, PolicySource, ServingCert
@@ -78,6 +78,8 @@ class Settings:
     instance: str = ""  # named in the answer to a probe (PROBE_ANNOTATION)
     max_body: int = MAX_BODY
     max_connections: int = MAX_CONNECTIONS
+    # Each request's headers and body arrive within this or its connection is aborted.
+    request_timeout: float = deadlines.REQUEST_SECONDS
     reload_interval: float = RELOAD_INTERVAL
     # Watch the PolicyExceptions of the config's exceptionNamespaces (kubeconfig: the
     # in-cluster service account when None).

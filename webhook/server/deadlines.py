@@ -1,11 +1,17 @@
-"""Deadlines and bounds uvicorn does not set: for the TLS handshake and the request headers.
+"""Deadlines and bounds uvicorn does not set: for the TLS handshake and each request's
+headers and body.
 
 Without them a client that opens TCP and never finishes the handshake holds its socket and
 TLS state (about 50 KB) for asyncio's default 60 s, however many there are (3,000 of them:
 +150 MiB, past the chart's memory limit), and one that finishes it but never its headers (a
 slowloris) holds one of `--max-connections` for ever; 64 MiB of unfinished headers took
-+197 MiB. Both go through uvicorn's documented extension points and asyncio's documented
-API, not uvicorn's internals:
++197 MiB; one that sends its headers and then stalls its body held a connection, and with
+a large Content-Length one of the two large-review turns (app.LARGE_AT_ONCE), for ever:
+two such connections made every large review wait, 256 made every request 503. uvicorn's
+own settings bound none of these (timeout_keep_alive only runs between requests,
+limit_concurrency answers 503 once headers are in, h11_max_incomplete_event_size is not
+read by httptools). All go through uvicorn's documented extension points and asyncio's
+documented API, not uvicorn's internals:
 
 - an event loop (the worker's uvicorn Config returns its factory) whose `create_server`
   accepts TLS connections as plain TCP, admits at most HANDSHAKES_MAX handshakes in
@@ -14,10 +20,13 @@ API, not uvicorn's internals:
   client that never sends them was never counted), and upgrades each with `loop.start_tls`
   under a HANDSHAKE_SECONDS deadline before handing it to uvicorn's protocol;
 - between the TLS transport and uvicorn's protocol, a _Watch that passes everything on
-  (asyncio's Protocol interface only) and times each request's headers: from the connection,
-  or the first byte after the previous answer (told by `watched`, an ASGI wrapper of the
-  app), to the blank line that ends them, within HEADERS_SECONDS and HEADERS_MAX bytes
-  (httptools has no limit on either).
+  (asyncio's Protocol interface only) and times each request, headers and body: from the
+  connection, or the first byte after the previous answer, until the app has read the
+  whole body or answered (told by `watched`, an ASGI wrapper of the app), within the
+  request deadline (`serve --request-timeout`, REQUEST_SECONDS unless told), or the
+  connection is aborted and whatever it held (a large-review turn among them) is freed; its
+  headers within HEADERS_MAX bytes (httptools has no limit). Judging is not timed: it is
+  linear in the object and within the CEL cost budget.
 """
 
 from __future__ import annotations
@@ -33,7 +42,11 @@ import uvloop
 # A client on the cluster network finishes a handshake in milliseconds; the API server
 # dials, handshakes and sends its request at once.
 HANDSHAKE_SECONDS = 5.0
-HEADERS_SECONDS = 5.0
+# A request's headers and body, from its first byte (or the connection) until the app has
+# read it all: inside the API server's wait for an answer (the chart's
+# webhook.timeoutSeconds, 5 s by default). A 3 MiB review arrives in milliseconds; one over
+# 64 KiB may first wait for a large-review turn (app.LARGE_AT_ONCE) with its body unread.
+REQUEST_SECONDS = 4.0
 # Handshakes in progress per listener: the API server opens a few connections and keeps
 # them; 256 at about 50 KB each stay far inside the memory limit.
 HANDSHAKES_MAX = 256
@@ -56,6 +69,7 @@ class Loop(uvloop.Loop):
     """uvloop, whose TLS servers accept through a _Gate (bounded, with a deadline)."""
 
     connections_max = 2 * HANDSHAKES_MAX
+    request_seconds = REQUEST_SECONDS
 
     def __init__(self) -> None:
         super().__init__()
@@ -68,17 +82,19 @@ class Loop(uvloop.Loop):
             ssl: ssl.SSLContext | None = None, **kwargs: Any) -> Any:
         if ssl is None:
             return await super().create_server(protocol_factory, *args, **kwargs)
-        gate = _Gate(self, protocol_factory, ssl, self.connections_max)
+        gate = _Gate(self, protocol_factory, ssl, self.connections_max, self.request_seconds)
         return await super().create_server(gate.protocol, *args, **kwargs)
 
 
-def loop_factory(connections_max: int) -> Callable[[], asyncio.AbstractEventLoop]:
+def loop_factory(connections_max: int, request_seconds: float = REQUEST_SECONDS
+                 ) -> Callable[[], asyncio.AbstractEventLoop]:
     """What uvicorn calls to make the worker's loop: one that serves at most
-    `connections_max` connections per listener."""
+    `connections_max` connections per listener, each request within `request_seconds`."""
 
     def new_event_loop() -> asyncio.AbstractEventLoop:
         loop = Loop()
         loop.connections_max = connections_max
+        loop.request_seconds = request_seconds
         return loop
 
     return new_event_loop
@@ -89,11 +105,12 @@ class _Gate:
 
     def __init__(self, loop: asyncio.AbstractEventLoop,
                  factory: Callable[[], asyncio.BaseProtocol], context: ssl.SSLContext,
-                 connections_max: int) -> None:
+                 connections_max: int, request_seconds: float) -> None:
         self.loop = loop
         self.factory = factory
         self.context = context
         self.connections_max = connections_max
+        self.request_seconds = request_seconds
         self.open: set[Any] = set()
         self.handshakes = 0
 
@@ -159,7 +176,7 @@ class _Handshake(asyncio.Protocol):
         # A paused connection's TLS layer keeps TLS_READ_MAX of encrypted bytes, not 256 KiB.
         cast(Any, tls).set_read_buffer_limits(high=TLS_READ_MAX)
         app: Any = self.gate.factory()
-        watch = _Watch(app, tls, self.gate.loop)
+        watch = _Watch(app, tls, self.gate.loop, self.gate.request_seconds)
         tls.set_protocol(watch)
         app.connection_made(tls)
         for chunk in self.early:
@@ -210,12 +227,14 @@ class _Handshake(asyncio.Protocol):
 
 class _Watch(asyncio.Protocol):
     """What the TLS transport calls, passed on to uvicorn's protocol; on the way, each
-    request's headers are timed and counted up to the blank line that ends them."""
+    request is timed until its body is read, and its headers counted up to the blank line
+    that ends them."""
 
-    def __init__(self, app: Any, transport: Any, loop: Any) -> None:
+    def __init__(self, app: Any, transport: Any, loop: Any, seconds: float) -> None:
         self.app = app
         self.transport = transport
         self.loop = loop
+        self.seconds = seconds
         self.waiting = True  # for the end of a request's headers
         self.idle = False  # answered: the next request's headers start with its first byte
         self.count = 0
@@ -233,8 +252,7 @@ class _Watch(asyncio.Protocol):
             self._arm()
         if self.waiting:
             if b"\r\n\r\n" in data or b"\r\n\r\n" in self.tail + data[:3]:
-                self.waiting = False
-                self._disarm()
+                self.waiting = False  # the deadline runs on, to the end of the body
             else:
                 self.count += len(data)
                 self.tail = (self.tail + data)[-3:] if len(data) < 3 else data[-3:]
@@ -245,6 +263,10 @@ class _Watch(asyncio.Protocol):
                     self.transport.close()
                     return
         self.app.data_received(data)
+
+    def received(self) -> None:
+        """The app has read the request's whole body: judging it is not timed here."""
+        self._disarm()
 
     def answered(self) -> None:
         """The app answered this connection's request: the next one's clock starts with its
@@ -271,7 +293,7 @@ class _Watch(asyncio.Protocol):
 
     def _arm(self) -> None:
         self._disarm()
-        self.deadline = self.loop.call_later(HEADERS_SECONDS, self._expired)
+        self.deadline = self.loop.call_later(self.seconds, self._expired)
 
     def _disarm(self) -> None:
         if self.deadline is not None:
@@ -279,23 +301,37 @@ class _Watch(asyncio.Protocol):
             self.deadline = None
 
     def _expired(self) -> None:
+        """The request is not read in time: whatever it holds (a body half sent, a
+        large-review turn) is let go. No TLS close_notify exchange: the client gets no more
+        time; the app sees the client gone (Starlette's ClientDisconnect)."""
         self.deadline = None
-        if self.waiting and not self.transport.is_closing():
-            self.transport.abort()  # no TLS close_notify exchange: the client gets no more time
+        if not self.transport.is_closing():
+            self.transport.abort()
 
 
 def watched(app: Any) -> Any:
-    """The ASGI app, telling the connection's _Watch when a request has been answered."""
+    """The ASGI app, telling the connection's _Watch when a request's body has been read and
+    when the request has been answered."""
 
     async def asgi(scope: Any, receive: Any, send: Any) -> None:
-        try:
+        loop = asyncio.get_running_loop()
+        client = scope.get("client")
+        watch = None
+        if scope.get("type") == "http" and isinstance(loop, Loop) and client:
+            watch = loop.watches.get((str(client[0]), int(client[1])))
+        if watch is None:
             await app(scope, receive, send)
+            return
+
+        async def receiving() -> Any:
+            message = await receive()
+            if message.get("type") == "http.request" and not message.get("more_body"):
+                watch.received()
+            return message
+
+        try:
+            await app(scope, receiving, send)
         finally:
-            loop = asyncio.get_running_loop()
-            client = scope.get("client")
-            if scope.get("type") == "http" and isinstance(loop, Loop) and client:
-                watch = loop.watches.get((str(client[0]), int(client[1])))
-                if watch is not None:
-                    watch.answered()
+            watch.answered()
 
     return asgi

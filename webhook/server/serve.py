@@ -69,7 +69,8 @@ class WorkerConfig(uvicorn.Config):
         # Connections a listener holds from accept to close, whatever their stage: those
         # uvicorn serves (503 past max_connections) and as many again in a handshake or
         # in their headers, each dropped within seconds (webhook/server/deadlines.py).
-        return deadlines.loop_factory(2 * self.settings.max_connections)
+        return deadlines.loop_factory(2 * self.settings.max_connections,
+                                      self.settings.request_timeout)
 
     def load(self) -> None:
         # SIGHUP means "reload" here; until the app installs its handler, ignore it rather
@@ -192,6 +193,7 @@ def settings_from(args: argparse.Namespace) -> Settings:
         instance=getattr(args, "instance", "") or "",
         max_body=getattr(args, "max_body", None) or MAX_BODY,
         max_connections=getattr(args, "max_connections", None) or MAX_CONNECTIONS,
+        request_timeout=getattr(args, "request_timeout", None) or deadlines.REQUEST_SECONDS,
         reload_interval=getattr(args, "reload_interval", None) or RELOAD_INTERVAL,
         watch_exceptions=getattr(args, "watch_exceptions", False),
         watch_claims=getattr(args, "watch_claims", False),
@@ -267,7 +269,7 @@ def run(args: argparse.Namespace) -> int:
         settings, probe_socket, host=settings.host, port=settings.port, workers=settings.workers,
         log_config=log_config(), access_log=False, server_header=False, proxy_headers=False,
         lifespan="on", timeout_keep_alive=KEEP_ALIVE,
-        # Handshake and header deadlines, a header size cap and the connection bound come
+        # Handshake and request deadlines, a header size cap and the connection bound come
         # with the loop (get_loop_factory): see webhook/server/deadlines.py.
         # uvicorn counts the new connection itself: N + 1 lets N be served at once
         limit_concurrency=settings.max_connections + 1,

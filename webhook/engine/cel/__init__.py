@@ -49,6 +49,7 @@ from webhook.engine.cel.library import (
     PYTHON_FUNCTIONS,
     config,
 )
+from webhook.engine.linear import Pattern
 
 # The variables of ValidatingAdmissionPolicy, and what quickq-guard adds for its scopes.
 OBJECT_VARIABLES = ("object", "oldObject", "request", "params", "namespaceObject",
@@ -535,7 +536,7 @@ def bound_names(text: str) -> str:
     return "".join(value for _, value in pieces)
 
 
-_STATUS = re.compile(r"^[A-Z_]+: |\s*\[[A-Z_]+\]$")
+_STATUS = Pattern(r"^[A-Z_]+: |\s*\[[A-Z_]+\]$")
 _POSITION = re.compile(r"ERROR: <input>:(\d+):(\d+): ")
 
 
@@ -635,9 +636,9 @@ def _value(expression: Expression, bound: Any, container: int | None) -> Any:
 
 UNREPRESENTABLE = ("the object holds a value CEL cannot represent (a number beyond 64 bits, "
                    "or a map key that is not a string, an int or a bool)")
-_UNREPRESENTABLE = re.compile(r"out of range for '|^Non-CEL value type|^Invalid map key type")
-_MISSING_KEY = re.compile(r'^Key not found in map ?: ?"(.*)"$', re.S)
-_BAD_PATTERN = re.compile(r"^(invalid regular expression: [^:]*): (.*)$", re.S)
+_UNREPRESENTABLE = Pattern(r"out of range for '|^Non-CEL value type|^Invalid map key type")
+_MISSING_KEY = Pattern(r'(?s)^Key not found in map ?: ?"(.*)"$')
+_BAD_PATTERN = Pattern(r"(?s)^(invalid regular expression: [^:]*): (.*)$")
 
 
 def _clean(error: object, source: str) -> str:

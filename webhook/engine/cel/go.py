@@ -43,7 +43,6 @@ errors name what the policy wrote.
 from __future__ import annotations
 
 import math
-import re
 from collections.abc import Callable, Sequence
 from datetime import datetime, timedelta
 from typing import Any
@@ -72,6 +71,7 @@ from webhook.engine.cel.moments import (
     timestamp_of,
     with_offset,
 )
+from webhook.engine.linear import Pattern
 
 T = _cel.Type
 
@@ -149,10 +149,10 @@ def _carried(result: str, operand: str) -> str:
     return result
 
 
-_INT = re.compile(r"[+-]?[0-9]+")
-_UINT = re.compile(r"[0-9]+")
-_UNDERSCORES = re.compile(r"[+-]?[0-9]+(?:_[0-9]+)*(?:\.[0-9]+(?:_[0-9]+)*)?")
-_FINITE = re.compile(r"[+-]?(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][+-]?[0-9]+)?")
+_INT = Pattern(r"[+-]?[0-9]+")
+_UINT = Pattern(r"[0-9]+")
+_UNDERSCORES = Pattern(r"[+-]?[0-9]+(?:_[0-9]+)*(?:\.[0-9]+(?:_[0-9]+)*)?")
+_FINITE = Pattern(r"[+-]?(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][+-]?[0-9]+)?")
 _STRING_GUARDS = {"int": _go_int, "uint": _go_uint, "double": _go_double,
                   "duration": _go_duration, "timestamp": _go_timestamp}
 

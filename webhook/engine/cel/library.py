@@ -11,16 +11,15 @@ from __future__ import annotations
 import ipaddress
 import json
 import math
-import re
 from collections.abc import Callable
 from decimal import Decimal
-from functools import lru_cache
 from typing import Any
 
 import re2
 from cel_expr_python import cel as _cel
 
 from webhook.engine.cel import urls
+from webhook.engine.linear import Pattern
 from webhook.engine.quantity import EXACT, parse_quantity
 
 STRING, BOOL, INT, DOUBLE, DYN = (_cel.Type.STRING, _cel.Type.BOOL, _cel.Type.INT,
@@ -99,7 +98,7 @@ _INT64_MAX = 2**63 - 1
 _GO_SUFFIXES = {"n": -9, "u": -6, "m": -3, "": 0, "k": 3, "M": 6, "G": 9, "T": 12, "P": 15,
                 "E": 18}
 _GO_BINARY = {"Ki": 10, "Mi": 20, "Gi": 30, "Ti": 40, "Pi": 50, "Ei": 60}
-_GO_QUANTITY = re.compile(r"([+-]?)0*([0-9]*)(?:\.([0-9]*))?([a-zA-Z]*|[eE][+-]?[0-9]+)")
+_GO_QUANTITY = Pattern(r"([+-]?)0*([0-9]*)(?:\.([0-9]*))?([a-zA-Z]*|[eE][+-]?[0-9]+)")
 
 
 def go_quantity(text: str) -> GoQuantity | None:
@@ -326,8 +325,9 @@ def config(*declared: Declarations) -> tuple[Any, dict[str, Callable[..., Any]]]
 # --- regular expressions: .find(), .findAll() ---------------------------------------------
 # RE2, as `matches` and Kubernetes use: the same syntax, and time linear in the text, so a
 # pattern like (a+)+$ cannot be made to backtrack for minutes by the object under review.
+# Compiled at each call, not cached: the pattern may be read from the object, and a cache
+# keyed by it would keep what objects bring.
 
-@lru_cache(maxsize=256)
 def _regex(pattern: str) -> Any:
     problem = go_regex_problem(pattern)
     if problem:

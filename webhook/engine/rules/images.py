@@ -2,24 +2,23 @@
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping
-from functools import lru_cache
 from typing import Any
 
+from webhook.engine.linear import Pattern
 from webhook.engine.results import Finding
 from webhook.engine.rules._base import NoParams, finding
 from webhook.engine.workload import IMAGE_FROM_RUNTIME, Workload, dotted
 
 # `$VLLM_IMAGE`, `${IMAGE}`, `$(IMAGE)`, `{{ .Values.image }}`: a variable that envsubst, a
 # script or Helm should have filled in; Kubernetes expands none of them in `image`.
-_VARIABLE = re.compile(r"\$\{?\(?[A-Za-z_][A-Za-z0-9_]*|\{\{")
+_VARIABLE = Pattern(r"\$\{?\(?[A-Za-z_][A-Za-z0-9_]*|\{\{")
 
 
-@lru_cache(maxsize=4096)
 def image_pin_problem(image: str) -> str | None:
-    """Why an image reference is not pinned, or None when it is. Cached: the same images come
-    back in object after object.
+    """Why an image reference is not pinned, or None when it is. Not cached: a few string
+    methods, linear in the reference, and a cache keyed by references would keep whatever
+    an object brings (the API server sets no length on `image`).
 
     A digest pins it whatever the tag says (app:latest@sha256:...). A registry `host:port` is
     not a tag: the tag is looked for only after the last `/`.

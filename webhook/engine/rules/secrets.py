@@ -9,12 +9,10 @@ variable, the argument or the data key and never echo the value.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping
 from typing import Any
 
-import re2
-
+from webhook.engine.linear import Pattern
 from webhook.engine.results import Finding
 from webhook.engine.rules._base import finding
 from webhook.engine.rules.secrets_params import PlaintextSecretParams
@@ -25,22 +23,24 @@ from webhook.engine.workload import Container, Workload
 # PASSWORD_MIN_LENGTH "12", and DB_PASSWORD "$(POSTGRES_PASSWORD)", which the kubelet fills
 # in from another variable of the container (typically itself from a secretKeyRef).
 _BOOLEAN_WORDS = frozenset({"true", "false", "yes", "no", "on", "off"})
-_NUMBER = re.compile(r"[+-]?(?:\d+(?:\.\d*)?|\.\d+)")
-_REFERENCES = re.compile(r"(?:\$\([^()$\s]+\))+")
+# RE2 (webhook.engine.linear): each runs in time linear in the value, whatever it holds.
+# `\pL\pN_` is Python's Unicode `\w`, which RE2's ASCII-only `\w` is not.
+_NUMBER = Pattern(r"[+-]?(?:\p{Nd}+(?:\.\p{Nd}*)?|\.\p{Nd}+)")
+_REFERENCES = Pattern(r"(?:\$\([^()$\s]+\))+")
 # A file a Secret is mounted at (GOOGLE_APPLICATION_CREDENTIALS=/var/secrets/google/key.json):
 # an absolute path of at least two plain segments.
-_PATH = re.compile(r"/[\w.@+-]+(?:/[\w.@+-]+)+/?")
+_PATH = Pattern(r"/[\pL\pN_.@+-]+(?:/[\pL\pN_.@+-]+)+/?")
 # A URL: with credentials in it (scheme://user:password@host), it holds a secret whatever
 # the variable is called; without, a secret-named variable holding it (TOKEN_URL) names
 # where a secret is fetched, not the secret. `$(VAR)` as the password is filled in by the
 # kubelet from another variable.
-_URL = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*://(?P<userinfo>[^/?#@\s]*@)?[^\s]*")
-_SECRET_QUERY = re.compile(r"[?&](?:[\w.-]*(?:password|passwd|secret|token|key|sig|signature|"
-                           r"credential)s?[\w.-]*)=[^&#\s]", re.IGNORECASE)
+_URL = Pattern(r"[A-Za-z][A-Za-z0-9+.-]*://(?P<userinfo>[^/?#@\s]*@)?[^\s]*")
+_SECRET_QUERY = Pattern(r"(?i)[?&](?:[\pL\pN_.-]*(?:password|passwd|secret|token|key|sig|"
+                        r"signature|credential)s?[\pL\pN_.-]*)=[^&#\s]")
 # Key material: 32 or more hex digits (128 bits), or 32 or more base64 characters with letters
 # of both cases and digits.
-_HEX_KEY = re.compile(r"(?:0x)?[0-9a-fA-F]{32,}")
-_BASE64_KEY = re.compile(r"[A-Za-z0-9+/_-]{32,}={0,2}")
+_HEX_KEY = Pattern(r"(?:0x)?[0-9a-fA-F]{32,}")
+_BASE64_KEY = Pattern(r"[A-Za-z0-9+/_-]{32,}={0,2}")
 
 
 def holds_a_secret(value: Any, names_the_secret: bool) -> bool:
@@ -92,7 +92,7 @@ def looks_like_key(text: str) -> bool:
 # it, a substring every such value holds, its RE2 pattern). RE2 runs in time linear in the
 # value; the substring test spares most values the search.
 _FORMATS: tuple[tuple[str, str, Any], ...] = tuple(
-    (what, marker, re2.compile(pattern)) for what, marker, pattern in (
+    (what, marker, Pattern(pattern)) for what, marker, pattern in (
         ("an Anthropic API key", "sk-ant-", r"\bsk-ant-[a-z]+[0-9]*-[A-Za-z0-9_-]{32,}"),
         ("an OpenAI API key", "sk-", r"\bsk-(?:proj-|svcacct-|admin-)?[A-Za-z0-9_-]*[0-9]"
                                      r"[A-Za-z0-9_-]*[A-Za-z][A-Za-z0-9_-]*"),

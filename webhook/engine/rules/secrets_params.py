@@ -9,15 +9,12 @@ the image (setup.py), and a pydantic model with methods cannot be in a compiled 
 from __future__ import annotations
 
 import itertools
-import re
-from functools import cached_property, lru_cache
+from functools import cached_property
 
 from webhook.engine.rules._base import Params
 
 __all__ = ["PlaintextSecretParams", "name_words"]
 
-_SEPARATORS = re.compile(r"[_\-.]+")
-_CAMEL = re.compile(r"(?<=[a-z0-9])(?=[A-Z])")
 
 
 class PlaintextSecretParams(Params):
@@ -124,8 +121,23 @@ class PlaintextSecretParams(Params):
         return len(words) > 1 and not self._all_pairs.isdisjoint(itertools.pairwise(words))
 
 
-@lru_cache(maxsize=4096)
 def name_words(name: str) -> tuple[str, ...]:
-    """The words of a variable name, upper-cased: splitting on `_`, `-`, `.` and camelCase
-    is most of this rule's work, and the same few names come back in every object."""
-    return tuple(w.upper() for w in _SEPARATORS.split(_CAMEL.sub("_", name)) if w)
+    """The words of a variable name, upper-cased: split on `_`, `-`, `.` and camelCase
+    (`dbPassword`, `apiKey2Value`: a new word at an upper-case letter after a lower-case one
+    or a digit). String methods only: linear in the name, and nothing kept between calls (a
+    cache keyed by names would be memory any object could fill)."""
+    text = name.replace("-", "_").replace(".", "_")
+    # In one case and without digits, a name has no camelCase boundary (most names).
+    if not text.islower() and not (text.isupper() and text.replace("_", "").isalpha()):
+        text = _camel_split(text)
+    return tuple(filter(None, text.upper().split("_")))
+
+
+def _camel_split(text: str) -> str:
+    """`dbPassword` -> `db_Password`; `HTTPToken` stays whole (no lower case before T)."""
+    cuts = [index for index in range(1, len(text)) if "A" <= text[index] <= "Z"
+            and ("a" <= text[index - 1] <= "z" or "0" <= text[index - 1] <= "9")]
+    if not cuts:
+        return text
+    return "_".join(text[start:end] for start, end in zip([0, *cuts], [*cuts, len(text)],
+                                                          strict=True))

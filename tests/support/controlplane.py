@@ -1,5 +1,5 @@
 """A real control plane for the cluster tests and benchmarks: etcd and kube-apiserver from an
-envtest assets directory (webhook.testing.assets builds them from Go modules), kubectl and helm
+envtest assets directory (tests/support/assets.py builds them from Go modules), kubectl and helm
 against it, and `quickq-guard serve` started through its CLI. Needs a checkout (the chart and
 .tools/ live beside the package).
 
@@ -34,9 +34,9 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec, rsa
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
+from support.assets import default_release
 from webhook.engine.workload import BUILT_IN
 from webhook.testing import CONTROLLERS, REPO, Server, free_port, stop_process, wait_until
-from webhook.testing.assets import default_release
 
 CHART = REPO / "charts" / "quickq-guard"
 TOOLS = REPO / ".tools"
@@ -44,7 +44,7 @@ ASSETS = ("kube-apiserver", "etcd", "kubectl")
 RELEASE = "quickq-guard"
 RELEASE_NAMESPACE = "quickq-system"
 HOW_TO_GET = ("run scripts/test (it builds them from tools/controlplane/ with "
-              "`python -m webhook.testing.assets`), or point KUBEBUILDER_ASSETS at a directory "
+              "`python -m support.assets`), or point KUBEBUILDER_ASSETS at a directory "
               "with kube-apiserver, etcd and kubectl (`setup-envtest use 1.36 -p path`)")
 
 
@@ -106,8 +106,9 @@ def make_ca(out: Path, stem: str) -> Pair:
 
 
 def issue(ca: Pair, out: Path, stem: str, *, client: bool,
-          organization: str | None = None) -> Pair:
-    """A leaf from `ca`: a serving certificate for 127.0.0.1 or a client certificate."""
+          organization: str | None = None, names: tuple[str, ...] = ()) -> Pair:
+    """A leaf from `ca`: a serving certificate for 127.0.0.1 (and `names`, addresses or DNS
+    names) or a client certificate."""
     ca_key = serialization.load_pem_private_key(ca.key.read_bytes(), None)
     assert isinstance(ca_key, ec.EllipticCurvePrivateKey)
     ca_cert = x509.load_pem_x509_certificate(ca.cert.read_bytes())
@@ -121,9 +122,14 @@ def issue(ca: Pair, out: Path, stem: str, *, client: bool,
                .not_valid_after(now + datetime.timedelta(days=2))
                .add_extension(x509.ExtendedKeyUsage([usage]), critical=False))
     if not client:
-        builder = builder.add_extension(x509.SubjectAlternativeName(
-            [x509.DNSName("localhost"), x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]),
-            critical=False)
+        alternatives: list[x509.GeneralName] = []
+        for name in ("localhost", "127.0.0.1", *names):
+            try:
+                alternatives.append(x509.IPAddress(ipaddress.ip_address(name)))
+            except ValueError:
+                alternatives.append(x509.DNSName(name))
+        builder = builder.add_extension(x509.SubjectAlternativeName(alternatives),
+                                        critical=False)
     return _write_pair(out, stem, key, builder.sign(ca_key, hashes.SHA256()))
 
 
@@ -157,18 +163,24 @@ AUDIT_POLICY = {
 
 
 class ControlPlane:
-    """etcd + kube-apiserver on loopback ports; `kubectl` and `helm` run against it."""
+    """etcd + kube-apiserver on loopback ports; `kubectl` and `helm` run against it.
 
-    def __init__(self, assets: Path, workdir: Path) -> None:
+    A node's pods reach the API server on `advertise` (and `names` go into its serving
+    certificate); without one it listens on 127.0.0.1 only."""
+
+    def __init__(self, assets: Path, workdir: Path, *, port: int | None = None,
+                 advertise: str | None = None, names: tuple[str, ...] = ()) -> None:
         self.assets = assets.resolve()  # the processes run in workdir
         self.workdir = workdir
-        self.port = free_port()
+        self.port = port or free_port()
+        self.advertise = advertise
+        self.apiserver_flags: list[str] = []  # what a subclass adds (the node's)
         self.etcd_port = free_port()
         self.processes: list[subprocess.Popen[bytes]] = []
         pki = workdir / "pki"
         pki.mkdir()
         self.ca = make_ca(pki, "cluster-ca")
-        self.serving = issue(self.ca, pki, "kube-apiserver", client=False)
+        self.serving = issue(self.ca, pki, "kube-apiserver", client=False, names=names)
         # The API server presents this client certificate to every webhook (see admission.yaml);
         # a webhook started with --client-ca=<webhook-client-ca> accepts it.
         self.webhook_client_ca = make_ca(pki, "webhook-client-ca")
@@ -229,7 +241,8 @@ class ControlPlane:
         self._spawn("kube-apiserver", [
             str(self.assets / "kube-apiserver"),
             f"--etcd-servers=http://127.0.0.1:{self.etcd_port}",
-            "--bind-address=127.0.0.1", "--advertise-address=127.0.0.1",
+            f"--bind-address={'0.0.0.0' if self.advertise else '127.0.0.1'}",
+            f"--advertise-address={self.advertise or '127.0.0.1'}",
             f"--secure-port={self.port}", f"--cert-dir={self.workdir / 'apiserver-certs'}",
             "--endpoint-reconciler-type=none",
             # Services resolve through Endpoints, never a ClusterIP (none could be reached).
@@ -246,7 +259,7 @@ class ControlPlane:
             f"--admission-control-config-file={pki / 'admission.yaml'}",
             f"--audit-policy-file={pki / 'audit-policy.yaml'}",
             f"--audit-log-path={self.audit_log}", "--audit-log-format=json",
-            "--audit-log-mode=blocking",
+            "--audit-log-mode=blocking", *self.apiserver_flags,
             "--v=0"])
         self.wait_ready()
 
@@ -311,8 +324,9 @@ class ControlPlane:
                 check: bool = True) -> subprocess.CompletedProcess[str]:
         return self.run([str(self.assets / "kubectl"), *args], input=input, check=check)
 
-    def helm(self, *args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
-        return self.run([str(helm_binary()), *args], check=check, timeout=120)
+    def helm(self, *args: str, check: bool = True,
+             timeout: float = 120) -> subprocess.CompletedProcess[str]:
+        return self.run([str(helm_binary()), *args], check=check, timeout=timeout)
 
     def apply(self, obj: dict[str, Any] | str, *args: str,
               check: bool = False) -> subprocess.CompletedProcess[str]:

@@ -3,7 +3,7 @@ module in tools/controlplane/, and kubectl, in `.tools/envtest/<version>/` (git-
 
 One modfile is one Kubernetes release: `go.mod` is the default (newest tested minor),
 `go-<minor>.mod` each further one. etcd is built from the same module graph, so each release
-runs with the etcd its own go.mod names. `python -m webhook.testing.assets [--all]` builds what
+runs with the etcd its own go.mod names. `python -m support.assets [--all]` builds what
 is missing and prints each assets directory (default first); a second run with the same pins
 does nothing. When Go or the build fails, the
 reason is written into the assets directory and printed in one line, so the cluster tests skip
@@ -94,12 +94,14 @@ def is_built(release: Release) -> bool:
                     for name in ("kube-apiserver", "etcd")))
 
 
-def _go_build(release: Release, go: str, package: str, output: Path, ldflags: str) -> None:
+def _go_build(release: Release, go: str, package: str, output: Path, ldflags: str,
+              static: bool = False) -> None:
     """`go build` into a partial file, so an interrupted build never leaves half a binary."""
     partial = output.with_name(output.name + ".partial")
     command = [go, "build", f"-modfile={release.modfile.name}", "-trimpath",
                f"-ldflags=-s -w {ldflags}".strip(), "-o", str(partial), package]
-    done = subprocess.run(command, cwd=MODULE, capture_output=True, text=True,
+    env = {**os.environ, "CGO_ENABLED": "0"} if static else None
+    done = subprocess.run(command, cwd=MODULE, capture_output=True, text=True, env=env,
                           timeout=BUILD_TIMEOUT, check=False)
     if done.returncode != 0:
         tail = "\n".join(done.stderr.strip().splitlines()[-15:])
@@ -162,14 +164,79 @@ def build_problem(directory: Path) -> str | None:
     return failed.read_text().strip() if failed.is_file() else None
 
 
+NODE = REPO / ".tools" / "node"
+
+
+def _node_fingerprint(release: Release, go: str) -> str:
+    digest = hashlib.sha256()
+    for path in (release.modfile, release.sumfile, MODULE / "node" / "main.go",
+                 MODULE / "pause" / "main.go"):
+        digest.update(path.read_bytes())
+    version = subprocess.run([go, "version"], capture_output=True, text=True, check=True)
+    digest.update(version.stdout.encode())
+    return f"{release.version} {digest.hexdigest()}\n"
+
+
+def build_node(release: Release) -> None:
+    """kubelet, kube-controller-manager and kube-scheduler (one binary, tools/controlplane/node,
+    run under each name) at the release's pin, and the sandbox image's pause program."""
+    go = shutil.which("go")
+    if go is None:
+        raise BuildFailed("no `go` on PATH: the node is built from Go modules "
+                          "(tools/controlplane/node); install Go 1.26")
+    NODE.mkdir(parents=True, exist_ok=True)
+    stamp = NODE / STAMP
+    if stamp.is_file() and stamp.read_text() == _node_fingerprint(release, go):
+        return
+    print(f"building kubelet, kube-controller-manager and kube-scheduler {release.version} "
+          "from tools/controlplane/node", file=sys.stderr, flush=True)
+    version = "k8s.io/component-base/version"
+    stamped = " ".join(f"-X {version}.{name}={value}" for name, value in (
+        ("gitVersion", release.version), ("gitMajor", release.major),
+        ("gitMinor", release.minor), ("gitTreeState", "clean")))
+    _go_build(release, go, "./node", NODE / "node", stamped)
+    _go_build(release, go, "./pause", NODE / "pause", "", static=True)  # alone in its image
+    stamp.write_text(_node_fingerprint(release, go))
+
+
+def ensure_node() -> str | None:
+    """Build the node (binaries and images) for the default release; None when ready, else
+    the one-line reason the node tests will not run (they skip with it)."""
+    from support import images  # buildah and debootstrap: needed by the node tests only
+
+    failed = NODE / FAILED
+    failed.unlink(missing_ok=True)
+    started = time.monotonic()
+    try:
+        build_node(default_release())
+    except (BuildFailed, subprocess.TimeoutExpired, OSError) as error:
+        NODE.mkdir(parents=True, exist_ok=True)
+        failed.write_text(f"{error}\n")
+        return f"the node tests will not run: {error}"
+    problem = images.ensure(NODE / "pause")
+    if problem:
+        return f"the node tests will not run: {problem}"
+    print(f"the node and its images are ready ({time.monotonic() - started:.0f} s)",
+          file=sys.stderr, flush=True)
+    return None
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
-        prog="python -m webhook.testing.assets",
+        prog="python -m support.assets",
         description="Build the control plane the cluster tests run (kube-apiserver and etcd "
                     "from tools/controlplane/) into .tools/envtest/<version>/.")
     parser.add_argument("--all", action="store_true",
                         help="every pinned release, not only the default")
+    parser.add_argument("--node", action="store_true",
+                        help="only the node tests' kubelet, controller-manager, scheduler and "
+                             "images (into .tools/node/)")
     args = parser.parse_args(argv)
+    if args.node:
+        problem = ensure_node()
+        if problem:
+            print(problem.splitlines()[0], file=sys.stderr)
+        return 0  # the node tests skip with the reason
     for release in releases() if args.all else [default_release()]:
         problem = ensure(release)
         if problem:
