@@ -24,7 +24,7 @@ PAIRS = ["disallow-latest-tag", "require-requests", "require-labels", "disallow-
 IMAGES = st.sampled_from(["app", "app:latest", "app:1.2.3", "registry:5000/app",
                           "registry:5000/app:2", "app@sha256:" + "b" * 64, "app@sha256:",
                           "app:latest@sha256:" + "c" * 64, "app:", "", "  ", 42, None])
-QUANTITIES = st.sampled_from(["100m", "1", "1Gi", None])
+QUANTITIES = st.sampled_from(["100m", "1", "1Gi", None, "0", "0m", 0])
 LABELS = st.sampled_from([{"app": "x"}, {}, {"team": "a"}, {"app.kubernetes.io/name": "x"}])
 CONTEXTS = st.fixed_dictionaries({}, optional={
     "runAsUser": st.sampled_from([0, 1000, None, True]),

@@ -229,7 +229,7 @@ def test_stdin_multi_document_streams_with_empty_documents(capsys, monkeypatch):
 
 def test_kind_list_items_are_judged_one_by_one(capsys, tmp_path):
     items = [yaml.safe_load(BAD_POD), yaml.safe_load(GOOD_POD),
-             {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "c"}}]
+             {"apiVersion": "v1", "kind": "Service", "metadata": {"name": "c"}}]
     path = write(tmp_path, "list.yaml", yaml.safe_dump(
         {"apiVersion": "v1", "kind": "List", "items": items}))
     code, report, _ = check_json(capsys, str(path))

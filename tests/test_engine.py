@@ -58,7 +58,7 @@ def test_node_template_groups_come_from_the_config():
 
 
 @pytest.mark.parametrize("obj", [
-    {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "c"}, "data": {"a": "b"}},
+    {"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "c"}, "data": {"a": "Yg=="}},
     {"apiVersion": "v1", "kind": "Service", "metadata": {"name": "s"}, "spec": {"ports": 5}},
     {"apiVersion": "example.com/v1", "kind": "Deployment", "metadata": {"name": "d"},
      "spec": {"template": "x"}},

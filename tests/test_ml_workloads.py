@@ -238,7 +238,7 @@ def test_another_projects_kind_is_skipped_naming_custom_kinds():
     assert reason == ("kind ModelServer (example.com) is not judged: if it runs pods, name it "
                       "in the config's customKinds with the paths of its pod templates")
     # Kubernetes' own kinds that run no pods are not sent to customKinds.
-    for api_version, kind in (("v1", "ConfigMap"), ("networking.k8s.io/v1", "Ingress")):
+    for api_version, kind in (("v1", "Service"), ("networking.k8s.io/v1", "Ingress")):
         obj = {"apiVersion": api_version, "kind": kind, "metadata": {"name": "c"}}
         [reason] = {r.reason for r in judge(obj).results}
         assert "customKinds" not in reason, reason

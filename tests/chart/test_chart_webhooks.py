@@ -322,6 +322,30 @@ def test_either_webhook_can_be_switched_off() -> None:
     assert container["command"][2:] == ["remove", "--validating", FULLNAME]
 
 
+def test_config_maps_have_a_webhook_of_their_own_that_never_locks_the_cluster_out() -> None:
+    """no-plaintext-secrets judges ConfigMaps, which the cluster's own components write in
+    every namespace (kube-root-ca.crt, leader election): their entry is failurePolicy Ignore
+    whatever failurePolicy says (and `cluster arm` leaves it so), never called for nodes,
+    kube-controller-manager, kube-scheduler or kube-system's service accounts, and spares the
+    same namespaces as the main entry."""
+    docs = helm_template({"webhook": {"failurePolicy": {"validating": "Fail"},
+                                      "failSafe": {"enabled": False}}})
+    main, config_maps = validating(docs), validating(docs, "configmaps.quickq-guard.quickq.io")
+    assert main["failurePolicy"] == "Fail" and config_maps["failurePolicy"] == "Ignore"
+    assert intercepted(config_maps) == {("", "configmaps"): ("CREATE", "UPDATE")}
+    assert ("", "configmaps") not in intercepted(main)
+    assert config_maps["namespaceSelector"] == main["namespaceSelector"]
+    assert config_maps["clientConfig"] == main["clientConfig"]
+    [skip] = [c["expression"] for c in config_maps["matchConditions"]
+              if c["name"] == "quickq-guard-skip-cluster-components"]
+    for user in ("system:node:", "system:serviceaccount:kube-system:",
+                 "system:kube-controller-manager", "system:kube-scheduler"):
+        assert user in skip
+    off = helm_template({"webhook": {"configMaps": False}})
+    assert "configmaps.quickq-guard.quickq.io" not in [
+        h["name"] for h in find(off, "ValidatingWebhookConfiguration")["webhooks"]]
+
+
 def test_the_namespaces_webhook_judges_namespace_creates_and_updates_only() -> None:
     docs = helm_template({"webhook": {"objectSelector": {"matchLabels": {"a": "b"}},
                                       "matchConditions": [{"name": "x", "expression": "true"}]}})

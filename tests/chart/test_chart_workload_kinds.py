@@ -37,9 +37,10 @@ CLAIMS = ("resourceClaims", "resource.k8s.io")
 
 def rules(docs: list[dict[str, Any]]) -> list[list[dict[str, Any]]]:
     """The rules of each webhook that judges workloads (validating and mutating; not the
-    namespaces webhook)."""
+    namespaces webhook, nor the ConfigMaps' entry)."""
     return [hook["rules"] for kind in WEBHOOK_KINDS for hook in find(docs, kind)["webhooks"]
-            if hook["name"] != "namespaces.quickq-guard.quickq.io"]
+            if hook["name"] not in ("namespaces.quickq-guard.quickq.io",
+                                    "configmaps.quickq-guard.quickq.io")]
 
 
 def registered(hook_rules: list[dict[str, Any]]) -> set[tuple[str, str, str]]:

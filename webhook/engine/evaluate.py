@@ -252,6 +252,8 @@ def _skip_reason(policy: Policy, workload: Workload, namespace: str, operation: 
         return "not applicable to NodeTemplate"
     if workload.is_claim and not policy.claims:
         return f"not applicable to {workload.kind}"
+    if workload.is_config_map and not policy.config_maps:
+        return "not applicable to ConfigMap"
     if policy.everywhere:
         return "" if operation in policy.match.operations else _UNMATCHED
     if not policy.applies(workload.kind, namespace, operation, workload.labels):
@@ -286,6 +288,8 @@ def _not_mutated(workload: Workload, operation: str) -> str:
     own template with the ReplicaSet's, create another ReplicaSet for ever."""
     if workload.is_pod and operation != "CREATE":
         return "a Pod is mutated on CREATE only"
+    if workload.is_config_map:
+        return "a ConfigMap is judged, never mutated"
     if workload.kind == "ReplicaSet" and api_group(str(workload.obj.get("apiVersion"))) == "apps":
         owner = _controller_owner(workload.obj)
         if owner == ("apps", "Deployment"):

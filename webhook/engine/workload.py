@@ -385,6 +385,8 @@ class Workload:
     is_claim: bool = False
     # What its pod specs hold that quickq-guard cannot judge, said as warnings (podSpecPatch).
     unseen: tuple[str, ...] = ()
+    # A ConfigMap: no pods, its data judged by no-plaintext-secrets.
+    is_config_map: bool = False
 
     @property
     def is_node_template(self) -> bool:
@@ -424,6 +426,8 @@ def read_workload(obj: Any, node_template_groups: Sequence[str], *,
     checked = check and _refusals(obj, kind, api_version, decoded or checked)
     metadata = _mapping(obj.get("metadata"), ("metadata",))
     labels = _mapping(metadata.get("labels"), ("metadata", "labels"))
+    if kind == "ConfigMap" and group == "":  # judged by no-plaintext-secrets, for its data
+        return Workload(obj, kind, (), (), labels, is_config_map=True)
     if kind == "NodeTemplate":
         if group not in node_template_groups:
             return None
