@@ -11,11 +11,12 @@ from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
 from typing import Any, TextIO
 
-from webhook.cli import exceptions, judge
+from webhook.cli import exception_files, judge
 from webhook.cli.exits import EXIT_ERROR, CliError, error, note
 from webhook.cli.formats import NAMES, Format, Options, format_named
 from webhook.cli.summary import FAIL_ON, exit_code
 from webhook.engine.policy import PolicySet
+from webhook.engine.review import Review
 from webhook.loader import find_config, load_config, load_policies, load_policy_dirs
 
 
@@ -243,18 +244,19 @@ def _check(args: argparse.Namespace, policies: PolicySet, stdin: bytes | None,
     found = judge.scan(args.paths, args.exclude, stdin, args.skip_non_manifests)
     now = args.at or datetime.now(UTC)  # the one time the whole run judges at
     notes: list[str] = []
-    granted = judge.Granted(exceptions.load(args.exceptions, found.exceptions, found.read,
-                                            policies, now, notes), now)
+    exceptions = exception_files.load(args.exceptions, found.exceptions, found.read, policies,
+                                      now, notes)
     if not args.quiet:
         for line in notes:
             note(line)
-    claims = judge.input_claims([found.claims], found.read)
+    review = Review(exceptions=exceptions, claims=judge.input_claims([found.claims], found.read),
+                    now=now)
     counts: Counter[str] = Counter()
     skipped_files = kustomizations = 0
     for writer in writers:
         writer.start(policies)
     for part in judge.judge_all(found.tasks, policies, render, args.jobs, found.read,
-                                  granted, claims, found.size, args.strict):
+                                  review, found.size, args.strict):
         for line in part.errors:
             error(line)
         if args.verbose and not args.quiet:
