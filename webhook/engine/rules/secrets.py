@@ -35,8 +35,11 @@ _PATH = Pattern(r"/[\pL\pN_.@+-]+(?:/[\pL\pN_.@+-]+)+/?")
 # where a secret is fetched, not the secret. `$(VAR)` as the password is filled in by the
 # kubelet from another variable.
 _URL = Pattern(r"[A-Za-z][A-Za-z0-9+.-]*://(?P<userinfo>[^/?#@\s]*@)?[^\s]*")
-_SECRET_QUERY = Pattern(r"(?i)[?&](?:[\pL\pN_.-]*(?:password|passwd|secret|token|key|sig|"
-                        r"signature|credential)s?[\pL\pN_.-]*)=[^&#\s]")
+# RE2's (?i) folds as Unicode does, so the dotted and dotless i (which Python's re and the CEL
+# form take as an i) are named in the pattern.
+_I = r"[i\x{130}\x{131}]"
+_SECRET_QUERY = Pattern(rf"(?i)[?&](?:[\pL\pN_.-]*(?:password|passwd|secret|token|key|s{_I}g|"
+                        rf"s{_I}gnature|credent{_I}al)s?[\pL\pN_.-]*)=[^&#\s]")
 # Key material: 32 or more hex digits (128 bits), or 32 or more base64 characters with letters
 # of both cases and digits.
 _HEX_KEY = Pattern(r"(?:0x)?[0-9a-fA-F]{32,}")
