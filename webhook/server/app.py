@@ -30,7 +30,7 @@ from webhook.engine.evaluate import error_decision, evaluate
 from webhook.engine.exceptions import NONE, Exceptions
 from webhook.engine.policy import PolicyError, PolicySet
 from webhook.engine.results import Decision, Resource
-from webhook.server import admission, claim_view, deadlines, granted, metrics
+from webhook.server import admission, claim_view, deadlines, drain, granted, metrics
 from webhook.server.admission import AdmissionError, Review
 from webhook.server.logs import log_review
 from webhook.server.reload import PolicySets, PolicySource, ServingCert
@@ -81,6 +81,8 @@ class Settings:
     # Each request's headers and body arrive within this or its connection is aborted.
     request_timeout: float = deadlines.REQUEST_SECONDS
     reload_interval: float = RELOAD_INTERVAL
+    # On SIGTERM, answer this long more, each answer closing its connection (drain.py).
+    drain: float = drain.DRAIN_SECONDS
     # Watch the PolicyExceptions of the config's exceptionNamespaces (kubeconfig: the
     # in-cluster service account when None).
     watch_exceptions: bool = False
