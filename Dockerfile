@@ -29,7 +29,9 @@ ENV PYTHONDONTWRITEBYTECODE=1 \
     PIP_NO_CACHE_DIR=1
 COPY --from=build /dist/ /tmp/dist/
 # pip byte-compiles at install time, so a read-only root filesystem costs nothing at start-up.
-RUN pip install /tmp/dist/quickq_guard-*.whl \
+# [server]: the webhook's own dependencies (uvicorn, starlette, cryptography, lightkube,
+# prometheus-client), which a plain install for CI leaves out.
+RUN wheel="$(echo /tmp/dist/quickq_guard-*.whl)" && pip install "${wheel}[server]" \
     && rm -rf /tmp/dist \
     && groupadd --gid 10001 quickq \
     && useradd --uid 10001 --gid 10001 --no-create-home --home-dir /var/lib/quickq-guard \

@@ -9,7 +9,7 @@ from __future__ import annotations
 import copy
 from typing import Any
 
-from webhook import Decision, Result, evaluate, load_policies
+from webhook import Decision, Result, Review, decode, evaluate, load_policies
 from webhook.engine.policy import Config, PolicySet
 from webhook.testing import (  # noqa: F401 - the object builders tests import from here
     GOOD_IMAGE,
@@ -50,10 +50,21 @@ def with_config(**config: Any) -> PolicySet:
     return load_policies(None, Config.model_validate(config))
 
 
-def judge(obj: Any, policies: PolicySet | None = None, **kwargs: Any) -> Decision:
-    """evaluate() on a deep copy, asserting the engine never modifies its input."""
+def judge(obj: Any, policies: PolicySet | None = None, review: Review | None = None) -> Decision:
+    """evaluate(decode(obj)), as `check` judges a manifest, asserting the engine never
+    modifies its input."""
     before = copy.deepcopy(obj)
-    decision = evaluate(obj, policies or default_policies(), **kwargs)
+    decision = evaluate(decode(obj), policies or default_policies(), review)
+    assert obj == before, "decode() or evaluate() modified the object it was given"
+    return decision
+
+
+def judge_given(obj: Any, policies: PolicySet | None = None,
+                review: Review | None = None) -> Decision:
+    """evaluate(obj) on the object as it is given (as the API server hands it to the
+    webhook), asserting the engine never modifies its input."""
+    before = copy.deepcopy(obj)
+    decision = evaluate(obj, policies or default_policies(), review)
     assert obj == before, "evaluate() modified the object it was given"
     return decision
 

@@ -9,7 +9,7 @@ from typing import Any
 
 import jsonpatch
 
-from webhook import Decision, evaluate, load_policies
+from webhook import Decision, decode, evaluate, load_policies
 from webhook.manifests import read_file
 
 WORKLOADS = Path(__file__).resolve().parent / "workloads"
@@ -25,10 +25,11 @@ def load(name: str) -> dict[str, Any]:
     return obj
 
 
-def decide(name: str, as_applied: bool = False) -> Decision:
-    """The engine's verdict on a workload file with the shipped policies (`as_applied`: on
-    the object as the API server hands it to the webhook)."""
-    return evaluate(load(name), load_policies(), as_applied=as_applied)
+def decide(name: str, decoded: bool = False) -> Decision:
+    """The engine's verdict on a workload file with the shipped policies, on the file's
+    object as it is given, or (`decoded`) as `kubectl apply` hands it to the webhook."""
+    obj = load(name)
+    return evaluate(decode(obj) if decoded else obj, load_policies())
 
 
 def verdict(decision: Decision) -> dict[str, Any]:

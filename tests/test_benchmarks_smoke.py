@@ -11,6 +11,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 import yaml
 
 BENCHMARKS = Path(__file__).resolve().parent.parent / "benchmarks"
@@ -124,3 +125,63 @@ def test_html_report_prints_the_page_s_size_and_time_to_interactive():
         assert figures["interactive_ms_median"] > 0
     else:
         assert "scripts/install-browser" in figures["why_no_time"]
+
+
+def peer_policies() -> tuple[list[dict], list[dict]]:
+    folder = BENCHMARKS / "peers" / "policies"
+    return ([d for d in yaml.safe_load_all((folder / "gatekeeper.yaml").read_text()) if d],
+            [d for d in yaml.safe_load_all((folder / "kyverno.yaml").read_text()) if d])
+
+
+def test_the_peers_policies_are_the_seven_quickq_guard_loads():
+    gatekeeper, kyverno = peer_policies()
+    constraints = {d["metadata"]["name"] for d in gatekeeper
+                   if d["apiVersion"].startswith("constraints.")}
+    templates = {d["spec"]["crd"]["spec"]["names"]["kind"] for d in gatekeeper
+                 if d["kind"] == "ConstraintTemplate"}
+    assert templates == {d["kind"] for d in gatekeeper
+                         if d["apiVersion"].startswith("constraints.")}
+    seven = {"require-requests", "disallow-latest-tag", "disallow-root-user",
+             "require-gpu-limits", "no-plaintext-secrets", "liveness-probe-tolerance",
+             "require-labels"}
+    assert constraints == seven == {d["metadata"]["name"] for d in kyverno}
+    policies = Path(__file__).resolve().parent.parent / "policies"
+    assert all(yaml.safe_load((policies / f"{p}.yaml").read_text())["type"] == "validate"
+               for p in seven)
+
+
+def test_peers_compares_verdicts_object_by_object(tmp_path):
+    """Stand-in peers: a gator that finds nothing, and a Kyverno CLI that prints its warnings
+    and a report failing an object that is not in the corpus. Every failure quickq-guard finds
+    is a difference, named by policy with an example file."""
+    fake = tmp_path / "gator"
+    fake.write_text(f"#!{sys.executable}\nprint('[]')\n")
+    fake.chmod(0o755)
+    report = ("Warning: ClusterPolicy is deprecated\n"
+              "apiVersion: openreports.io/v1alpha1\nkind: ClusterReport\nresults:\n"
+              "- policy: require-labels\n  result: fail\n  resources:\n"
+              "  - {kind: Pod, namespace: nowhere, name: made-up}\n")
+    kyverno = tmp_path / "kyverno"
+    kyverno.write_text(f"#!{sys.executable}\nprint({report!r})\n")
+    kyverno.chmod(0o755)
+    out = run("peers.py", "--count", "40", "--rounds", "1", "--gator", str(fake),
+              "--kyverno", str(kyverno), "--out", str(tmp_path / "out"))
+    figures = json.loads((tmp_path / "out" / "peers.json").read_text())
+    assert figures["files"] == 40 and figures["rounds"] == 1
+    assert 0 < figures["gator"]["agreement"] < 1
+    assert figures["kyverno"]["agreement"] == figures["gator"]["agreement"]
+    assert "fails by quickq-guard only on" in out
+    assert "gator only" not in out and "kyverno only" not in out
+
+
+@pytest.mark.parametrize("peer", ["gator", "kyverno"])
+def test_peers_agree_with_the_built_peer(tmp_path, peer):
+    """With the peer built (benchmarks/peers.py builds it), its policies judge as
+    quickq-guard's do on every object of a small corpus."""
+    binary = BENCHMARKS / "out" / "peers" / "bin" / peer
+    if not binary.exists():
+        pytest.skip(f"{peer} is not built: run benchmarks/peers.py --only {peer} once")
+    out = run("peers.py", "--count", "300", "--rounds", "1", "--only", peer,
+              f"--{peer}", str(binary), "--out", str(tmp_path))
+    assert f"agreement with {peer}:" in out, out
+    assert "(100.0%) get the same failing policies" in out, out

@@ -12,7 +12,7 @@ import pytest
 from builders import pod
 from builders import policies_in as policies
 
-from webhook import PolicyError, evaluate
+from webhook import PolicyError, decode, evaluate
 
 # Five variables that read the container and each other, read by every expression.
 VARIABLES = [
@@ -63,10 +63,10 @@ def test_one_program_holds_every_variable_and_expression_of_a_policy(
 def test_a_lone_container_and_several_are_judged_alike(tmp_path: Path) -> None:
     loaded = policies(tmp_path, _policy())
     one = {"name": "a", "image": "app", "securityContext": {"privileged": True}}
-    decision = evaluate(pod(one), loaded)
+    decision = evaluate(decode(pod(one)), loaded)
     assert [f.message for f in decision.results[0].findings] == [
         "container 'a': no tag", "container 'a': privileged: app"]
-    several = evaluate(pod({"name": "b", "image": "app:1"}, one), loaded)
+    several = evaluate(decode(pod({"name": "b", "image": "app:1"}, one)), loaded)
     assert [f.message for f in several.results[0].findings] == [
         "container 'a': no tag", "container 'a': privileged: app"]
 
@@ -78,9 +78,9 @@ def test_a_variable_is_evaluated_only_when_read(tmp_path: Path) -> None:
     policy = _policy(variables=[*VARIABLES, broken], validations=[
         {"expression": "!(false && variables.broken)", "message": "never"},
         {"expression": "variables.tagged || variables.broken", "message": "untagged"}])
-    result = evaluate(pod({"name": "a", "image": "app:1"}), policies(tmp_path, policy))
+    result = evaluate(decode(pod({"name": "a", "image": "app:1"})), policies(tmp_path, policy))
     assert result.results[0].status == "pass"
-    result = evaluate(pod({"name": "a", "image": "app"}), policies(tmp_path, policy))
+    result = evaluate(decode(pod({"name": "a", "image": "app"})), policies(tmp_path, policy))
     assert result.results[0].status == "error"
     assert ("validations[1].expression (or the variables it reads: broken, tagged): "
             "no such key: nothing") in result.results[0].reason
@@ -91,8 +91,8 @@ def test_a_variable_failing_in_a_message_leaves_the_message(tmp_path: Path) -> N
                                              "expression": "container.nothing"}],
                      validations=[{"expression": "variables.tagged", "message": "no tag",
                                    "messageExpression": "'no tag: ' + variables.broken"}])
-    [found] = evaluate(pod({"name": "a", "image": "app"}),
-                       policies(tmp_path, policy)).results[0].findings
+    decision = evaluate(decode(pod({"name": "a", "image": "app"})), policies(tmp_path, policy))
+    [found] = decision.results[0].findings
     assert found.message == "container 'a': no tag"
 
 
@@ -131,10 +131,10 @@ def test_validations_evaluated_together_fail_as_each_alone(tmp_path: Path) -> No
         {"expression": "dyn(variables.parts.size())", "message": "not a bool"}])
     [loaded] = policies(tmp_path, policy).policies
     assert loaded.cel is not None and loaded.cel.together is not None
-    result = evaluate(pod({"name": "a", "image": "app"}), policies(tmp_path, policy))
+    result = evaluate(decode(pod({"name": "a", "image": "app"})), policies(tmp_path, policy))
     assert result.results[0].reason.endswith(
         "validations[1].expression: no such key: nothing")
     policy["validations"].pop(1)
-    result = evaluate(pod({"name": "a", "image": "app:1"}), policies(tmp_path, policy))
+    result = evaluate(decode(pod({"name": "a", "image": "app:1"})), policies(tmp_path, policy))
     assert result.results[0].reason.endswith("validations[1].expression: yields an int, "
                                              "not a bool")

@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 from builders import policies_in as policies
 
-from webhook import PolicyError, evaluate
+from webhook import PolicyError, decode, evaluate
 from webhook.engine import cost
 
 
@@ -56,7 +56,7 @@ def test_a_policy_past_the_static_limit_is_refused_naming_file_and_expression(
     ("object.metadata.name.replace('-', '_') != ''", "object"),
 ])
 def test_ordinary_policies_load_and_pass(tmp_path: Path, expression: str, scope: str) -> None:
-    decision = evaluate(_pod(3), policies(tmp_path, _policy(expression, scope)))
+    decision = evaluate(decode(_pod(3)), policies(tmp_path, _policy(expression, scope)))
     assert decision.outcome == "allowed", decision.message
 
 
@@ -73,8 +73,8 @@ def test_an_expression_past_the_per_call_limit_on_this_object_is_too_costly(
         tmp_path: Path) -> None:
     loaded = policies(tmp_path, _policy(
         "object.metadata.annotations['a'].replace('a', 'b').size() > 0"))
-    assert evaluate(_pod(1, a="a" * 1000), loaded).outcome == "allowed"
-    decision = evaluate(_pod(1, a="a" * (2 * 1024 * 1024 + 512 * 1024)), loaded)
+    assert evaluate(decode(_pod(1, a="a" * 1000)), loaded).outcome == "allowed"
+    decision = evaluate(decode(_pod(1, a="a" * (2 * 1024 * 1024 + 512 * 1024))), loaded)
     assert not decision.allowed and decision.outcome == "error"
     assert "[costly] CEL validations[0].expression: too costly to evaluate" in decision.message
     assert f"past the per-expression limit of {cost.PER_CALL_LIMIT:,}" in decision.message
@@ -86,8 +86,8 @@ def test_a_quadratic_policy_is_stopped_by_the_review_budget(tmp_path: Path) -> N
     time it now takes: benchmarks/hostile_load.py)."""
     loaded = policies(tmp_path, _policy(
         "podSpec.containers.exists_one(c, c.name == container.name)", "container"))
-    assert evaluate(_pod(50), loaded).outcome == "allowed"
-    decision = evaluate(_pod(4000), loaded)
+    assert evaluate(decode(_pod(50)), loaded).outcome == "allowed"
+    decision = evaluate(decode(_pod(4000)), loaded)
     assert not decision.allowed and decision.outcome == "error"
     assert "[costly] CEL too costly to evaluate: the review's CEL cost budget of " \
            f"{cost.REVIEW_BUDGET:,}" in decision.message
@@ -101,7 +101,7 @@ def test_too_costly_is_an_error_result_like_any_evaluation_error(tmp_path: Path)
     loaded = policies(tmp_path, _policy(
         "podSpec.containers.exists_one(c, c.name == container.name)", "container"),
         config=Config(mode="dry-run"))
-    decision = evaluate(_pod(4000), loaded)
+    decision = evaluate(decode(_pod(4000)), loaded)
     assert decision.allowed
     assert any("too costly to evaluate" in warning for warning in decision.warnings)
     [result] = decision.results
@@ -111,8 +111,8 @@ def test_too_costly_is_an_error_result_like_any_evaluation_error(tmp_path: Path)
 def test_each_review_has_its_own_budget(tmp_path: Path) -> None:
     loaded = policies(tmp_path, _policy(
         "podSpec.containers.exists_one(c, c.name == container.name)", "container"))
-    assert evaluate(_pod(4000), loaded).outcome == "error"
-    assert evaluate(_pod(50), loaded).outcome == "allowed"
+    assert evaluate(decode(_pod(4000)), loaded).outcome == "error"
+    assert evaluate(decode(_pod(50)), loaded).outcome == "allowed"
 
 
 def test_the_estimate_grows_with_the_sizes_it_reads() -> None:
@@ -134,8 +134,8 @@ def test_the_estimate_grows_with_the_sizes_it_reads() -> None:
 def test_map_and_filter_are_charged_for_the_copies_the_runtime_makes(tmp_path: Path) -> None:
     loaded = policies(tmp_path, _policy(
         "object.spec.containers.map(c, c.name).filter(n, n != '').size() > 0"))
-    assert evaluate(_pod(50), loaded).outcome == "allowed"
-    decision = evaluate(_pod(3000), loaded)
+    assert evaluate(decode(_pod(50)), loaded).outcome == "allowed"
+    decision = evaluate(decode(_pod(3000)), loaded)
     assert decision.outcome == "error"
     assert "[costly] CEL validations[0].expression: too costly to evaluate" in \
         decision.message
@@ -161,9 +161,9 @@ def test_the_shipped_pod_security_profile_is_stopped_before_its_maps_take_gigaby
                                         "allowPrivilegeEscalation": False,
                                         "capabilities": {"drop": ["ALL"]}},
                                     "resources": {"requests": {"cpu": "1", "memory": "1Gi"}}}]}}
-    assert evaluate(pod, loaded).allowed
+    assert evaluate(decode(pod), loaded).allowed
     pod["spec"]["securityContext"]["sysctls"] *= 1000
-    decision = evaluate(pod, loaded, from_api_server=True)
+    decision = evaluate(pod, loaded)
     assert decision.outcome == "error"
     [line] = [line for line in decision.message.splitlines() if "[pss-sysctls]" in line]
     assert "too costly to evaluate" in line
@@ -173,22 +173,22 @@ def test_concatenating_the_object_s_strings_is_charged_by_their_size(tmp_path: P
     loaded = policies(tmp_path, _policy(
         "object.spec.containers.all(c, (object.metadata.annotations['a'] + '/' + c.name)"
         ".size() > 0)"))
-    assert evaluate(_pod(20, a="x" * 100), loaded).outcome == "allowed"
-    decision = evaluate(_pod(2000, a="x" * 100_000), loaded)
+    assert evaluate(decode(_pod(20, a="x" * 100)), loaded).outcome == "allowed"
+    decision = evaluate(decode(_pod(2000, a="x" * 100_000)), loaded)
     assert decision.outcome == "error" and "too costly to evaluate" in decision.message
     # a literal, or the comprehension's own element, is as cheap as before
     cheap = policies(tmp_path, _policy("object.spec.containers.all(c, (c.name + '-x')"
                                        ".size() > 0)"))
-    assert evaluate(_pod(2000, a="x" * 100_000), cheap).outcome == "allowed"
+    assert evaluate(decode(_pod(2000, a="x" * 100_000)), cheap).outcome == "allowed"
 
 
 def test_membership_in_a_list_of_the_object_is_charged_per_item(tmp_path: Path) -> None:
     loaded = policies(tmp_path, _policy("container in podSpec.containers", "container"))
-    assert evaluate(_pod(20), loaded).outcome == "allowed"
-    decision = evaluate(_pod(2000), loaded)
+    assert evaluate(decode(_pod(20)), loaded).outcome == "allowed"
+    decision = evaluate(decode(_pod(2000)), loaded)
     assert decision.outcome == "error" and "too costly to evaluate" in decision.message
     literal = policies(tmp_path, _policy("container.name in ['c0', 'c1'] || true", "container"))
-    assert evaluate(_pod(2000), literal).outcome == "allowed"
+    assert evaluate(decode(_pod(2000)), literal).outcome == "allowed"
 
 
 @pytest.mark.parametrize("expression", [
@@ -199,7 +199,7 @@ def test_membership_in_a_list_of_the_object_is_charged_per_item(tmp_path: Path) 
 def test_what_kubernetes_accepts_still_loads(tmp_path: Path, expression: str) -> None:
     """The load-time estimate charges as Kubernetes' does: the runtime's own copying and
     concatenation are charged on the object, at evaluation."""
-    decision = evaluate(_pod(3, a="x"), policies(tmp_path, _policy(expression)))
+    decision = evaluate(decode(_pod(3, a="x")), policies(tmp_path, _policy(expression)))
     assert decision.outcome in ("allowed", "denied"), decision.message
 
 
@@ -208,8 +208,8 @@ def test_concatenating_the_object_s_lists_is_charged_by_their_items(tmp_path: Pa
     before the iteration limit stopped it."""
     loaded = policies(tmp_path, _policy(
         "object.spec.containers.all(c, (object.spec.containers + [c]).size() > 0)"))
-    assert evaluate(_pod(20), loaded).outcome == "allowed"
-    decision = evaluate(_pod(2000), loaded)
+    assert evaluate(decode(_pod(20)), loaded).outcome == "allowed"
+    decision = evaluate(decode(_pod(2000)), loaded)
     assert decision.outcome == "error" and "too costly to evaluate" in decision.message
 
 
@@ -218,9 +218,9 @@ def test_comparing_two_of_the_object_s_lists_is_charged_per_item(tmp_path: Path)
     A comparison with a literal or an element stays as cheap as a token."""
     loaded = policies(tmp_path, _policy(
         "object.spec.containers.all(c, object.spec.containers == object.spec.containers)"))
-    assert evaluate(_pod(20), loaded).outcome == "allowed"
-    decision = evaluate(_pod(2000), loaded)
+    assert evaluate(decode(_pod(20)), loaded).outcome == "allowed"
+    decision = evaluate(decode(_pod(2000)), loaded)
     assert decision.outcome == "error" and "too costly to evaluate" in decision.message
     cheap = policies(tmp_path, _policy(
         "object.spec.containers.all(c, c.name != '' && object.spec.containers != [])"))
-    assert evaluate(_pod(2000), cheap).outcome == "allowed"
+    assert evaluate(decode(_pod(2000)), cheap).outcome == "allowed"

@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 from builders import policies_in as policies
 
-from webhook import evaluate
+from webhook import decode, evaluate
 from webhook.engine import cost
 from webhook.engine.rules import cel as cel_rules
 from webhook.engine.rules import cel_review
@@ -71,7 +71,7 @@ def test_a_pod_of_many_containers_is_judged_when_each_container_costs_little(
         tmp_path: Path) -> None:
     """Reading podSpec's lists once per container was quadratic, and refused as too costly
     past about 250 containers; each evaluation here does a constant amount of work."""
-    decision = evaluate(_pod(2000), policies(tmp_path, _policy(READS_LISTS)))
+    decision = evaluate(decode(_pod(2000)), policies(tmp_path, _policy(READS_LISTS)))
     assert decision.outcome == "allowed", decision.message
 
 
@@ -85,9 +85,9 @@ def test_a_review_past_the_budget_is_refused_before_any_evaluation(
     unique = {"expression": "podSpec.containers.exists_one(c, c.name == container.name)",
               "message": "duplicate name"}
     loaded = policies(tmp_path, _policy(unique))
-    assert evaluate(_pod(20), loaded).outcome == "allowed" and len(ran) == 20
+    assert evaluate(decode(_pod(20)), loaded).outcome == "allowed" and len(ran) == 20
     ran.clear()
-    decision = evaluate(_pod(2000), loaded)
+    decision = evaluate(decode(_pod(2000)), loaded)
     assert decision.outcome == "error"
     assert "[each] CEL too costly to evaluate: the review's CEL cost budget of " \
            f"{cost.REVIEW_BUDGET:,}" in decision.message
@@ -119,7 +119,7 @@ def test_an_error_names_the_first_failing_expression_in_container_order(
     policy = _policy(
         {"expression": "container.name != 'c2' || container.missing == 1", "message": "a"},
         {"expression": "container.name != 'c1' || 1 / 0 == 1", "message": "b"})
-    decision = evaluate(_pod(3), policies(tmp_path, policy))
+    decision = evaluate(decode(_pod(3)), policies(tmp_path, policy))
     assert decision.outcome == "error"
     assert "validations[1].expression: divide by zero" in decision.message, \
         decision.message
@@ -130,7 +130,7 @@ def test_the_iteration_limit_is_per_container(tmp_path: Path) -> None:
     each evaluation, within the runtime's 10,000."""
     unique = {"expression": "podSpec.containers.exists_one(c, c.name == container.name)",
               "message": "duplicate name"}
-    decision = evaluate(_pod(200), policies(tmp_path, _policy(unique)))
+    decision = evaluate(decode(_pod(200)), policies(tmp_path, _policy(unique)))
     assert decision.outcome == "allowed", decision.message
 
 
@@ -155,5 +155,5 @@ def test_the_guarded_functions_hold_for_each_container_with_variables(
                                     "variables.nm && container.name.substring(0, 1) == 'c'",
                       "message": "no"},
                      variables=[{"name": "nm", "expression": "container.name"}])
-    decision = evaluate(_pod(containers), policies(tmp_path, policy))
+    decision = evaluate(decode(_pod(containers)), policies(tmp_path, policy))
     assert decision.outcome == "allowed", decision.message

@@ -13,7 +13,7 @@ from builders import POD_SPEC_PATHS, node_template, workload
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from webhook import Decision, evaluate, load_policies
+from webhook import Decision, decode, evaluate, load_policies
 from webhook.engine.policy import PolicySet
 from webhook.loader import default_policies_dir
 
@@ -24,7 +24,7 @@ PAIRS = ["disallow-latest-tag", "require-requests", "require-labels", "disallow-
 IMAGES = st.sampled_from(["app", "app:latest", "app:1.2.3", "registry:5000/app",
                           "registry:5000/app:2", "app@sha256:" + "b" * 64, "app@sha256:",
                           "app:latest@sha256:" + "c" * 64, "app:", "", "  ", 42, None])
-QUANTITIES = st.sampled_from(["100m", "1", "1Gi", None])
+QUANTITIES = st.sampled_from(["100m", "1", "1Gi", None, "0", "0m", 0])
 LABELS = st.sampled_from([{"app": "x"}, {}, {"team": "a"}, {"app.kubernetes.io/name": "x"}])
 CONTEXTS = st.fixed_dictionaries({}, optional={
     "runAsUser": st.sampled_from([0, 1000, None, True]),
@@ -97,8 +97,8 @@ def _verdict(decision: Decision) -> tuple[str, str, list[str | None]]:
 @given(obj=objects())
 def test_the_cel_examples_give_the_built_in_verdicts(pairs, obj):
     for built_in, written in pairs:
-        assert _verdict(evaluate(obj, written)) == _verdict(evaluate(obj, built_in)), (
-            built_in.policies[0].id, obj)
+        assert _verdict(evaluate(decode(obj), written)) == \
+            _verdict(evaluate(decode(obj), built_in)), (built_in.policies[0].id, obj)
 
 
 def test_the_pairs_disagree_when_the_cel_policy_is_wrong(pairs, tmp_path):
@@ -111,8 +111,9 @@ def test_the_pairs_disagree_when_the_cel_policy_is_wrong(pairs, tmp_path):
     obj = workload("Pod", {"name": "a", "image": "app:1"},
                    initContainers=[{"name": "init", "image": "app:latest"}])
     built_in = pairs[0][0]
-    assert _verdict(evaluate(obj, built_in))[2] == ["init"]
-    assert _verdict(evaluate(obj, load_policies(broken))) != _verdict(evaluate(obj, built_in))
+    assert _verdict(evaluate(decode(obj), built_in))[2] == ["init"]
+    assert _verdict(evaluate(decode(obj), load_policies(broken))) != _verdict(evaluate(decode(obj),
+                                                                               built_in))
 
 
 def test_the_examples_are_not_loaded_with_the_shipped_policies():

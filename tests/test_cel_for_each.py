@@ -12,7 +12,7 @@ import pytest
 import yaml
 from test_export import pairs, vap_judges
 
-from webhook import evaluate, load_policies
+from webhook import Review, decode, evaluate, load_policies
 from webhook.engine.policy import PolicyError
 from webhook.export.vap import export
 
@@ -55,7 +55,7 @@ def test_a_finding_per_failing_item_of_a_list_at_its_index(tmp_path):
                                     {"name": "BAD_2", "value": "s3cr3t-two"}]},
               {"name": "b", "env": [{"name": "BAD_3", "value": "s3cr3t-three"}]},
               {"name": "c"})
-    assert found(evaluate(obj, policies)) == [
+    assert found(evaluate(decode(obj), policies)) == [
         ("a", "spec.containers[0].env[1].value", "container 'a': env BAD_1 is bad, not (hidden)"),
         ("a", "spec.containers[0].env[2].value", "container 'a': env BAD_2 is bad, not (hidden)"),
         ("b", "spec.containers[1].env[0].value", "container 'b': env BAD_3 is bad, not (hidden)")]
@@ -65,24 +65,24 @@ def test_a_finding_per_failing_key_of_a_map_at_its_key(tmp_path):
     policies = load(tmp_path, LIMITS)
     obj = pod({"name": "a", "resources": {"limits": {
         "cpu": "1", "example.com/x": "1", "example.com/y": "2"}}})
-    assert sorted(found(evaluate(obj, policies))) == [
+    assert sorted(found(evaluate(decode(obj), policies))) == [
         ("a", "spec.containers[0].resources.limits[example.com/x]",
          "container 'a': no example.com resources"),
         ("a", "spec.containers[0].resources.limits[example.com/y]",
          "container 'a': no example.com resources")]
-    assert found(evaluate(pod({"name": "a"}), policies)) == []
+    assert found(evaluate(decode(pod({"name": "a"})), policies)) == []
 
 
 def test_a_pod_level_field_per_container_names_each_container(tmp_path):
     policies = load(tmp_path, ROOT)
     obj = pod({"name": "a"}, {"name": "b", "securityContext": {"runAsUser": 0}},
               {"name": "c"}, securityContext={"runAsUser": 0})
-    assert found(evaluate(obj, policies)) == [
+    assert found(evaluate(decode(obj), policies)) == [
         ("a", "spec.securityContext.runAsUser", "container 'a': inherits runAsUser: 0"),
         ("c", "spec.securityContext.runAsUser", "container 'c': inherits runAsUser: 0")]
     # without perContainer the same field is the pod's: one finding, no container named
     policies = load(tmp_path, {**ROOT, "perContainer": False})
-    assert found(evaluate(obj, policies)) == [
+    assert found(evaluate(decode(obj), policies)) == [
         (None, "spec.securityContext.runAsUser", "inherits runAsUser: 0")]
 
 
@@ -90,13 +90,13 @@ def test_an_item_message_that_fails_falls_back_to_the_message(tmp_path):
     policies = load(tmp_path, {**ENV, "messageExpression": "'env ' + each.nope",
                                "message": "bad name"})
     obj = pod({"name": "a", "env": [{"name": "BAD", "value": "x"}]})
-    assert found(evaluate(obj, policies)) == [
+    assert found(evaluate(decode(obj), policies)) == [
         ("a", "spec.containers[0].env[0].value", "container 'a': bad name")]
 
 
 def test_what_is_not_a_list_or_map_is_an_error_naming_the_validation(tmp_path):
     policies = load(tmp_path, {**ENV, "forEach": "container.name"})
-    [result] = evaluate(pod({"name": "a"}), policies).results
+    [result] = evaluate(decode(pod({"name": "a"})), policies).results
     assert result.status == "error" and "validations[0]" in result.reason
 
 
@@ -125,7 +125,7 @@ def test_object_scope_items_are_findings_of_the_object(tmp_path):
                                "fieldPath": "metadata.labels[*]"}, scope="object")
     obj = pod({"name": "a"})
     obj["metadata"]["labels"] = {"tmp-a": "x", "app": "y"}
-    assert found(evaluate(obj, policies)) == [
+    assert found(evaluate(decode(obj), policies)) == [
         (None, "metadata.labels.tmp-a", "label tmp-a is temporary")]
 
 
@@ -144,7 +144,7 @@ def test_the_export_gives_the_engines_findings_in_one_message(tmp_path, scope):
               {"name": "bad", "env": [{"name": "BAD_3", "value": "3"}]},
               securityContext={"runAsUser": 0})
     by_field: dict[str, list[str]] = {}
-    for result in evaluate(obj, policies).results:
+    for result in evaluate(decode(obj), policies).results:
         for finding in result.findings:
             last = str(finding.at[-1]) if finding.at else ""
             by_field.setdefault(last, []).append(finding.message)
@@ -167,7 +167,8 @@ def test_a_new_failing_item_beside_an_old_one_is_denied_on_update(tmp_path):
     old = pod({"name": "a", "env": [{"name": "BAD_1", "value": "1"}]})
     new = pod({"name": "a", "env": [{"name": "BAD_1", "value": "1"}, {"name": "BAD_2",
                                                                      "value": "2"}]})
-    decision = evaluate(new, policies, operation="UPDATE", old_object=old)
+    decision = evaluate(decode(new), policies, Review(operation="UPDATE", old_object=decode(old)))
     assert not decision.allowed
     assert "env BAD_2 is bad" in decision.message and "BAD_1" not in decision.message
-    assert evaluate(old, policies, operation="UPDATE", old_object=old).allowed
+    assert evaluate(decode(old), policies,
+                    Review(operation="UPDATE", old_object=decode(old))).allowed

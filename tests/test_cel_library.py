@@ -9,7 +9,7 @@ import pytest
 import yaml
 from builders import pod
 
-from webhook import evaluate, load_policies
+from webhook import decode, evaluate, load_policies
 
 SECRET = "s3cr3t-Value-that-must-not-show"
 
@@ -20,7 +20,8 @@ def judge(tmp_path: Path, expression: str, **container: object) -> tuple[str, st
     (folder / "p.yaml").write_text(yaml.safe_dump({
         "id": "library", "description": "d", "type": "validate", "action": "enforce",
         "scope": "container", "validations": [{"expression": expression, "message": "no"}]}))
-    decision = evaluate(pod({"name": "c", "image": "app:1", **container}), load_policies(folder))
+    decision = evaluate(decode(pod({"name": "c", "image": "app:1", **container})),
+                        load_policies(folder))
     [result] = decision.results
     return result.status, result.reason
 

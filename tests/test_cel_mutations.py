@@ -9,7 +9,7 @@ import pytest
 from builders import CONTROLLERS, node_template, pod, pointer_prefix, workload
 from builders import policies_in as policies
 
-from webhook import Config, PolicyError, evaluate
+from webhook import Config, PolicyError, Review, decode, evaluate
 from webhook.engine.normalize import normalize
 from webhook.engine.patch import apply_patch
 
@@ -39,7 +39,7 @@ SET = {"name": "set", "image": "app:1", "securityContext": {"runAsUser": 1000}}
 @pytest.mark.parametrize("kind", ["Pod", *CONTROLLERS])
 def test_a_container_scope_patch_lands_on_each_container_that_needs_it(tmp_path, kind):
     obj = workload(kind, SET, BARE, initContainers=[dict(BARE, name="init")])
-    decision = evaluate(obj, policies(tmp_path, NON_ROOT))
+    decision = evaluate(decode(obj), policies(tmp_path, NON_ROOT))
     prefix = pointer_prefix(kind)
     assert decision.outcome == "patched"
     assert [op["path"] for op in decision.patch] == [
@@ -48,14 +48,14 @@ def test_a_container_scope_patch_lands_on_each_container_that_needs_it(tmp_path,
     assert decision.patched == apply_patch(normalize(obj)[0], list(decision.patch))
     assert [f.message for f in decision.results[0].findings] == [
         "container 'bare': add securityContext", "initContainer 'init': add securityContext"]
-    again = evaluate(decision.patched, policies(tmp_path, NON_ROOT))
+    again = evaluate(decode(decision.patched), policies(tmp_path, NON_ROOT))
     assert (again.outcome, again.patch) == ("allowed", ())
 
 
 def test_a_node_template_spec_is_the_container(tmp_path):
     template = node_template()
     del template["spec"]["securityContext"]
-    decision = evaluate(template, policies(tmp_path, NON_ROOT))
+    decision = evaluate(decode(template), policies(tmp_path, NON_ROOT))
     assert decision.patch == ({"op": "add", "path": "/spec/securityContext",
                                "value": {"runAsNonRoot": True}},)
 
@@ -65,7 +65,7 @@ def test_an_operation_that_changes_nothing_is_left_out_of_the_patch(tmp_path):
                     " {'op': 'replace', 'path': '/spec/restartPolicy', 'value': 'Never'}]",
                     scope="object")
     obj = pod(BARE, restartPolicy="Always")  # labels are already {'app': 'web'}
-    decision = evaluate(obj, policies(tmp_path, rule))
+    decision = evaluate(decode(obj), policies(tmp_path, rule))
     assert decision.patch == ({"op": "replace", "path": "/spec/restartPolicy",
                                "value": "Never"},)
     assert decision.results[0].findings[0].message == "replace spec.restartPolicy"
@@ -88,8 +88,8 @@ def test_a_mutation_that_would_patch_again_is_an_error_not_a_patch(tmp_path):
         "path: '/metadata/annotations/generation', "
         "value: object.metadata.annotations.generation + '+'}] : []", scope="object")
     loaded = policies(tmp_path, rule)
-    assert evaluate(pod(BARE), loaded).outcome == "allowed"
-    decision = evaluate(pod(BARE, annotations={"generation": "1"}), loaded)
+    assert evaluate(decode(pod(BARE)), loaded).outcome == "allowed"
+    decision = evaluate(decode(pod(BARE, annotations={"generation": "1"})), loaded)
     [result] = decision.results
     assert result.status == "error" and decision.outcome == "error"
     assert "not idempotent" in result.reason and decision.patch == ()
@@ -100,7 +100,7 @@ def test_keys_with_slashes_are_escaped_with_jsonpatch_escape_key(tmp_path):
         "has(object.metadata.labels) && 'team.example.com/owner' in object.metadata.labels ? []"
         " : [JSONPatch{op: 'add', path: '/metadata/labels/' + "
         "jsonpatch.escapeKey('team.example.com/owner'), value: 'unknown'}]", scope="object")
-    decision = evaluate(pod(BARE), policies(tmp_path, rule))
+    decision = evaluate(decode(pod(BARE)), policies(tmp_path, rule))
     assert decision.patch[0]["path"] == "/metadata/labels/team.example.com~1owner"
     assert decision.patched["metadata"]["labels"]["team.example.com/owner"] == "unknown"
 
@@ -115,20 +115,21 @@ def test_keys_with_slashes_are_escaped_with_jsonpatch_escape_key(tmp_path):
      "operation 0 (add /spec/containers/0/securityContext/runAsUser) does not apply"),
 ])
 def test_a_bad_operation_is_an_error_naming_it(tmp_path, expression, problem):
-    decision = evaluate(pod(BARE), policies(tmp_path, mutation(expression)))
+    decision = evaluate(decode(pod(BARE)), policies(tmp_path, mutation(expression)))
     [result] = decision.results
     assert result.status == "error" and problem in result.reason
     assert "mutations[0].jsonPatch.expression" in result.reason
 
 
 def test_actions_and_dry_run_only_say_what_would_be_patched(tmp_path):
-    warned = evaluate(pod(BARE), policies(tmp_path, {**NON_ROOT, "action": "warn"}))
+    warned = evaluate(decode(pod(BARE)), policies(tmp_path, {**NON_ROOT, "action": "warn"}))
     assert warned.patch == () and warned.warnings == (
         "[default-non-root] would patch: container 'bare': add securityContext",)
-    dry = evaluate(pod(BARE), policies(tmp_path, NON_ROOT, config=Config(mode="dry-run")))
+    dry = evaluate(decode(pod(BARE)), policies(tmp_path, NON_ROOT, config=Config(mode="dry-run")))
     assert dry.patch == () and dry.outcome == "would-patch"
-    update = evaluate(pod(BARE), policies(tmp_path, NON_ROOT), operation="UPDATE",
-                      old_object=pod(BARE))
+    update = evaluate(decode(pod(BARE)),
+                      policies(tmp_path, NON_ROOT),
+                      Review(operation="UPDATE", old_object=decode(pod(BARE))))
     assert update.results[0].status == "skip" and update.patch == ()
 
 
@@ -138,7 +139,7 @@ def test_validate_policies_judge_the_patched_object(tmp_path):
              "validations": [{"expression": "container.?securityContext.?runAsNonRoot"
                                             ".orValue(false) || has(container.securityContext"
                                             ".runAsUser)", "message": "set runAsNonRoot"}]}
-    decision = evaluate(pod(BARE, SET), policies(tmp_path, NON_ROOT, check))
+    decision = evaluate(decode(pod(BARE, SET)), policies(tmp_path, NON_ROOT, check))
     assert decision.outcome == "patched" and decision.allowed
 
 
@@ -159,7 +160,7 @@ def test_a_bad_mutate_policy_fails_the_load(tmp_path, changes, expected):
 def test_a_patch_the_api_server_would_refuse_is_an_error(tmp_path):
     rule = mutation("has(container.securityContext) ? [] : [JSONPatch{op: 'add', "
                     "path: '/securityContext', value: {'runAsNonRot': true}}]")
-    decision = evaluate(pod(BARE), policies(tmp_path, rule))
+    decision = evaluate(decode(pod(BARE)), policies(tmp_path, rule))
     [result] = decision.results
     assert result.status == "error" and decision.patch == ()
     assert "patch failed" in result.reason and "runAsNonRot" in result.reason
@@ -171,7 +172,7 @@ def test_an_ml_workload_kind_is_patched_per_container(tmp_path):
            "spec": {"pytorchReplicaSpecs": {
                "Master": {"replicas": 1, "template": {"spec": {"containers": [SET]}}},
                "Worker": {"replicas": 2, "template": {"spec": {"containers": [BARE]}}}}}}
-    decision = evaluate(job, policies(tmp_path, NON_ROOT))
+    decision = evaluate(decode(job), policies(tmp_path, NON_ROOT))
     assert decision.patch == ({
         "op": "add",
         "path": "/spec/pytorchReplicaSpecs/Worker/template/spec/containers/0/securityContext",

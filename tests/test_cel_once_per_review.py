@@ -15,7 +15,7 @@ import pytest
 from builders import container, pod
 from builders import policies_in as policies
 
-from webhook import evaluate
+from webhook import decode, evaluate
 from webhook.engine import cel
 from webhook.engine.cel import library
 from webhook.engine.rules.cel import Request
@@ -76,7 +76,7 @@ def test_a_review_converts_its_object_once_for_all_its_cel_policies(
     loaded = policies(tmp_path, *SET)
     obj = pod(container("a"), container("b"), initContainers=[container("i")])
     activations.clear()
-    decision = evaluate(obj, loaded)
+    decision = evaluate(decode(obj), loaded)
     assert {r.policy: r.status for r in decision.results if r.policy in JUDGED} == {
         "registries": "pass", "named": "pass", "sized": "pass"}
     assert len(activations) == 1
@@ -92,7 +92,7 @@ def test_a_workload_of_several_pod_specs_is_converted_once(
     job["spec"]["pytorchReplicaSpecs"]["Worker"] = worker
     loaded = policies(tmp_path, *SET)
     activations.clear()
-    decision = evaluate(job, loaded)
+    decision = evaluate(decode(job), loaded)
     [registries] = [r for r in decision.results if r.policy == "registries"]
     assert [f.message for f in registries.findings] == [
         "container 'pytorch' in pytorchReplicaSpecs.Master: another registry",
@@ -106,7 +106,7 @@ def test_a_workload_of_several_pod_specs_is_converted_once(
 def test_each_policy_reads_its_own_params_from_the_shared_activation(tmp_path: Path) -> None:
     other = dict(SET[0], id="elsewhere", params={"registry": "ghcr.io/"})
     loaded = policies(tmp_path, SET[0], other)
-    decision = evaluate(pod(container("a")), loaded)
+    decision = evaluate(decode(pod(container("a"))), loaded)
     assert {r.policy: r.status for r in decision.results
             if r.policy in {"registries", "elsewhere"}} == {"registries": "pass",
                                                            "elsewhere": "fail"}
@@ -121,7 +121,7 @@ def test_the_messages_of_a_review_see_one_hidden_activation(
          "messageExpression": "'image ' + container.image"}]) for n in range(3)]
     loaded = policies(tmp_path, *told)
     activations.clear()
-    decision = evaluate(pod(container("a"), container("b")), loaded)
+    decision = evaluate(decode(pod(container("a"), container("b"))), loaded)
     assert [f.message for r in decision.results if r.policy == "told-0"
             for f in r.findings] == ["container 'a': image registry.example.com/app:1.2.3",
                                      "container 'b': image registry.example.com/app:1.2.3"]
@@ -161,7 +161,7 @@ def test_a_variable_is_evaluated_once_per_container_for_all_the_validations(
         {"expression": "true", "messageExpression": "'never: ' + string(variables.big)"}])
     loaded = policies(tmp_path, policy)
     comparisons.clear()
-    [result] = [r for r in evaluate(_big("a", "b"), loaded).results if r.policy == "big"]
+    [result] = [r for r in evaluate(decode(_big("a", "b")), loaded).results if r.policy == "big"]
     assert [f.message for f in result.findings] == [
         "container 'a': big: true", "container 'a': still big: true", "container 'a': big",
         "container 'b': big: true", "container 'b': still big: true", "container 'b': big"]
@@ -179,7 +179,7 @@ def test_a_variable_of_an_object_scope_policy_is_evaluated_once(
         {"expression": "!(variables.big && true)", "message": "big"}])
     loaded = policies(tmp_path, policy)
     comparisons.clear()
-    [result] = [r for r in evaluate(_big("a"), loaded).results if r.policy == "big"]
+    [result] = [r for r in evaluate(decode(_big("a")), loaded).results if r.policy == "big"]
     assert [f.message for f in result.findings] == ["big: true", "still big: true", "big"]
     assert len(comparisons) == 2  # before: 3
 

@@ -13,7 +13,7 @@ import pytest
 from builders import container, pod
 from builders import policies_in as policies
 
-from webhook import evaluate, load_policies
+from webhook import decode, evaluate, load_policies
 from webhook.engine.cel import selects_only
 from webhook.loader import load_config
 
@@ -64,15 +64,15 @@ def _policy(expression: str) -> dict[str, Any]:
 def test_policies_that_read_the_lists_still_see_them(tmp_path: Path, expression: str,
                                                      allowed: bool) -> None:
     obj = pod(container("app"), container("app", image="registry.example.com/b:1.0"))
-    decision = evaluate(obj, policies(tmp_path, _policy(expression)), from_api_server=True)
+    decision = evaluate(obj, policies(tmp_path, _policy(expression)))
     assert decision.allowed is allowed, decision.message
     assert allowed or "[reads-pod] container 'app': no" in decision.message
 
 
 def test_a_large_pod_under_the_restricted_profile_is_judged_as_a_small_one() -> None:
     policy_set = _restricted()
-    small = evaluate(pod(*[container(f"c{i}") for i in range(3)]), policy_set)
-    large = evaluate(pod(*[container(f"c{i}") for i in range(300)]), policy_set)
+    small = evaluate(decode(pod(*[container(f"c{i}") for i in range(3)])), policy_set)
+    large = evaluate(decode(pod(*[container(f"c{i}") for i in range(300)])), policy_set)
     assert {r.policy: r.status for r in small.results} == \
         {r.policy: r.status for r in large.results}
 
@@ -91,5 +91,5 @@ def test_container_scope_gets_object_without_spec_only_when_nothing_can_see_it(
     [policy] = [p for p in policy_set.policies if p.id == "reads-pod"]
     assert policy.cel is not None and policy.cel.objects_without_spec == without_spec
     obj = pod(container("a"), container("b"))
-    decision = evaluate(obj, policy_set, from_api_server=True)
+    decision = evaluate(obj, policy_set)
     assert decision.allowed is allowed, decision.message

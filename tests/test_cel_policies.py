@@ -14,7 +14,7 @@ import yaml
 from builders import CONTROLLERS, dotted_prefix, node_template, pod, workload
 from builders import policies_in as policies
 
-from webhook import Config, PolicyError, evaluate
+from webhook import Config, PolicyError, Review, decode, evaluate
 
 NO_PRIVILEGED: dict[str, Any] = {
     "id": "no-privileged",
@@ -45,7 +45,7 @@ PLAIN = {"name": "ok", "image": "app:1"}
 @pytest.mark.parametrize("kind", ["Pod", *CONTROLLERS])
 def test_a_container_scope_finding_names_the_container_and_its_path_in_every_kind(
         tmp_path, kind):
-    decision = evaluate(workload(kind, PLAIN, initContainers=[PRIVILEGED]),
+    decision = evaluate(decode(workload(kind, PLAIN, initContainers=[PRIVILEGED])),
                         policies(tmp_path, NO_PRIVILEGED))
     assert decision.outcome == "denied"
     [result] = decision.results
@@ -59,14 +59,14 @@ def test_a_container_scope_finding_names_the_container_and_its_path_in_every_kin
 
 def test_ephemeral_containers_and_node_templates_are_containers_too(tmp_path):
     loaded = policies(tmp_path, NO_PRIVILEGED)
-    decision = evaluate(pod(PLAIN, ephemeralContainers=[PRIVILEGED]), loaded)
+    decision = evaluate(decode(pod(PLAIN, ephemeralContainers=[PRIVILEGED])), loaded)
     assert [f.path for f in decision.results[0].findings] == [
         "spec.ephemeralContainers[0].securityContext.privileged"]
     template = node_template(securityContext={"privileged": True})
-    [found] = evaluate(template, loaded).results[0].findings
+    [found] = evaluate(decode(template), loaded).results[0].findings
     assert (found.message.startswith("spec: "), found.path) == (
         True, "spec.securityContext.privileged")
-    assert evaluate(pod(PLAIN), loaded).outcome == "allowed"
+    assert evaluate(decode(pod(PLAIN)), loaded).outcome == "allowed"
 
 
 def test_object_scope_reads_the_pod_spec_of_any_kind_and_points_at_it(tmp_path):
@@ -75,10 +75,10 @@ def test_object_scope_reads_the_pod_spec_of_any_kind_and_points_at_it(tmp_path):
         "validations": [{"expression": "!podSpec.?hostNetwork.orValue(false)",
                          "message": "remove hostNetwork", "fieldPath": "podSpec.hostNetwork"}]})
     for kind in ("Pod", *CONTROLLERS):
-        decision = evaluate(workload(kind, PLAIN, hostNetwork=True), loaded)
+        decision = evaluate(decode(workload(kind, PLAIN, hostNetwork=True)), loaded)
         [found] = decision.results[0].findings
         assert (found.container, found.path) == (None, f"{dotted_prefix(kind)}.hostNetwork")
-        assert evaluate(workload(kind, PLAIN), loaded).outcome == "allowed"
+        assert evaluate(decode(workload(kind, PLAIN)), loaded).outcome == "allowed"
 
 
 def test_variables_params_and_message_expressions(tmp_path):
@@ -92,15 +92,16 @@ def test_variables_params_and_message_expressions(tmp_path):
                          "messageExpression": "'image ' + variables.image + ' is not from ' + "
                                               "params.registries.join(', ')",
                          "fieldPath": "image"}]})
-    decision = evaluate(pod({"name": "a", "image": "docker.io/app:1"},
-                            {"name": "b", "image": "registry.example.com/app:1"}), loaded)
+    decision = evaluate(decode(pod({"name": "a", "image": "docker.io/app:1"},
+                            {"name": "b", "image": "registry.example.com/app:1"})),
+                        loaded)
     [found] = decision.results[0].findings
     assert found.message == ("container 'a': image docker.io/app:1 is not from "
                              "registry.example.com/")
     assert found.path == "spec.containers[0].image"
     override = Config.model_validate(
         {"policies": {"registry": {"params": {"registries": ["docker.io/"]}}}})
-    decision = evaluate(pod({"name": "a", "image": "docker.io/app:1"}),
+    decision = evaluate(decode(pod({"name": "a", "image": "docker.io/app:1"})),
                         policies(tmp_path, loaded.policies[0].params.model_dump() and {
                             **yaml.safe_load((tmp_path / "policies" / "p.yaml").read_text())},
                             config=override))
@@ -110,18 +111,18 @@ def test_variables_params_and_message_expressions(tmp_path):
 def test_a_message_expression_that_fails_falls_back_to_the_message(tmp_path):
     rule = {**NO_PRIVILEGED, "validations": [{
         **NO_PRIVILEGED["validations"][0], "messageExpression": "container.missing + 'x'"}]}
-    [found] = evaluate(pod(PRIVILEGED), policies(tmp_path, rule)).results[0].findings
+    [found] = evaluate(decode(pod(PRIVILEGED)), policies(tmp_path, rule)).results[0].findings
     assert found.message == ("container 'bad': runs privileged; "
                              "set securityContext.privileged: false")
     rule["validations"][0].pop("message")
-    [found] = evaluate(pod(PRIVILEGED), policies(tmp_path, rule)).results[0].findings
+    [found] = evaluate(decode(pod(PRIVILEGED)), policies(tmp_path, rule)).results[0].findings
     assert found.message.startswith("container 'bad': failed expression: !(container")
 
 
 def test_an_expression_that_fails_on_the_object_is_an_error_naming_it(tmp_path):
     rule = {**NO_PRIVILEGED, "validations": [{"expression": "container.securityContext.privileged"
                                                             " == false"}]}
-    decision = evaluate(pod(PLAIN), policies(tmp_path, rule))
+    decision = evaluate(decode(pod(PLAIN)), policies(tmp_path, rule))
     [result] = decision.results
     assert result.status == "error" and decision.outcome == "error" and not decision.allowed
     assert "validations[0].expression" in result.reason and "securityContext" in result.reason
@@ -133,12 +134,12 @@ def test_a_failing_variable_only_fails_the_expressions_that_read_it(tmp_path):
             "validations": [NO_PRIVILEGED["validations"][0],
                             {"expression": "variables.broken == 1"}]}
     loaded = policies(tmp_path, rule)
-    result = evaluate(pod(PLAIN), loaded).results[0]
+    result = evaluate(decode(pod(PLAIN)), loaded).results[0]
     assert result.status == "error"
     assert ("validations[1].expression (or the variables it reads: broken): "
             "no such key: nothing") in result.reason
     rule["validations"] = rule["validations"][:1]
-    assert evaluate(pod(PRIVILEGED), policies(tmp_path, rule)).results[0].status == "fail"
+    assert evaluate(decode(pod(PRIVILEGED)), policies(tmp_path, rule)).results[0].status == "fail"
 
 
 def test_match_conditions_and_request_fields(tmp_path):
@@ -146,10 +147,11 @@ def test_match_conditions_and_request_fields(tmp_path):
         {"name": "not-admins", "expression": "!('admins' in request.userInfo.groups)"},
         {"name": "creates", "expression": "request.operation == 'CREATE' && !request.dryRun"}]}
     loaded = policies(tmp_path, rule)
-    assert evaluate(pod(PRIVILEGED), loaded).outcome == "denied"
-    skipped = evaluate(pod(PRIVILEGED), loaded, groups=["admins"]).results[0]
+    assert evaluate(decode(pod(PRIVILEGED)), loaded).outcome == "denied"
+    skipped = evaluate(decode(pod(PRIVILEGED)), loaded, Review(groups=["admins"])).results[0]
     assert (skipped.status, skipped.reason) == ("skip", "matchCondition 'not-admins' is false")
-    assert evaluate(pod(PRIVILEGED), loaded, dry_run=True).results[0].status == "skip"
+    dry_run = evaluate(decode(pod(PRIVILEGED)), loaded, Review(dry_run=True))
+    assert dry_run.results[0].status == "skip"
 
 
 def test_a_false_match_condition_wins_over_one_that_errors_before_it(tmp_path):
@@ -158,10 +160,10 @@ def test_a_false_match_condition_wins_over_one_that_errors_before_it(tmp_path):
     failing = {"name": "reads-nothing", "expression": "object.spec.nothing == 1"}
     rule = {**NO_PRIVILEGED, "matchConditions": [
         failing, {"name": "never", "expression": "false"}]}
-    skipped = evaluate(pod(PRIVILEGED), policies(tmp_path, rule)).results[0]
+    skipped = evaluate(decode(pod(PRIVILEGED)), policies(tmp_path, rule)).results[0]
     assert (skipped.status, skipped.reason) == ("skip", "matchCondition 'never' is false")
     rule["matchConditions"] = [failing, {"name": "always", "expression": "true"}]
-    errored = evaluate(pod(PRIVILEGED), policies(tmp_path, rule)).results[0]
+    errored = evaluate(decode(pod(PRIVILEGED)), policies(tmp_path, rule)).results[0]
     assert errored.status == "error" and "matchConditions[reads-nothing]" in errored.reason
 
 
@@ -175,31 +177,37 @@ def test_namespace_object_and_old_object(tmp_path):
                         {"expression": "oldObject == null || oldObject.metadata.name == "
                                        "object.metadata.name", "message": "no renames"}]})
     gpu = {"metadata": {"name": "ml", "labels": {"tier": "gpu"}}}
-    assert evaluate(pod(PLAIN), loaded).outcome == "allowed"
-    assert evaluate(pod(PLAIN), loaded, namespace_object=gpu).outcome == "denied"
-    assert evaluate(pod(PLAIN, priorityClassName="p"), loaded,
-                    namespace_object=gpu).outcome == "allowed"
-    decision = evaluate(pod(PLAIN), loaded, operation="UPDATE", old_object=pod(PLAIN, name="x"))
+    assert evaluate(decode(pod(PLAIN)), loaded).outcome == "allowed"
+    assert evaluate(decode(pod(PLAIN)), loaded, Review(namespace_object=gpu)).outcome == "denied"
+    assert evaluate(decode(pod(PLAIN, priorityClassName="p")),
+                    loaded,
+                    Review(namespace_object=gpu)).outcome == "allowed"
+    decision = evaluate(decode(pod(PLAIN)),
+                        loaded,
+                        Review(operation="UPDATE", old_object=decode(pod(PLAIN, name="x"))))
     assert decision.outcome == "denied" and "no renames" in decision.message
 
 
 def test_actions_dry_run_and_preexisting_violations_work_as_for_built_in_rules(tmp_path):
     bad = pod(PRIVILEGED)
-    warned = evaluate(bad, policies(tmp_path, {**NO_PRIVILEGED, "action": "warn"}))
+    warned = evaluate(decode(bad), policies(tmp_path, {**NO_PRIVILEGED, "action": "warn"}))
     assert warned.allowed and warned.warnings == (
         "[no-privileged] initContainer 'bad': runs privileged; set securityContext."
         "privileged: false".replace("initContainer", "container"),)
-    audited = evaluate(bad, policies(tmp_path, {**NO_PRIVILEGED, "action": "audit"}))
+    audited = evaluate(decode(bad), policies(tmp_path, {**NO_PRIVILEGED, "action": "audit"}))
     assert audited.allowed and "no-privileged" in audited.audit_annotations
-    off = evaluate(bad, policies(tmp_path, {**NO_PRIVILEGED, "action": "off"}))
+    off = evaluate(decode(bad), policies(tmp_path, {**NO_PRIVILEGED, "action": "off"}))
     assert off.results[0].status == "skip"
-    dry = evaluate(bad, policies(tmp_path, NO_PRIVILEGED, config=Config(mode="dry-run")))
+    dry = evaluate(decode(bad), policies(tmp_path, NO_PRIVILEGED, config=Config(mode="dry-run")))
     assert dry.allowed and dry.outcome == "would-deny"
     loaded = policies(tmp_path, NO_PRIVILEGED)
-    update = evaluate(pod(PRIVILEGED, PLAIN), loaded, operation="UPDATE", old_object=bad)
+    update = evaluate(decode(pod(PRIVILEGED, PLAIN)),
+                      loaded,
+                      Review(operation="UPDATE", old_object=decode(bad)))
     assert update.allowed and "already violated" in update.warnings[0]
-    worse = evaluate(pod(PRIVILEGED, {**PRIVILEGED, "name": "new"}), loaded,
-                     operation="UPDATE", old_object=bad)
+    worse = evaluate(decode(pod(PRIVILEGED, {**PRIVILEGED, "name": "new"})),
+                     loaded,
+                     Review(operation="UPDATE", old_object=decode(bad)))
     assert not worse.allowed and "container 'new'" in worse.message
     assert "container 'bad'" not in worse.message
 
@@ -209,10 +217,10 @@ def test_the_evaluation_limit_stops_a_costly_expression_quickly(tmp_path):
         "object.spec.containers.all(a, object.spec.containers.all(b, "
         "object.spec.containers.all(c, a.name != '' || b.name != c.name)))")}]}
     many = pod(*({"name": f"c{i}", "image": "app:1"} for i in range(500)))
-    result = evaluate(many, policies(tmp_path, rule)).results[0]
+    result = evaluate(decode(many), policies(tmp_path, rule)).results[0]
     assert result.status == "error" and "10,000 comprehension iterations" in result.reason
     small = pod(*({"name": f"c{i}", "image": "app:1"} for i in range(5)))
-    assert evaluate(small, policies(tmp_path, rule)).results[0].status == "pass"
+    assert evaluate(decode(small), policies(tmp_path, rule)).results[0].status == "pass"
 
 
 @pytest.mark.parametrize(("changes", "expected"), [
@@ -293,9 +301,10 @@ def test_a_pod_level_finding_in_container_scope_is_reported_once(tmp_path):
             {"expression": "container.?securityContext.?runAsUser.orValue(1) != 0",
              "message": "runs as root", "fieldPath": "securityContext.runAsUser"}]})
     both = {"runAsUser": 0}
-    decision = evaluate(workload("Deployment", {"name": "a", "image": "x:1"},
+    decision = evaluate(decode(workload("Deployment", {"name": "a", "image": "x:1"},
                                  {"name": "b", "image": "x:1", "securityContext": both},
-                                 securityContext=both), loaded)
+                                 securityContext=both)),
+                        loaded)
     assert [(f.container, f.path, f.message) for f in decision.results[0].findings] == [
         (None, "spec.template.spec.securityContext.runAsUser", "the pod runs as root"),
         ("b", "spec.template.spec.containers[1].securityContext.runAsUser",
@@ -318,7 +327,7 @@ def test_an_ml_workload_kind_is_judged_per_container_with_its_own_pod_spec(tmp_p
                          "message": "remove hostIPC", "fieldPath": "podSpec.hostIPC"}]})
     job = _pytorch_job({"containers": [PLAIN]},
                        {"hostIPC": True, "containers": [PRIVILEGED]})
-    decision = evaluate(job, loaded)
+    decision = evaluate(decode(job), loaded)
     worker = "spec.pytorchReplicaSpecs.Worker.template.spec"
     name = "bad in pytorchReplicaSpecs.Worker"  # a container's name within its replica spec
     assert [(f.container, f.path) for f in decision.results[0].findings] == [

@@ -15,6 +15,7 @@ from builders import policies_in as policies
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from webhook import decode
 from webhook import evaluate as judge
 from webhook.engine.cel import (
     CelError,
@@ -147,7 +148,7 @@ def test_a_patched_timestamp_or_duration_is_json_as_kubernetes_converts_it(tmp_p
                   "'for': duration('1.000000001s')}}]")}}]}
     obj = pod()
     obj["metadata"]["labels"] = {"at": DATA["off"]}
-    decision = judge(obj, policies(tmp_path, policy))
+    decision = judge(decode(obj), policies(tmp_path, policy))
     assert decision.patch == ({"op": "add", "path": "/metadata/annotations", "value": {
         "at": "2024-01-01T00:00:00.5+01:00", "until": "2024-01-01T01:00:00.5+01:00",
         "for": "1.000000001s"}},)

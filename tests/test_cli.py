@@ -13,6 +13,7 @@ import pytest
 import yaml
 from builders import run_cli as run
 
+from webhook import Review, decode
 from webhook.cli import main
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -228,7 +229,7 @@ def test_stdin_multi_document_streams_with_empty_documents(capsys, monkeypatch):
 
 def test_kind_list_items_are_judged_one_by_one(capsys, tmp_path):
     items = [yaml.safe_load(BAD_POD), yaml.safe_load(GOOD_POD),
-             {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "c"}}]
+             {"apiVersion": "v1", "kind": "Service", "metadata": {"name": "c"}}]
     path = write(tmp_path, "list.yaml", yaml.safe_dump(
         {"apiVersion": "v1", "kind": "List", "items": items}))
     code, report, _ = check_json(capsys, str(path))
@@ -265,7 +266,9 @@ def test_summary_counts_a_violation_an_update_keeps_as_a_warning():
 
     old = pod(container(image="app:latest"))
     new = pod(container(image="app:latest"), labels={"app": "a", "team": "x"})
-    decision = evaluate(new, load_policies(), operation="UPDATE", old_object=old)
+    decision = evaluate(decode(new),
+                        load_policies(),
+                        Review(operation="UPDATE", old_object=decode(old)))
     assert decision.outcome == "allowed" and decision.warnings
     counts: Counter[str] = Counter()
     count(decision, counts)
@@ -281,7 +284,8 @@ def test_policies_option_judges_with_another_policy_set(capsys, tmp_path):
         rule: require-labels
         params: {labels: [team]}
         """)
-    code, report, _ = check_json(capsys, "--policies", str(tmp_path / "policies"),
+    code, report, _ = check_json(capsys, "--no-default-policies", "--policies",
+                                 str(tmp_path / "policies"),
                                  str(write(tmp_path, "p.yaml", BAD_POD)))
     assert code == 1
     assert [r["policy"] for r in report["results"]] == ["team-label"]

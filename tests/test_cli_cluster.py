@@ -110,6 +110,8 @@ def test_arm_waits_for_both_answers_then_sets_each_policy(capsys: Any,
     state, url = stub
     state.config("validatingwebhookconfigurations", "qg", "validate.quickq-guard.quickq.io")
     state.config("mutatingwebhookconfigurations", "qg", "mutate.quickq-guard.quickq.io")
+    state.configs[f"{CONFIGS}validatingwebhookconfigurations/qg"]["webhooks"].append(
+        {"name": "configmaps.quickq-guard.quickq.io", "failurePolicy": "Ignore"})
     mine = "qg-system/qg"
     state.answers = [admitted(), refused(FAILED), admitted(probe_warning("validate", mine)),
                      # another install's answers do not count
@@ -127,6 +129,7 @@ def test_arm_waits_for_both_answers_then_sets_each_policy(capsys: Any,
     validating = state.configs[f"{CONFIGS}validatingwebhookconfigurations/qg"]
     mutating = state.configs[f"{CONFIGS}mutatingwebhookconfigurations/qg"]
     assert validating["webhooks"][0]["failurePolicy"] == "Fail"
+    assert validating["webhooks"][1]["failurePolicy"] == "Ignore"  # ConfigMaps: always
     assert mutating["webhooks"][0]["failurePolicy"] == "Ignore"
     for config in (validating, mutating):
         assert config["metadata"]["annotations"] == {ARMED_ANNOTATION: "true"}

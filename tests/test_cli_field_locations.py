@@ -9,6 +9,7 @@ import json
 import pytest
 from builders import run_cli as run
 
+from webhook import decode
 from webhook.cli import judge, main
 
 # A Service first, so the Pod starts well into the file; its image is 12 lines further down.
@@ -211,7 +212,7 @@ def test_a_key_holding_dots_and_brackets_is_found_where_it_is(tmp_path):
             f"    other: x\n    {key}: search\nspec:\n  containers:\n"
             "    - {name: web, image: registry.example.com/web:1.0}\n")
     [document] = read_text(text, "pod.yaml")
-    decision = evaluate(document.obj, loaded)
+    decision = evaluate(decode(document.obj), loaded)
     [found] = next(r for r in decision.results if r.policy == "team-annotation").findings
     assert found.at == ("metadata", "annotations", key)
     assert found.path == f"metadata.annotations[{key}]"

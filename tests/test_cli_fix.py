@@ -211,15 +211,16 @@ def test_fix_applies_replace_and_remove_as_rfc_6902_says(capsys, tmp_path):
         (policies / name).write_text(text)
     manifest = tmp_path / "pod.yaml"
     manifest.write_text(REPLACED_POD)
-    code, out, err = run(capsys, "check", "--fix", "--policies", str(policies), str(manifest))
+    code, out, err = run(capsys, "check", "--fix", "--no-default-policies", "--policies",
+                         str(policies), str(manifest))
     assert code == 0, err
     fixed = yaml.safe_load(out)
     assert fixed["spec"]["containers"][0]["args"] == ["--new", "--port=8080"]
     assert fixed["metadata"]["annotations"] == {"team": "ml"}
     assert "to be removed" not in out and 'image: registry.example.com/server:1.0' in out
     manifest.write_text(out)  # and again: nothing left to change
-    code, again, err = run(capsys, "check", "--fix", "--policies", str(policies),
-                           str(manifest))
+    code, again, err = run(capsys, "check", "--fix", "--no-default-policies", "--policies",
+                           str(policies), str(manifest))
     assert code == 0 and again == out, err
 
 
@@ -259,7 +260,8 @@ def test_fix_judges_as_applied_and_writes_no_server_default(capsys, tmp_path):
     (policies / "label.yaml").write_text(PULL_LABEL)
     manifest = tmp_path / "pod.yaml"
     manifest.write_text(LATEST_POD)
-    code, out, err = run(capsys, "check", "--fix", str(manifest), "--policies", str(policies))
+    code, out, err = run(capsys, "check", "--fix", str(manifest), "--no-default-policies",
+                         "--policies", str(policies))
     assert code == 0, err
     assert yaml.safe_load(out) == {**yaml.safe_load(LATEST_POD),
                                    "metadata": {"name": "web", "labels": {"pull": "always"}}}

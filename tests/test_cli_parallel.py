@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from webhook import decode
 from webhook.cli import judge, main
 from webhook.cli.formats import NAMES
 from webhook.cli.formats import json as json_format
@@ -164,7 +165,7 @@ def test_report_rows_with_user_floats_fall_back_to_json():
            "spec": {"containers": [{"name": "c", "image": "r/c:1",
                                     "livenessProbe": {"exec": {"command": ["true"]},
                                                       "timeoutSeconds": math.nan}}]}}
-    decision = evaluate(obj, load_policies())
+    decision = evaluate(decode(obj), load_policies())
     report = json_format.rows([judge.Judged(Document("p.yaml:1"), decision)])
     assert json_format.dumps_json(report) == json.dumps(report, indent=2, default=str)
 

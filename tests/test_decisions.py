@@ -7,7 +7,7 @@ import dataclasses
 import pytest
 from builders import container, gpu_container, judge, pod, with_config
 
-from webhook import evaluate, load_policies
+from webhook import Review, decode, evaluate, load_policies
 
 
 def test_a_decision_cannot_be_changed_in_place():
@@ -25,18 +25,18 @@ def test_a_decision_cannot_be_changed_in_place():
 
 def test_no_evaluation_sees_another_evaluations_results():
     policies = load_policies()
-    first = evaluate(pod(container()), policies)
+    first = evaluate(decode(pod(container())), policies)
     changed = [dataclasses.replace(r, status="fail") for r in first.results]
     assert all(r.status == "fail" for r in changed)
-    second = evaluate(pod(container()), policies)
+    second = evaluate(decode(pod(container())), policies)
     assert [r.status for r in second.results] == [r.status for r in first.results]
     assert "fail" not in {r.status for r in second.results}
 
 
 def test_decisions_hash_and_compare_by_value():
     policies = load_policies()
-    one = evaluate(pod(gpu_container()), policies)
-    two = evaluate(pod(gpu_container()), policies)
+    one = evaluate(decode(pod(gpu_container())), policies)
+    two = evaluate(decode(pod(gpu_container())), policies)
     assert one.patch  # a decision with a patch and patched object still hashes
     assert hash(one) == hash(two) and one == two
     assert len({one, two}) == 1
@@ -59,7 +59,9 @@ def test_the_outcome_is_named_once_by_the_engine(obj, mode, outcome, allowed):
 def test_a_preexisting_violation_is_no_would_deny_in_dry_run():
     old = pod(container(image="app:latest"))
     new = pod(container(image="app:latest"), labels={"app": "a", "team": "x"})
-    decision = evaluate(new, with_config(mode="dry-run"), operation="UPDATE", old_object=old)
+    decision = evaluate(decode(new),
+                        with_config(mode="dry-run"),
+                        Review(operation="UPDATE", old_object=decode(old)))
     assert decision.outcome == "allowed"
 
 
@@ -90,7 +92,9 @@ def test_a_patch_finding_says_patch_or_would_patch():
 def test_a_violation_an_update_keeps_is_a_warning():
     old = pod(container(image="app:latest"))
     new = pod(container(image="app:latest"), labels={"app": "a", "team": "x"})
-    decision = evaluate(new, with_config(), operation="UPDATE", old_object=old)
+    decision = evaluate(decode(new),
+                        with_config(),
+                        Review(operation="UPDATE", old_object=decode(old)))
     assert _verdicts(decision, "disallow-latest-tag") == {"warn"}
 
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from builders import container, judge, messages, paths, pod, result
+from builders import container, judge, judge_given, messages, paths, pod, result
 
 DIGEST = "sha256:" + "a" * 64
 
@@ -59,7 +59,7 @@ def test_missing_image_is_denied():
     # judged as written, and the policy says what to set.
     assert "spec.containers[0].image: required value" in judge(
         pod(container(image=None))).message
-    decision = judge(pod(container(image=None)), as_applied=False)
+    decision = judge_given(pod(container(image=None)))
     [message] = messages(decision, "disallow-latest-tag")
     assert "set image to a pinned reference" in message
 
@@ -72,3 +72,26 @@ def test_an_unrendered_variable_is_named_as_one(image):
         f"container 'app': image '{image}' is an unrendered variable, which Kubernetes does not "
         "expand in image; render the manifest first (envsubst, helm template, kustomize "
         "build) or set a pinned reference (registry/app:1.2.3)"]
+
+
+def test_oci_image_volumes_are_judged_like_container_images_in_every_kind():
+    """An image volume's content is mounted, and can be run: `attacker/tools:latest` there
+    is what it is in a container (Kubernetes 1.36 admits and stores it)."""
+    from builders import workload
+
+    volumes = [{"name": "cache", "emptyDir": {}},
+               {"name": "tools", "image": {"reference": "attacker/tools:latest",
+                                           "pullPolicy": "Always"}},
+               {"name": "weights", "image": {"reference": f"models/llama@{DIGEST}"}}]
+    decision = judge(pod(container(), volumes=volumes))
+    assert not decision.allowed
+    assert messages(decision, "disallow-latest-tag") == [
+        "volume 'tools': image.reference 'attacker/tools:latest' uses the 'latest' tag; pin it "
+        "to a version (attacker/tools:1.2.3) or a digest (attacker/tools@sha256:...)"]
+    assert paths(decision, "disallow-latest-tag") == ["spec.volumes[1].image.reference"]
+    for kind, prefix in (("Deployment", "spec.template.spec"),
+                         ("CronJob", "spec.jobTemplate.spec.template.spec")):
+        decision = judge(workload(kind, container(), volumes=volumes))
+        assert paths(decision, "disallow-latest-tag") == [f"{prefix}.volumes[1].image.reference"]
+    pinned = judge(pod(container(), volumes=[volumes[2]]))
+    assert result(pinned, "disallow-latest-tag").status == "pass"

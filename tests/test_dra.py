@@ -8,9 +8,20 @@ import copy
 import json
 
 import pytest
-from builders import container, gpu_container, judge, messages, pod, result, with_config, workload
+from builders import (
+    container,
+    gpu_container,
+    judge,
+    judge_given,
+    messages,
+    pod,
+    result,
+    with_config,
+    workload,
+)
 from builders import run_cli as run
 
+from webhook import Review
 from webhook.engine.claims import Claims, claims_from, device_classes
 
 
@@ -55,7 +66,8 @@ def _tolerations(decision):
                                           "vfio.gpu.nvidia.com",
                                           "compute-domain-default-channel.nvidia.com"])
 def test_a_pod_consuming_a_gpu_claim_gets_the_gpu_policies(device_class):
-    decision = judge(claiming(), claims=lookup(claim_template(device_class=device_class)))
+    decision = judge(claiming(),
+                     review=Review(claims=lookup(claim_template(device_class=device_class))))
     assert result(decision, "gpu-priority-class").status == "fail"
     # A Pod reaches the webhook with DefaultTolerationSeconds' two tolerations: appended to.
     assert _tolerations(decision) == [{"op": "add", "path": "/spec/tolerations/-", "value":
@@ -65,7 +77,8 @@ def test_a_pod_consuming_a_gpu_claim_gets_the_gpu_policies(device_class):
 
 
 def test_a_claim_of_another_device_class_is_no_gpu():
-    decision = judge(claiming(), claims=lookup(claim_template(device_class="nic.example.com")))
+    decision = judge(claiming(),
+                     review=Review(claims=lookup(claim_template(device_class="nic.example.com"))))
     assert result(decision, "gpu-priority-class").status == "pass"
     assert decision.patch == ()
 
@@ -73,12 +86,14 @@ def test_a_claim_of_another_device_class_is_no_gpu():
 def test_gpu_device_classes_are_the_accelerators_setting():
     policies = with_config(accelerators={"gpuDeviceClasses": ["gpu.example.com"],
                                          "deviceClassTaintKeys": {"gpu.example.com": "ex/gpu"}})
-    decision = judge(claiming(), policies, claims=lookup(claim_template(
-        device_class="gpu.example.com")))
+    decision = judge(claiming(),
+                     policies,
+                     Review(claims=lookup(claim_template(
+        device_class="gpu.example.com"))))
     assert result(decision, "gpu-priority-class").status == "fail"
     assert _tolerations(decision)[0]["value"] == {
         "key": "ex/gpu", "operator": "Exists", "effect": "NoSchedule"}
-    nvidia = judge(claiming(), policies, claims=lookup(claim_template()))
+    nvidia = judge(claiming(), policies, Review(claims=lookup(claim_template())))
     assert result(nvidia, "gpu-priority-class").status == "pass"
 
 
@@ -88,7 +103,7 @@ def test_a_first_available_alternative_of_a_gpu_class_counts():
         {"name": "big", "deviceClassName": "gpu.nvidia.com"},
         {"name": "slice", "deviceClassName": "mig.nvidia.com"}]}]
     assert device_classes(template) == ("gpu.nvidia.com", "mig.nvidia.com")
-    decision = judge(claiming(), claims=lookup(template))
+    decision = judge(claiming(), review=Review(claims=lookup(template)))
     assert result(decision, "gpu-priority-class").status == "fail"
 
 
@@ -97,14 +112,14 @@ def test_a_controller_template_is_a_gpu_pod_by_its_claim_and_the_patch_is_idempo
 
     obj = claiming("Deployment")
     claims = lookup(claim_template())
-    decision = judge(obj, claims=claims)
+    decision = judge(obj, review=Review(claims=claims))
     assert [op["path"] for op in _tolerations(decision)] == ["/spec/template/spec/tolerations"]
     patched = jsonpatch.apply_patch(obj, list(decision.patch))
-    assert judge(patched, claims=claims).patch == ()
+    assert judge(patched, review=Review(claims=claims)).patch == ()
 
 
 def test_a_claim_in_another_namespace_does_not_resolve():
-    decision = judge(claiming(), claims=lookup(claim_template(namespace="other")))
+    decision = judge(claiming(), review=Review(claims=lookup(claim_template(namespace="other"))))
     assert result(decision, "gpu-priority-class").status == "pass"
     assert "not in the input" in messages(decision, "gpu-claim-usage")[0]
 
@@ -113,7 +128,7 @@ def test_a_claim_in_another_namespace_does_not_resolve():
 
 
 def test_an_unresolvable_template_is_a_finding_that_says_so():
-    decision = judge(claiming(), claims=lookup())
+    decision = judge(claiming(), review=Review(claims=lookup()))
     assert result(decision, "gpu-claim-usage").status == "fail"
     assert messages(decision, "gpu-claim-usage") == [
         "container 'llm': claim 'gpu': ResourceClaimTemplate 'one-gpu' is not in the input, so "
@@ -128,14 +143,14 @@ def test_without_a_lookup_a_claim_is_unresolved_not_a_crash():
 
 
 def test_an_online_lookup_names_the_cluster():
-    decision = judge(claiming(), claims=Claims({}, "the cluster"))
+    decision = judge(claiming(), review=Review(claims=Claims({}, "the cluster")))
     assert "is not in the cluster" in messages(decision, "gpu-claim-usage")[0]
 
 
 def test_a_container_consuming_a_claim_the_pod_does_not_list_is_said():
     obj = claiming()
     obj["spec"]["resourceClaims"][0]["name"] = "elsewhere"
-    decision = judge(obj, claims=lookup(claim_template()))
+    decision = judge(obj, review=Review(claims=lookup(claim_template())))
     assert messages(decision, "gpu-claim-usage") == [
         "container 'llm': consumes claim 'gpu', which spec.resourceClaims does not list; add "
         "it there"]
@@ -147,7 +162,7 @@ def test_a_container_consuming_a_claim_the_pod_does_not_list_is_said():
 def test_malformed_resource_claims_never_crash(broken):
     obj = claiming()
     obj["spec"]["resourceClaims"] = broken
-    decision = judge(obj, claims=lookup(claim_template()), from_api_server=True)
+    decision = judge_given(obj, review=Review(claims=lookup(claim_template())))
     assert not any(r.status == "error" for r in decision.results), decision.results
 
 
@@ -156,7 +171,7 @@ def test_malformed_resource_claims_never_crash(broken):
 
 def test_a_controller_naming_one_resource_claim_is_warned_once():
     obj = claiming("Deployment", source=("resourceClaimName", "node-gpus"))
-    decision = judge(obj, claims=lookup(claim()))
+    decision = judge(obj, review=Review(claims=lookup(claim())))
     assert messages(decision, "gpu-claim-usage") == [
         "spec.template.spec.resourceClaims[0].resourceClaimName: every replica shares "
         "ResourceClaim 'node-gpus' and its devices; name a ResourceClaimTemplate with "
@@ -165,7 +180,8 @@ def test_a_controller_naming_one_resource_claim_is_warned_once():
 
 
 def test_a_pod_naming_a_resource_claim_is_fine():
-    decision = judge(claiming(source=("resourceClaimName", "node-gpus")), claims=lookup(claim()))
+    decision = judge(claiming(source=("resourceClaimName", "node-gpus")),
+                     review=Review(claims=lookup(claim())))
     assert result(decision, "gpu-claim-usage").status == "pass"
     assert result(decision, "gpu-priority-class").status == "fail"  # still a GPU pod
 
@@ -175,7 +191,7 @@ def test_mixing_a_gpu_resource_and_a_gpu_claim_in_one_container_is_warned():
     mixed["resources"]["claims"] = [{"name": "gpu"}]
     obj = pod(mixed, priorityClassName="gpu")
     obj["spec"]["resourceClaims"] = [{"name": "gpu", "resourceClaimTemplateName": "one-gpu"}]
-    decision = judge(obj, claims=lookup(claim_template()))
+    decision = judge(obj, review=Review(claims=lookup(claim_template())))
     assert messages(decision, "gpu-claim-usage") == [
         "container 'llm': asks for GPUs twice: nvidia.com/gpu in resources and a DRA claim of "
         "gpu.nvidia.com; the device plugin and the DRA driver each hand out devices, so keep "
@@ -241,8 +257,8 @@ def test_the_v1beta1_shape_names_the_class_on_the_request():
     decision = judge(template)
     assert [f.path for f in result(decision, "gpu-resource-claims").findings] == [
         "spec.spec.devices.requests[0].allocationMode"]
-    assert result(judge(claiming(), claims=lookup(template)), "gpu-priority-class").status \
-        == "fail"
+    decision = judge(claiming(), review=Review(claims=lookup(template)))
+    assert result(decision, "gpu-priority-class").status == "fail"
 
 
 @pytest.mark.parametrize("spec", [None, "x", {"spec": None}, {"spec": {"devices": []}},
@@ -251,7 +267,7 @@ def test_the_v1beta1_shape_names_the_class_on_the_request():
 def test_malformed_claim_templates_never_crash(spec):
     template = claim_template()
     template["spec"] = copy.deepcopy(spec)
-    decision = judge(template, from_api_server=True)
+    decision = judge_given(template)
     assert not any(r.status == "error" for r in decision.results), decision.results
     assert claims_from([template]).device_classes("ResourceClaimTemplate", "", "one-gpu") == ()
 

@@ -10,6 +10,7 @@ from builders import (
     dotted_prefix,
     gpu_container,
     judge,
+    judge_given,
     node_template,
     pod,
     result,
@@ -18,6 +19,7 @@ from builders import (
     workload,
 )
 
+from webhook import Review, decode
 from webhook.engine.normalize import normalize
 from webhook.engine.patch import pointer
 
@@ -56,7 +58,7 @@ def test_node_template_groups_come_from_the_config():
 
 
 @pytest.mark.parametrize("obj", [
-    {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "c"}, "data": {"a": "b"}},
+    {"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "c"}, "data": {"a": "Yg=="}},
     {"apiVersion": "v1", "kind": "Service", "metadata": {"name": "s"}, "spec": {"ports": 5}},
     {"apiVersion": "example.com/v1", "kind": "Deployment", "metadata": {"name": "d"},
      "spec": {"template": "x"}},
@@ -91,7 +93,7 @@ def test_every_result_names_policy_path_container_and_what_to_do():
 def test_unnamed_container_is_named_by_its_index():
     # The API server refuses a Pod's container without a name; judged as written (as a
     # custom kind's objects are), it is named by its index.
-    decision = judge(pod(container(name=None, image="app")), as_applied=False)
+    decision = judge_given(pod(container(name=None, image="app")))
     assert result(decision, "disallow-latest-tag").findings[0].message.startswith(
         "container '#0': ")
     assert "spec.containers[0].name: required value" in judge(
@@ -104,7 +106,7 @@ def test_unnamed_container_is_named_by_its_index():
 def test_update_keeping_an_old_violation_warns_instead_of_denying():
     old = pod(container(image="app:latest"))
     new = pod(container(image="app:latest", env=[{"name": "A", "value": "1"}]))
-    decision = judge(new, operation="UPDATE", old_object=old)
+    decision = judge(new, review=Review(operation="UPDATE", old_object=decode(old)))
     assert decision.allowed
     assert result(decision, "disallow-latest-tag").findings[0].preexisting
     assert any(w.startswith("[disallow-latest-tag] container 'app': image 'app:latest'")
@@ -115,7 +117,7 @@ def test_update_keeping_an_old_violation_warns_instead_of_denying():
 def test_update_introducing_a_violation_is_denied():
     old = pod(container())
     new = pod(container(image="app:latest"))
-    decision = judge(new, operation="UPDATE", old_object=old)
+    decision = judge(new, review=Review(operation="UPDATE", old_object=decode(old)))
     assert not decision.allowed
     assert "[disallow-latest-tag] container 'app'" in decision.message
 
@@ -123,7 +125,7 @@ def test_update_introducing_a_violation_is_denied():
 def test_update_old_violation_in_another_policy_does_not_excuse_a_new_one():
     old = pod(container(securityContext={"runAsUser": 0}))
     new = pod(container(securityContext={"runAsUser": 0}, image="app:latest"))
-    decision = judge(new, operation="UPDATE", old_object=old)
+    decision = judge(new, review=Review(operation="UPDATE", old_object=decode(old)))
     assert not decision.allowed
     assert "disallow-latest-tag" in decision.message
     assert "disallow-root-user" not in decision.message
@@ -132,9 +134,9 @@ def test_update_old_violation_in_another_policy_does_not_excuse_a_new_one():
 def test_update_renamed_or_added_container_violations_are_new():
     old = pod(container("web", image="app:latest"))
     renamed = pod(container("web2", image="app:latest"))
-    assert not judge(renamed, operation="UPDATE", old_object=old).allowed
+    assert not judge(renamed, review=Review(operation="UPDATE", old_object=decode(old))).allowed
     added = pod(container("web", image="app:latest"), container("sidecar", image="proxy"))
-    decision = judge(added, operation="UPDATE", old_object=old)
+    decision = judge(added, review=Review(operation="UPDATE", old_object=decode(old)))
     assert not decision.allowed
     assert "container 'sidecar'" in decision.message
     assert "container 'web'" not in decision.message
@@ -144,34 +146,38 @@ def test_update_object_level_violation_already_present_is_a_warning():
     policies = with_config(policies={"require-labels": {"action": "enforce"}})
     old = pod(labels={})
     assert not judge(old, policies).allowed
-    decision = judge(pod(labels={"team": "a"}), policies, operation="UPDATE", old_object=old)
+    decision = judge(pod(labels={"team": "a"}),
+                     policies,
+                     Review(operation="UPDATE", old_object=decode(old)))
     assert decision.allowed
     assert decision.warnings == (
         "[require-labels] add the label metadata.labels.app or "
         "metadata.labels[app.kubernetes.io/name] (already violated before this update)",)
-    assert not judge(pod(labels={}), policies, operation="UPDATE",
-                     old_object=pod()).allowed
+    assert not judge(pod(labels={}),
+                     policies,
+                     Review(operation="UPDATE", old_object=decode(pod()))).allowed
 
 
 def test_update_of_a_deployment_compares_containers_of_the_template():
     old = workload("Deployment", container(image="app:latest"))
     new = workload("Deployment", container(image="app:latest"))
     new["spec"]["replicas"] = 3
-    assert judge(new, operation="UPDATE", old_object=old).allowed
+    assert judge(new, review=Review(operation="UPDATE", old_object=decode(old))).allowed
 
 
 def test_pods_are_mutated_on_create_only_controllers_and_node_templates_on_update_too():
     live = {"livenessProbe": {"tcpSocket": {"port": 1}, "failureThreshold": 6}}
     the_pod = pod(container(**live))
     assert judge(the_pod).patch
-    assert judge(the_pod, operation="UPDATE", old_object=the_pod).patch == ()
+    assert judge(the_pod, review=Review(operation="UPDATE", old_object=decode(the_pod))).patch == ()
     deployment = workload("Deployment", container(**live))
     changed = workload("Deployment", container(image="registry.example.com/app:2", **live))
-    assert judge(changed, operation="UPDATE", old_object=deployment).patch
+    assert judge(changed, review=Review(operation="UPDATE", old_object=decode(deployment))).patch
     # An update that leaves the pod template alone is not patched (tests/test_update_template).
-    assert judge(deployment, operation="UPDATE", old_object=deployment).patch == ()
+    unchanged = Review(operation="UPDATE", old_object=decode(deployment))
+    assert judge(deployment, review=unchanged).patch == ()
     template = node_template(health={"liveness": live["livenessProbe"]})
-    assert judge(template, operation="UPDATE", old_object=template).patch
+    assert judge(template, review=Review(operation="UPDATE", old_object=decode(template))).patch
 
 
 # --- dry-run --------------------------------------------------------------------------------
@@ -223,8 +229,8 @@ def test_default_excluded_namespaces_are_skipped(namespace):
 
 def test_namespace_given_by_the_request_is_used_when_the_object_has_none():
     obj = pod(container(**BAD), namespace=None)
-    assert judge(obj, namespace="kube-system").allowed
-    assert not judge(obj, namespace="default").allowed
+    assert judge(obj, review=Review(namespace="kube-system")).allowed
+    assert not judge(obj, review=Review(namespace="default")).allowed
 
 
 def test_excluded_namespaces_users_and_groups_come_from_the_config():
@@ -235,32 +241,32 @@ def test_excluded_namespaces_users_and_groups_come_from_the_config():
     assert not judge(obj, policies).allowed
     assert judge(pod(container(**BAD), namespace="team-a"), policies).allowed
     assert not judge(pod(container(**BAD), namespace="kube-system"), policies).allowed
-    decision = judge(obj, policies, username="system:serviceaccount:ci:deployer")
+    decision = judge(obj, policies, Review(username="system:serviceaccount:ci:deployer"))
     assert decision.allowed
     assert decision.results[0].reason == "user system:serviceaccount:ci:deployer is excluded"
-    decision = judge(obj, policies, username="alice", groups=["devs", "platform-admins"])
+    decision = judge(obj, policies, Review(username="alice", groups=["devs", "platform-admins"]))
     assert decision.results[0].reason == "group platform-admins is excluded"
-    assert not judge(obj, policies, username="alice", groups=["devs"]).allowed
+    assert not judge(obj, policies, Review(username="alice", groups=["devs"])).allowed
 
 
-NODE = {"username": "system:node:gpu-1", "groups": ["system:nodes", "system:authenticated"]}
+NODE = Review(username="system:node:gpu-1", groups=("system:nodes", "system:authenticated"))
 
 
 def test_mirror_pods_a_kubelet_makes_are_skipped():
     obj = pod(container(**BAD), annotations={"kubernetes.io/config.mirror": "abc"})
-    decision = judge(obj, **NODE)
+    decision = judge(obj, review=NODE)
     assert decision.allowed
     assert {r.status for r in decision.results} == {"skip"}
     assert "mirror pod" in decision.results[0].reason
 
 
 @pytest.mark.parametrize("requester", [
-    {}, {"username": "alice", "groups": ["system:authenticated"]},
-    {"username": "system:node:gpu-1", "groups": ["system:authenticated"]},  # no node group
-    {"username": "mallory", "groups": ["system:nodes"]}])  # no node user name
+    Review(), Review(username="alice", groups=("system:authenticated",)),
+    Review(username="system:node:gpu-1", groups=("system:authenticated",)),  # no node group
+    Review(username="mallory", groups=("system:nodes",))])  # no node user name
 def test_a_spoofed_mirror_pod_is_judged(requester):
     obj = pod(container(**BAD), annotations={"kubernetes.io/config.mirror": "abc"})
-    decision = judge(obj, **requester)
+    decision = judge(obj, review=requester)
     assert not decision.allowed
     assert "[disallow-latest-tag]" in decision.message
 
@@ -302,7 +308,7 @@ def test_warn_action_override_turns_a_denial_into_a_warning():
      "spec.containers[0].env: expected a list, got a mapping"),
 ])
 def test_bad_objects_get_one_clear_error_result_and_are_denied(obj, problem):
-    decision = judge(obj, source="pods.yaml:3")
+    decision = judge(obj, review=Review(source="pods.yaml:3"))
     assert not decision.allowed
     [found] = decision.results
     assert (found.status, found.reason) == ("error", problem)

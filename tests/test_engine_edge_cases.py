@@ -25,7 +25,7 @@ from builders import (
     workload,
 )
 
-from webhook import Finding, Resource, Result, evaluate, load_policies
+from webhook import Finding, Resource, Result, decode, evaluate, load_policies
 from webhook.engine.policy import PolicySet
 
 
@@ -67,8 +67,8 @@ def test_other_mappings_are_read_like_dicts():
               container("gpu", resources={"requests": {"nvidia.com/gpu": "1"}}))
     everything = load_policies()
     validating = PolicySet(everything.validating, everything.config)  # patches need dicts
-    plain = evaluate(copy.deepcopy(obj), validating)
-    other = evaluate(proxied(obj), validating)
+    plain = evaluate(decode(copy.deepcopy(obj)), validating)
+    other = evaluate(decode(proxied(obj)), validating)
     assert not other.allowed
     assert (other.message, other.warnings, other.audit_annotations) == (
         plain.message, plain.warnings, plain.audit_annotations)
@@ -93,7 +93,7 @@ def test_every_wrong_field_is_named(fields, problem):
 
 def test_a_wrong_item_among_other_mappings_is_still_named():
     env = [MappingProxyType({"name": "A", "value": "1"}), 3]
-    decision = evaluate(pod(container(env=env)), load_policies())
+    decision = evaluate(decode(pod(container(env=env))), load_policies())
     [found] = decision.results
     assert found.reason == "spec.containers[0].env[1]: expected a mapping, got a number"
 

@@ -32,7 +32,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from test_cel_examples import objects
 
-from webhook import Config, evaluate, load_policies
+from webhook import Config, Review, decode, evaluate, load_policies
 from webhook.engine import cel
 from webhook.engine.normalize import normalize
 from webhook.engine.policy import PolicySet
@@ -338,7 +338,7 @@ def test_exported_policies_judge_as_the_engine_does(exported_sets, obj, privileg
     # A policy on the API server sees the object decoded and defaulted (a null quantity is 0)
     stored, _ = normalize(obj)
     for loaded, vaps in exported_sets:
-        decision = evaluate(obj, loaded, namespace="default")
+        decision = evaluate(decode(obj), loaded, Review(namespace="default"))
         if any(result.policy is None for result in decision.results):
             continue  # the API server refuses the object before any admission policy runs
         for result in decision.results:

@@ -17,12 +17,14 @@ from builders import (
     workload,
 )
 
+from webhook import Review, decode
+
 NVIDIA = {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}
 AMD = {"key": "amd.com/gpu", "operator": "Exists", "effect": "NoSchedule"}
 
 
-def toleration_ops(obj, **kwargs):
-    return [op for op in judge(obj, **kwargs).patch if "tolerations" in op["path"]]
+def toleration_ops(obj, policies=None):
+    return [op for op in judge(obj, policies).patch if "tolerations" in op["path"]]
 
 
 def added(obj, **kwargs):
@@ -121,7 +123,7 @@ def test_node_template_gets_spec_tolerations():
 
 def test_a_pod_is_not_mutated_on_update():
     obj = pod(gpu_container())
-    decision = judge(obj, operation="UPDATE", old_object=obj)
+    decision = judge(obj, review=Review(operation="UPDATE", old_object=decode(obj)))
     assert decision.patch == ()
     assert decision.patched is None
     found = result(decision, "inject-gpu-toleration")

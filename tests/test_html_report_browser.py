@@ -349,7 +349,8 @@ def test_a_planted_secret_appears_nowhere_in_the_page(browser: Any, tmp_path: Pa
         "spec": {"containers": [{"name": "app", "image": "registry.example.com/app:1.0",
                                  "env": [{"name": "DB_PASSWORD", "value": PLANTED}]}]}}))
     page = tmp_path / "report.html"
-    check("-o", "html", "--policies", str(policies), str(manifest), out=page)
+    check("-o", "html", "--no-default-policies", "--policies", str(policies), str(manifest),
+          out=page)
     seen = load(browser, page)
     assert seen["console"] == []
     text = browser.execute_script("return document.body.innerText")

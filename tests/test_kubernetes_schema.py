@@ -12,7 +12,7 @@ from builders import CONTROLLERS, container, default_policies, gpu_container, ju
 from hypothesis import given, settings
 from test_properties import objects
 
-from webhook import evaluate
+from webhook import decode, evaluate
 from webhook.engine.normalize import normalize
 from webhook.manifests import read_file
 
@@ -66,6 +66,6 @@ def test_a_patch_never_makes_a_valid_object_invalid(obj):
         validate(obj)
     except kubernetes_validate.ValidationError:
         return  # generated junk the API server would reject anyway
-    decision = evaluate(obj, default_policies())
+    decision = evaluate(decode(obj), default_policies())
     if decision.patch:
         validate(jsonpatch.apply_patch(normalize(obj)[0], list(decision.patch)))

@@ -5,6 +5,8 @@ from __future__ import annotations
 import pytest
 from builders import container, gpu_container, judge, messages, pod, result, with_config, workload
 
+from webhook import Review
+
 QUEUED = with_config(policies={"require-kueue-queue": {"action": "enforce",
                                                       "params": {"namespaces": ["team-*"]}}})
 MESSAGE = ("add the label metadata.labels[kueue.x-k8s.io/queue-name] (the name of a Kueue "
@@ -58,5 +60,5 @@ def test_a_dra_gpu_workload_counts_too():
                 "metadata": {"name": "one-gpu", "namespace": "team-a"},
                 "spec": {"spec": {"devices": {"requests": [
                     {"name": "gpu", "exactly": {"deviceClassName": "gpu.nvidia.com"}}]}}}}
-    decision = judge(obj, QUEUED, claims=claims_from([template]))
+    decision = judge(obj, QUEUED, Review(claims=claims_from([template])))
     assert messages(decision, "require-kueue-queue") == [MESSAGE]

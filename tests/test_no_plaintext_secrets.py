@@ -8,7 +8,7 @@ import json
 import pytest
 from builders import container, judge, messages, node_template, paths, pod, result, with_config
 
-from webhook import load_policies
+from webhook import Review, decode, load_policies
 from webhook.cli.formats import NAMES, render_all
 from webhook.cli.judge import Judged
 from webhook.manifests import Document
@@ -87,7 +87,7 @@ def test_the_secret_value_appears_nowhere_in_the_decision(mode):
 
 def test_the_secret_value_is_not_repeated_in_update_warnings():
     obj = env_pod({"name": "DB_PASSWORD", "value": PLANTED})
-    decision = judge(obj, operation="UPDATE", old_object=obj)
+    decision = judge(obj, review=Review(operation="UPDATE", old_object=decode(obj)))
     assert decision.allowed
     assert any("DB_PASSWORD" in w for w in decision.warnings)
     assert PLANTED not in _everything_said(decision, load_policies())
@@ -212,3 +212,141 @@ def test_key_material_and_urls_with_credentials_are_denied(name, value, says):
     assert message.startswith(f"container 'app': env {name} ") and says in message
     assert not decision.allowed and value not in _everything_said(decision, load_policies())
     assert paths(decision, "no-plaintext-secrets") == ["spec.containers[0].env[0].value"]
+
+
+# --- secrets as the kubelet and the clients see them (issue 32) ------------------------------
+
+OPENAI = "sk-proj-" + "Ab3dEf6hIj9kLm2nOp5qRs8tUv1wXy4z" * 2
+GITHUB = "ghp_" + "a1B2c3D4e5F6g7H8i9J0" * 2
+JWT = "eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiIxMjM0NTY3ODkwIn0.dBjftJeZ4CVPmB92K27uhbUJU1p1r_wW1gFWFOEjXk"
+
+
+def test_references_expand_as_the_kubelet_expands_them():
+    from webhook.engine.rules.secrets import expand
+
+    defined = {"A": "x", "B": None, "E": ""}
+    assert expand("$(A)-$(B)-$(C)-$$(A)-$$$(A)-$(E)-$(A", defined) == "x-$(B)-$(C)-$(A)-$x--$(A"
+    assert expand("$", defined) == "$" and expand("a$$", defined) == "a$"
+
+
+def test_a_reference_is_judged_as_the_kubelet_expands_it_under_the_name_receiving_it():
+    decision = judge(env_pod({"name": "PW", "value": PLANTED},
+                             {"name": "POSTGRES_PASSWORD", "value": "$(PW)"},
+                             {"name": "DSN", "value": "postgres://app:$(PW)@db/app"}))
+    assert not decision.allowed
+    assert messages(decision, "no-plaintext-secrets") == [
+        "container 'app': env POSTGRES_PASSWORD receives a literal value through its $(...) "
+        "references to other variables, which the kubelet fills in; move the value into a "
+        "Secret and reference it with valueFrom.secretKeyRef"]
+    assert paths(decision, "no-plaintext-secrets") == ["spec.containers[0].env[1].value"]
+    assert PLANTED not in _everything_said(decision, load_policies())
+    # From a Secret, defined later or nowhere: the kubelet puts no literal there.
+    for entries in (
+            ({"name": "PW", "valueFrom": {"secretKeyRef": {"name": "db", "key": "pw"}}},
+             {"name": "POSTGRES_PASSWORD", "value": "$(PW)"}),
+            ({"name": "POSTGRES_PASSWORD", "value": "$(PW)"}, {"name": "PW", "value": PLANTED}),
+            ({"name": "POSTGRES_PASSWORD", "value": "$(NOWHERE)"},)):
+        assert result(judge(env_pod(*entries)), "no-plaintext-secrets").status == "pass", entries
+
+
+@pytest.mark.parametrize("name", [
+    "PGPASSWORD", "MYSQL_PWD", "RABBITMQ_DEFAULT_PASS", "DB_PASS", "DBPASSWORD", "REDISCLI_AUTH",
+    "MONGO_INITDB_ROOT_PASSWORD", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN",
+    "AZURE_CLIENT_SECRET", "AZURE_STORAGE_CONNECTION_STRING", "OPENAI_API_KEYS", "HF_TOKENS",
+    "GPG_PASSPHRASE",
+])
+def test_the_credential_variables_of_common_clients_and_plurals_name_secrets(name):
+    decision = judge(env_pod({"name": name, "value": PLANTED}))
+    assert paths(decision, "no-plaintext-secrets") == ["spec.containers[0].env[0].value"], name
+
+
+@pytest.mark.parametrize(("name", "value"), [
+    ("ROUTER_TOKEN_TRACKER_TIME_UNIT", "seconds"), ("MAX_TOKENS", "4096"),
+    ("MAX_NEW_TOKENS", "512"), ("TOKEN_LIMIT", "high"), ("PASS_THROUGH", "headers"),
+    ("SECRET_ROTATION_INTERVAL", "24h"), ("PASSWORD_MIN_LENGTH", "twelve"),
+])
+def test_settings_that_count_llm_tokens_or_tune_a_secret_pass(name, value):
+    decision = judge(env_pod({"name": name, "value": value}))
+    assert result(decision, "no-plaintext-secrets").status == "pass", (name, value)
+
+
+@pytest.mark.parametrize(("value", "kind"), [
+    (OPENAI, "an OpenAI API key"), (f"{OPENAI};{OPENAI}", "an OpenAI API key"),
+    ("sk-ant-api03-" + "Zx9_Yw8-Vu7Ts6Rq5Po4Nm3Lk2Ji1Hg0Fe" * 2, "an Anthropic API key"),
+    ("hf_" + "AbCdEfGhIjKlMnOpQrStUvWxYzAbCdEfGh", "a Hugging Face token"),
+    (GITHUB, "a GitHub token"), ("AKIAIOSFODNN7EXAMPLE", "an AWS access key"),
+    ("AIza" + "SyA1b2C3d4E5f6G7h8I9j0K1l2M3n4O5p6Q", "a Google Cloud API key"),
+    ("xoxb-123456789012-abcdefABCDEF", "a Slack token"),
+    ("-----BEGIN OPENSSH PRIVATE KEY-----\nb3BlbnNzaA==\n", "a private key"),
+    (f"Bearer {JWT}", "a JSON Web Token"),
+])
+def test_well_known_credentials_are_recognized_by_value_in_env_args_and_command(value, kind):
+    obj = pod(container(env=[{"name": "LLM_CONFIG", "value": value}],
+                        command=["/bin/server"], args=["--api-key", value, "--verbose"]))
+    decision = judge(obj)
+    assert not decision.allowed
+    assert messages(decision, "no-plaintext-secrets") == [
+        f"container 'app': env LLM_CONFIG holds {kind}; move it into a Secret and reference it "
+        "with valueFrom.secretKeyRef",
+        f"container 'app': args[1] holds {kind}; move it into a Secret and reference it with "
+        "valueFrom.secretKeyRef"]
+    assert paths(decision, "no-plaintext-secrets") == [
+        "spec.containers[0].env[0].value", "spec.containers[0].args[1]"]
+    said = _everything_said(decision, load_policies())
+    assert value.split()[-1] not in said and value.splitlines()[0] not in said
+
+
+def test_a_literal_after_a_secret_flag_is_a_finding_and_a_reference_passes():
+    decision = judge(pod(container(args=["--password", PLANTED, "--db-token=" + PLANTED,
+                                         "--api-key", "$(API_KEY)", "--log-level", "info",
+                                         "--host=0.0.0.0", "--key=/etc/tls/tls.key",
+                                         "--mode=enforce", "--token-file", "/var/run/t"])))
+    assert paths(decision, "no-plaintext-secrets") == ["spec.containers[0].args[1]",
+                                                       "spec.containers[0].args[2]"]
+    assert messages(decision, "no-plaintext-secrets")[0] == (
+        "container 'app': args[1] gives --password a literal value; pass it from a Secret "
+        "instead (an env variable with valueFrom.secretKeyRef, written $(VAR) in the argument)")
+    assert PLANTED not in _everything_said(decision, load_policies())
+
+
+def test_config_maps_are_judged_by_their_data_keys_and_values():
+    config = {"apiVersion": "v1", "kind": "ConfigMap",
+              "metadata": {"name": "db-credentials", "namespace": "team-a"},
+              "data": {"DB_PASSWORD": PLANTED, "LOG_LEVEL": "info", "TOKEN_TTL": "3600",
+                       "no-plaintext-secrets.yaml": "id: no-plaintext-secrets\n",
+                       "client.yaml": f"openai:\n  key: {OPENAI}\n", "ca.crt": "-----BEGIN "
+                       "CERTIFICATE-----\nMIIB\n-----END CERTIFICATE-----\n"}}
+    decision = judge(config)
+    assert not decision.allowed
+    assert paths(decision, "no-plaintext-secrets") == ["data.DB_PASSWORD", "data[client.yaml]"]
+    assert messages(decision, "no-plaintext-secrets")[0].startswith(
+        "data key DB_PASSWORD holds a literal value, which a ConfigMap stores and shows")
+    assert {r.status for r in decision.results if r.policy != "no-plaintext-secrets"} == {"skip"}
+    said = _everything_said(decision, load_policies())
+    assert PLANTED not in said and OPENAI not in said
+    # kube-root-ca.crt, as kube-controller-manager writes it in every namespace, passes.
+    root_ca = {"apiVersion": "v1", "kind": "ConfigMap",
+               "metadata": {"name": "kube-root-ca.crt", "namespace": "team-a"},
+               "data": {"ca.crt": config["data"]["ca.crt"]}}
+    assert judge(root_ca).allowed
+
+
+def test_expansion_is_bounded_and_linear_whatever_the_references():
+    """B="$(A)"x1000, C="$(B)"x1000 would fill in 100 GB: past a budget of 1 MiB per object
+    values are judged as written; and a value of 300,000 unclosed `$(` is one pass."""
+    import time
+
+    big = "x" * 100_000
+    entries = [{"name": "A", "value": big}, {"name": "B", "value": "$(A)" * 1000},
+               {"name": "C", "value": "$(B)" * 1000}, {"name": "D", "value": "$(" * 300_000}]
+    start = time.perf_counter()
+    decision = judge(env_pod(*entries))
+    assert time.perf_counter() - start < 5
+    assert result(decision, "no-plaintext-secrets").status in ("pass", "fail")
+
+
+def test_a_short_url_with_a_password_is_still_a_finding_whatever_the_name():
+    decision = judge(env_pod({"name": "API_KEY_HEADER", "value": "s://u:$(a@b)@h"},
+                             {"name": "DSN", "value": "pg://u:pw@h"}))
+    assert paths(decision, "no-plaintext-secrets") == ["spec.containers[0].env[0].value",
+                                                       "spec.containers[0].env[1].value"]

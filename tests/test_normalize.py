@@ -10,13 +10,14 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from builders import judge, statuses
+from builders import judge, judge_given, statuses
 
-from webhook import load_policies
+from webhook import decode, load_policies
 from webhook.cli.main import main
 from webhook.engine.normalize import MISSING_FIELD, normalize
 from webhook.engine.patch import apply_patch, dotted, rebase
 from webhook.engine.quantity import canonical_quantity
+from webhook.engine.workload import RefusedObject, read_workload
 from webhook.testing import container, node_template, pod, probe, workload
 
 
@@ -140,7 +141,7 @@ def test_what_lacks_a_required_field_is_named(change: Any, field: str) -> None:
 def test_a_deployment_without_a_selector_is_refused_not_judged() -> None:
     obj = workload("Deployment", container(image="registry.example.com/app:latest"))
     del obj["spec"]["selector"]
-    decision = judge(obj, as_applied=True)
+    decision = judge(obj)
     assert decision.outcome == "error"
     assert "spec.selector: required value" in decision.message
 
@@ -159,14 +160,14 @@ def test_a_policy_reading_a_default_sees_it_offline(tmp_path: Path,
         "    message: only TCP ports\n")
     manifest = tmp_path / "pod.json"
     manifest.write_text(json.dumps(pod(container(ports=[{"containerPort": 80}]))))
-    code = main(["check", str(manifest), "--policies", str(policies), "-o", "json"])
+    code = main(["check", str(manifest), "--no-default-policies", "--policies", str(policies),
+                 "-o", "json"])
     out, err = capsys.readouterr()
     assert code == 0, (out, err)
-    as_written = judge(json.loads(manifest.read_text()), load_policies(str(policies)),
-                       as_applied=False)
+    as_written = judge_given(json.loads(manifest.read_text()), load_policies(str(policies)))
     assert statuses(as_written)["tcp-only"] == "error"  # no protocol written
     as_applied = judge(json.loads(manifest.read_text()), load_policies(str(policies)))
-    assert statuses(as_applied)["tcp-only"] == "pass"  # evaluate()'s default
+    assert statuses(as_applied)["tcp-only"] == "pass"  # decode() then evaluate(), as check
 
 
 def test_an_object_of_a_kind_not_built_in_is_left_as_written() -> None:
@@ -188,9 +189,15 @@ def test_the_model_refuses_what_the_schema_check_refuses_in_the_same_words(chang
     """Checked as it is normalized, in one walk: the same problems as webhook.engine.schema."""
     obj = pod()
     change(obj)
-    as_written, as_applied = judge(obj, as_applied=False), judge(obj)
-    assert as_written.outcome == as_applied.outcome == "error"
-    assert as_applied.message == as_written.message
+    # Was: evaluate(obj, as_applied=False), the schema check of the object as written, gave
+    # the same denial. evaluate() now takes an object either decoded or as the API server
+    # hands it over (its schema checked already), so the check is asked directly.
+    with pytest.raises(RefusedObject) as as_written:
+        read_workload(obj, ())
+    assert str(RefusedObject(decode(obj).refusals)) == str(as_written.value)
+    as_applied = judge(obj)
+    assert as_applied.outcome == "error"
+    assert as_applied.message.endswith(f"would refuse it: {as_written.value}")
 
 
 def test_a_patch_for_the_applied_object_is_rebased_on_the_manifest() -> None:

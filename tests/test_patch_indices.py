@@ -8,7 +8,7 @@ import pytest
 from builders import pod
 from builders import policies_in as policies
 
-from webhook import evaluate
+from webhook import decode, evaluate
 from webhook.engine.patch import PatchError, apply_patch
 
 NOT_INDICES = ["\u0661", "\u00b2", "\u0663", "01", "-1", "1.0", " 1", "+1", "0x1", "\uff11"]
@@ -47,7 +47,7 @@ def _mutation(path: str) -> dict[str, Any]:
 def test_a_cel_patch_with_such_an_index_is_an_error_result_not_a_patch(tmp_path: Any,
                                                                        token: str) -> None:
     obj = pod({"name": "app", "image": "app:1", "env": [{"name": "A", "value": "a"}]})
-    decision = evaluate(obj, policies(tmp_path, _mutation(f"/env/{token}/value")))
+    decision = evaluate(decode(obj), policies(tmp_path, _mutation(f"/env/{token}/value")))
     assert decision.outcome == "error" and not decision.patch
     [result] = decision.results
     assert result.status == "error"

@@ -12,7 +12,7 @@ import pytest
 from builders import CONTROLLERS, dotted_prefix, workload
 from pod_security_cases import CASES, Case, container, restricted_container
 
-from webhook import Config, PolicyError, evaluate, load_policies
+from webhook import Config, PolicyError, Review, decode, evaluate, load_policies
 from webhook.engine.policy import PolicySet
 
 BASELINE = {"pss-host-process", "pss-host-namespaces", "pss-privileged",
@@ -39,8 +39,8 @@ def pss_actions(loaded: PolicySet) -> dict[str, str]:
     return {p.id: p.action for p in loaded.policies if p.id.startswith("pss-")}
 
 
-def failing_controls(obj: Any, loaded: PolicySet, **kwargs: Any) -> set[str]:
-    decision = evaluate(obj, loaded, **kwargs)
+def failing_controls(obj: Any, loaded: PolicySet) -> set[str]:
+    decision = evaluate(decode(obj), loaded)
     assert not [r for r in decision.results if r.status == "error"], decision.results
     return {str(r.policy) for r in decision.results
             if r.status == "fail" and str(r.policy).startswith("pss-")}
@@ -66,9 +66,9 @@ def test_a_control_runs_once_with_the_strongest_action_that_includes_it():
                      **dict.fromkeys(RESTRICTED_ONLY, "warn")}
     # A Pod that adds SYS_ADMIN is denied by the baseline control and warned about by the
     # restricted one, as PSA denies with enforce=baseline and warns with warn=restricted.
-    decision = evaluate(workload("Pod", container(securityContext={
-        "capabilities": {"add": ["SYS_ADMIN"]}})),
-        profile(enforce="baseline", warn="restricted"))
+    decision = evaluate(decode(workload("Pod", container(securityContext={
+        "capabilities": {"add": ["SYS_ADMIN"]}}))),
+                        profile(enforce="baseline", warn="restricted"))
     assert decision.outcome == "denied"
     assert "[pss-capabilities-baseline]" in decision.message
     assert any(w.startswith("[pss-capabilities-restricted]") for w in decision.warnings)
@@ -145,7 +145,7 @@ def test_findings_name_the_container_and_field_and_say_what_to_change(levels):
                                                            "add": ["SYS_ADMIN", "NET_ADMIN"]}),
                    securityContext={"runAsNonRoot": True, "runAsUser": 0,
                                     "seccompProfile": {"type": "RuntimeDefault"}})
-    decision = evaluate(obj, levels["restricted"])
+    decision = evaluate(decode(obj), levels["restricted"])
     [caps] = [r for r in decision.results if r.policy == "pss-capabilities-restricted"]
     [found] = caps.findings
     assert found.container == "b"
@@ -169,7 +169,7 @@ def test_an_update_warns_about_what_the_pod_already_had_and_denies_what_is_new(l
     new = copy.deepcopy(old)
     new["spec"]["ephemeralContainers"] = [{"name": "debug", "image": "busybox:1.36",
                                            "securityContext": {"privileged": True}}]
-    decision = evaluate(new, loaded, operation="UPDATE", old_object=old)
+    decision = evaluate(decode(new), loaded, Review(operation="UPDATE", old_object=decode(old)))
     assert decision.outcome == "denied"
     assert decision.message.count("\n- ") == 1
     assert "[pss-privileged] ephemeralContainer 'debug': runs privileged" in decision.message
@@ -181,10 +181,11 @@ def test_dry_run_mode_and_excluded_namespaces_apply_to_the_profiles_too():
     privileged = workload("Pod", container(securityContext={"privileged": True}))
     dry = load_policies(None, Config.model_validate({"mode": "dry-run",
                                                      "podSecurity": {"enforce": "baseline"}}))
-    decision = evaluate(privileged, dry)
+    decision = evaluate(decode(privileged), dry)
     assert (decision.allowed, decision.outcome) == (True, "would-deny")
     privileged["metadata"]["namespace"] = "team-a"
-    excluded = evaluate(privileged, load_policies(None, Config.model_validate(
+    excluded = evaluate(decode(privileged),
+                        load_policies(None, Config.model_validate(
         {"excludeNamespaces": ["team-*"], "podSecurity": {"enforce": "baseline"}})))
     assert excluded.allowed and all(r.status == "skip" for r in excluded.results)
 

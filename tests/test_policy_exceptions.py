@@ -8,8 +8,9 @@ from typing import Any
 import pytest
 from builders import container, failing, judge, pod, result, with_config, workload
 
-from webhook.engine import exceptions as granted
-from webhook.engine.exceptions import ExceptionError, index, read_exception
+from webhook import Review
+from webhook.engine import policy_exceptions
+from webhook.engine.policy_exceptions import ExceptionError, index, read_exception
 
 NOW = datetime(2026, 12, 1, 10, 0, tzinfo=UTC)
 ROOT = {"securityContext": {"runAsUser": 0}}
@@ -36,10 +37,10 @@ def root_pod(name: str = "nvidia-device-plugin-x1", namespace: str = "gpu-operat
 POLICIES = with_config(exceptionNamespaces=["quickq-guard"])
 
 
-def decide(obj: Any, *exceptions: dict[str, Any], now: datetime = NOW, policies: Any = None,
-           **kwargs: Any) -> Any:
+def decide(obj: Any, *exceptions: dict[str, Any], now: datetime = NOW,
+           policies: Any = None) -> Any:
     loaded = index(read_exception(e) for e in exceptions)
-    return judge(obj, policies or POLICIES, exceptions=loaded, now=now, **kwargs)
+    return judge(obj, policies or POLICIES, Review(exceptions=loaded, now=now))
 
 
 def test_an_excepted_finding_warns_names_the_exception_and_is_audited() -> None:
@@ -127,9 +128,17 @@ def test_dry_run_mode_counts_an_excepted_denial_as_none() -> None:
     assert decide(root_pod(), exception(), policies=dry).outcome == "allowed"
 
 
-def test_exceptions_need_the_evaluation_time() -> None:
-    with pytest.raises(ValueError, match="now="):
-        judge(root_pod(), POLICIES, exceptions=index([read_exception(exception())]))
+def test_exceptions_apply_as_of_the_time_the_review_was_made_unless_given_one() -> None:
+    # Was: evaluate() raised ValueError at run time when exceptions came without now=. A
+    # Review always holds a time: the one it was made at, unless given.
+    made = datetime.now(UTC)
+    review = Review(exceptions=index([read_exception(exception(
+        expires=made + timedelta(hours=1)))]))
+    assert made <= review.now <= datetime.now(UTC)
+    assert judge(root_pod(), POLICIES, review).allowed
+    expired = Review(exceptions=index([read_exception(exception(
+        expires=made - timedelta(seconds=1)))]))
+    assert not judge(root_pod(), POLICIES, expired).allowed
 
 
 def test_a_thousand_exceptions_are_indexed_by_policy_and_namespace() -> None:
@@ -143,20 +152,20 @@ def test_a_thousand_exceptions_are_indexed_by_policy_and_namespace() -> None:
     assert [e.key for e, _ in loaded.candidates("require-labels", "team-7")] == [
         "quickq-guard/e7"]
     assert list(loaded.candidates("require-labels", "default")) == []
-    assert judge(root_pod(), POLICIES, exceptions=loaded, now=NOW).allowed
+    assert judge(root_pod(), POLICIES, Review(exceptions=loaded, now=NOW)).allowed
 
 
 # The checks on a PolicyException object itself, as the webhook applies them.
 
 def denial(obj: dict[str, Any], now: datetime | None = NOW, **config: Any) -> str:
     policies = with_config(exceptionNamespaces=["quickq-guard"], **config)
-    decision = judge(obj, policies, now=now)
+    decision = judge(obj, policies, Review(now=now))
     assert not decision.allowed, decision
     return decision.message
 
 
 def test_a_valid_exception_is_admitted() -> None:
-    decision = judge(exception(), POLICIES, now=NOW)
+    decision = judge(exception(), POLICIES, Review(now=NOW))
     assert decision.allowed and not decision.warnings
     assert result(decision, "policy-exception").status == "pass"
 
@@ -174,7 +183,7 @@ def test_mutate_policies_cannot_be_excepted() -> None:
 def test_wildcards_are_refused_unless_allowed() -> None:
     assert "exceptionWildcards" in denial(exception(policies=[{"id": "*"}]))
     allowing = with_config(exceptionNamespaces=["quickq-guard"], exceptionWildcards=True)
-    assert judge(exception(policies=[{"id": "*"}]), allowing, now=NOW).allowed
+    assert judge(exception(policies=[{"id": "*"}]), allowing, Review(now=NOW)).allowed
     assert "matches no loaded policy" in denial(exception(policies=[{"id": "nothing-*"}]),
                                                 exceptionWildcards=True)
 
@@ -184,7 +193,8 @@ def test_expiry_in_the_past_or_too_far_is_refused_with_the_latest_allowed() -> N
     message = denial(exception(expires=NOW + timedelta(days=120)))
     assert "more than 90 days away" in message and "2027-03-01T10:00:00Z or earlier" in message
     assert judge(exception(expires=NOW + timedelta(days=120)),
-                 with_config(exceptionMaxDays=180), now=NOW).allowed
+                 with_config(exceptionMaxDays=180),
+                 Review(now=NOW)).allowed
 
 
 @pytest.mark.parametrize(("change", "field"), [
@@ -205,7 +215,7 @@ def test_malformed_exceptions_are_refused_naming_the_field(change: Any, field: s
 
 
 def test_an_exception_outside_the_exception_namespaces_is_admitted_with_a_warning() -> None:
-    decision = judge(exception(namespace="gpu-operator"), POLICIES, now=NOW)
+    decision = judge(exception(namespace="gpu-operator"), POLICIES, Review(now=NOW))
     assert decision.allowed
     [warning] = decision.warnings
     assert "has no effect" in warning and "quickq-guard" in warning
@@ -213,15 +223,22 @@ def test_an_exception_outside_the_exception_namespaces_is_admitted_with_a_warnin
 
 def test_any_api_version_of_the_group_is_an_exception() -> None:
     other = {**exception(), "apiVersion": "quickq.io/v1"}
-    assert granted.is_exception(other)
-    assert not granted.is_exception({**exception(), "apiVersion": "example.com/v1alpha1"})
+    assert policy_exceptions.is_exception(other)
+    assert not policy_exceptions.is_exception({**exception(), "apiVersion": "example.com/v1alpha1"})
     # Whatever version wrote it, it is honoured from the exception namespaces only.
     assert not decide(root_pod(), {**exception(namespace="gpu-operator"),
                                    "apiVersion": "quickq.io/v1"}).allowed
 
 
 def test_without_a_time_the_time_checks_are_left_out() -> None:
-    assert judge(exception(expires=NOW - timedelta(days=1)), POLICIES).allowed
+    # The webhook's view reads exceptions without a time (the review checks expiry).
+    expired = read_exception(exception(expires=NOW - timedelta(days=1)))
+    assert policy_exceptions.problems(expired, POLICIES, None) == []
+    # Was: evaluate() without now= left them out for a PolicyException object too. A Review
+    # always holds a time, so the object is checked as of it.
+    assert not judge(exception(expires=NOW - timedelta(days=1)), POLICIES,
+                     Review(now=NOW)).allowed
+    assert judge(exception(expires=NOW + timedelta(days=1)), POLICIES, Review(now=NOW)).allowed
 
 
 def test_the_namespace_comes_from_the_request_when_metadata_has_none() -> None:
@@ -239,14 +256,14 @@ def docs_exceptions() -> list[dict[str, Any]]:
 
     section = (Path(__file__).resolve().parent.parent / "docs" / "exceptions.md").read_text()
     return [document for block in re.findall(r"```yaml\n(.*?)```", section, re.S)
-            for document in yaml.safe_load_all(block) if granted.is_exception(document)]
+            for document in yaml.safe_load_all(block) if policy_exceptions.is_exception(document)]
 
 
 def test_the_docs_examples_are_exceptions_the_webhook_admits() -> None:
     examples = docs_exceptions()
     assert len(examples) == 2
     for example in examples:
-        assert judge(example, POLICIES, now=NOW).allowed
+        assert judge(example, POLICIES, Review(now=NOW)).allowed
 
 
 def test_the_docs_gpu_operator_example_excepts_the_device_plugin_only() -> None:
@@ -255,9 +272,9 @@ def test_the_docs_gpu_operator_example_excepts_the_device_plugin_only() -> None:
     plugin = workload("DaemonSet", container("nvidia-device-plugin", **ROOT),
                       container("sidecar", **ROOT), name="nvidia-device-plugin-daemonset",
                       namespace="gpu-operator", labels=labels)
-    decision = judge(plugin, POLICIES, exceptions=index([gpu]), now=NOW)
+    decision = judge(plugin, POLICIES, Review(exceptions=index([gpu]), now=NOW))
     assert not decision.allowed and "sidecar" in decision.message
     alone = workload("DaemonSet", container("nvidia-device-plugin", **ROOT),
                      name="nvidia-device-plugin-daemonset", namespace="gpu-operator",
                      labels=labels)
-    assert judge(alone, POLICIES, exceptions=index([gpu]), now=NOW).allowed
+    assert judge(alone, POLICIES, Review(exceptions=index([gpu]), now=NOW)).allowed

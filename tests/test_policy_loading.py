@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from builders import container, judge, pod, result
 
-from webhook import Config, PolicyError, load_config, load_policies
+from webhook import Config, PolicyError, Review, decode, load_config, load_policies
 from webhook.loader import default_policies_dir
 
 DEFAULT_IDS = [
@@ -244,8 +244,8 @@ def test_match_kinds_namespaces_operations_and_selector(tmp_path):
         """))
     policies = load_policies(tmp_path)
 
-    def status(obj, **kwargs):
-        return result(judge(obj, policies, **kwargs), "pin-images").status
+    def status(obj, review=None):
+        return result(judge(obj, policies, review), "pin-images").status
 
     def bad(namespace="ml-a", **labels):
         return pod(container(image="app:latest"), namespace=namespace,
@@ -254,7 +254,7 @@ def test_match_kinds_namespaces_operations_and_selector(tmp_path):
     assert status(bad()) == "fail"
     assert status(bad("default")) == "skip"
     assert status(bad("ml-sandbox")) == "skip"
-    assert status(bad(), operation="UPDATE", old_object=bad()) == "skip"
+    assert status(bad(), Review(operation="UPDATE", old_object=decode(bad()))) == "skip"
     assert status(bad(tier="dev")) == "skip"
     assert status(bad(legacy="yes")) == "skip"
     from builders import workload

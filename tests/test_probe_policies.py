@@ -19,6 +19,7 @@ from builders import (
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from webhook import Review, decode
 from webhook.engine.normalize import normalize
 
 # --- liveness-probe-tolerance ------------------------------------------------------------
@@ -136,7 +137,7 @@ def test_controllers_are_patched_at_their_pod_template(kind):
     # On UPDATE only when the update changes the template (here: the old image differs).
     old = workload(kind, container(image="registry.example.com/app:0.9", livenessProbe=LIVENESS))
     for operation in ("CREATE", "UPDATE"):
-        decision = judge(obj, operation=operation, old_object=old)
+        decision = judge(obj, review=Review(operation=operation, old_object=decode(old)))
         assert [op["path"] for op in decision.patch] == [
             f"{pointer_prefix(kind)}/containers/0/startupProbe"]
 
@@ -285,3 +286,56 @@ def test_image_windows_are_settable_and_the_liveness_allowance_still_wins():
                                  livenessProbe=slow)), policies)
     assert longer.patch[0]["value"]["failureThreshold"] >= 723
     assert "(no less than livenessProbe allowed)" in messages(longer, "inject-startup-probe")[0]
+
+
+def test_native_sidecars_get_a_startup_probe_and_the_tolerance_check():
+    """An init container with restartPolicy Always runs for the pod's life and Kubernetes
+    probes it as a container: it gets the startupProbe, at its own path, once, and its
+    liveness probe is held to the tolerance; a plain init container still gets neither."""
+    sidecar = container("proxy", restartPolicy="Always", livenessProbe=_probe(1, 1))
+    obj = pod(container(), initContainers=[container("migrate"), sidecar])
+    decision = judge(obj)
+    assert [op["path"] for op in decision.patch] == ["/spec/initContainers/1/startupProbe"]
+    assert messages(decision, "inject-startup-probe")[0].startswith(
+        "initContainer 'proxy': add startupProbe")
+    assert paths(decision, "liveness-probe-tolerance") == [
+        "spec.initContainers[1].livenessProbe.failureThreshold"]
+    patched = jsonpatch.apply_patch(obj, list(decision.patch))
+    assert patched["spec"]["initContainers"][1]["startupProbe"]["httpGet"]["path"] == "/healthz"
+    assert judge(patched).patch == ()
+    deployment = judge(workload("Deployment", container(), initContainers=[sidecar]))
+    assert [op["path"] for op in deployment.patch] == [
+        f"{pointer_prefix('Deployment')}/initContainers/0/startupProbe"]
+
+
+def test_secret_probe_headers_are_hidden_in_every_output_but_the_patch_itself():
+    """The injected startupProbe copies the liveness handler: an Authorization or X-API-Key
+    header's value reaches the API server in the patch, and no report, message or shown
+    patch (json, policyreport, table, sarif, junit, github)."""
+    import json
+
+    from webhook import load_policies
+    from webhook.cli.formats import NAMES, render_all
+    from webhook.cli.judge import Judged
+    from webhook.engine.hidden import hidden_values, redacted
+    from webhook.manifests import Document
+
+    planted = "Bearer pl4nted-pr0be-t0ken-93f1"
+    headers = [{"name": "Authorization", "value": planted},
+               {"name": "X-API-Key", "value": "pl4nted-api-key-77"},
+               {"name": "Accept", "value": "application/json"}]
+    probe = {"httpGet": {"path": "/healthz", "port": 8080, "httpHeaders": headers}}
+    obj = pod(container(livenessProbe=probe), initContainers=[
+        container("proxy", restartPolicy="Always", livenessProbe=probe)])
+    policies = load_policies()
+    decision = judge(obj, policies)
+    assert planted in json.dumps(list(decision.patch))  # what the API server applies
+    judged = [Judged(Document("pod.yaml:1", file="pod.yaml", line=1, column=1), decision)]
+    said = "\n".join([decision.message, *decision.warnings,
+                      json.dumps(dict(decision.audit_annotations)),
+                      *(render_all(name, judged, policies) for name in NAMES)])
+    assert "application/json" in said and "(hidden)" in said  # the patches are shown
+    assert planted not in said and "pl4nted-api-key-77" not in said
+    assert planted not in json.dumps(redacted(obj))
+    assert {planted, "pl4nted-api-key-77"} <= hidden_values(obj)
+    assert "application/json" not in hidden_values(obj)

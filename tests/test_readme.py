@@ -150,8 +150,8 @@ def test_every_check_command_in_readme_and_docs_parses() -> None:
             continue  # prose ("`quickq-guard check --output json` prints") or the synopsis
         args = parser().parse_args(words)
         checked.append(command)
-        assert args.output in ("table", "json", "sarif", "junit", "github", "policyreport",
-                               "html")
+        assert args.output in ("table", "json", "sarif", "junit", "github", "gitlab",
+                               "policyreport", "html")
     assert any("-o sarif" in c for c in checked) and any("-o junit" in c for c in checked)
     assert len(checked) >= 12
 

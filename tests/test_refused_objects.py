@@ -13,7 +13,16 @@ from typing import Any
 
 import kubernetes_validate
 import pytest
-from builders import CONTROLLERS, POD_SPEC_PATHS, container, gpu_container, judge, pod, workload
+from builders import (
+    CONTROLLERS,
+    POD_SPEC_PATHS,
+    container,
+    gpu_container,
+    judge,
+    judge_given,
+    pod,
+    workload,
+)
 
 from webhook.cli import main
 
@@ -104,18 +113,18 @@ def test_well_typed_objects_are_judged_as_before():
 
 def test_the_webhook_does_not_check_again_what_the_api_server_decoded():
     obj = workload("Deployment", container(image="app:latest"))
-    online = judge(obj, from_api_server=True)
+    online = judge_given(obj)
     assert not online.allowed and online.message == judge(obj).message
     # Only an object that never came from an API server can hold an unknown field: offline it
     # is an error; a review that holds one anyway is judged on the fields the rules read.
     spec = obj["spec"]["template"]["spec"]
     spec["containers"][0]["imagePullPolicyy"] = "Always"
     assert judge(obj).outcome == "error"
-    online = judge(obj, from_api_server=True)
+    online = judge_given(obj)
     assert online.outcome == "denied" and "disallow-latest-tag" in online.message
     # A wrong type the rules read is still named, never a crash.
     spec["containers"] = "oops"
-    broken = judge(obj, from_api_server=True)
+    broken = judge_given(obj)
     assert broken.outcome == "error"
     assert "cannot be judged: spec.template.spec.containers: expected a list" in broken.message
 
@@ -193,13 +202,16 @@ metadata: {name: typo}
             "unknown field 'container'; did you mean containers?") in err
     assert (f"{manifest}:14:1 DaemonSet agent: apiVersion: apiVersion extensions/v1beta1 of "
             "DaemonSet is no longer served") in err
-    assert ("SKIP        -                          Deploymnet typo  kind Deploymnet (apps) is not "
-            "judged") in out
+    # a typo of a judged kind is an error, not a skip that would pass CI unjudged
+    assert (f"{manifest}:19:1 Deploymnet typo: kind Deploymnet (apps) is not judged: "
+            "quickq-guard knows no kind Deploymnet; did you mean Deployment?; fix the kind") in err
+    assert "SKIP" not in out
     assert main(["check", "-o", "json", str(manifest)]) == 2
     report = json.loads(capsys.readouterr().out)
     errors = [row for row in report["results"] if row["result"] == "error"]
-    assert [row["path"] for row in errors] == ["spec.template.spec.container", "apiVersion"]
-    assert report["summary"]["error"] == 2
+    assert [row["path"] for row in errors] == ["spec.template.spec.container", "apiVersion",
+                                               ""]
+    assert report["summary"]["error"] == 3
 
 
 # --- the Kubernetes OpenAPI schemas are the judge -----------------------------------------------

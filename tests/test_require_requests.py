@@ -57,3 +57,22 @@ def test_controller_messages_use_the_pod_template_path():
     decision = judge(workload("CronJob", container(resources=None)))
     assert paths(decision, "require-requests")[0] == (
         "spec.jobTemplate.spec.template.spec.containers[0].resources.requests.cpu")
+
+
+def test_a_zero_request_is_a_missing_request_and_says_so():
+    """The API server makes a pod whose requests are all zero BestEffort: `"0"`, `0m`,
+    `0Mi`, `0.0` and a zero limit (which the request defaults to) request nothing."""
+    for cpu, memory in (("0", "0"), ("0m", "0Mi"), ("0.0", "0Gi"), (0, "0k")):
+        decision = judge(pod(container(resources={"requests": {"cpu": cpu, "memory": memory}})))
+        assert not decision.allowed
+        assert messages(decision, "require-requests") == [
+            f"container 'app': resources.requests.{name} is zero, which requests nothing (a "
+            "pod whose requests are all zero is BestEffort); set resources.requests."
+            f"{name} to what the container needs" for name in ("cpu", "memory")]
+        assert paths(decision, "require-requests") == [
+            "spec.containers[0].resources.requests.cpu",
+            "spec.containers[0].resources.requests.memory"]
+    limited = judge(pod(container(resources={"limits": {"cpu": "0", "memory": "1Gi"}})))
+    assert paths(limited, "require-requests") == ["spec.containers[0].resources.requests.cpu"]
+    small = judge(pod(container(resources={"requests": {"cpu": "1m", "memory": "1"}})))
+    assert result(small, "require-requests").status == "pass"

@@ -9,6 +9,8 @@ from typing import Any
 
 from builders import container, judge, pod
 
+from webhook import Review, decode
+
 DB = {"name": "DB_PASSWORD", "value": "literal-1"}
 GITHUB = {"name": "GITHUB_TOKEN", "value": "literal-2"}
 AWS = {"name": "AWS_SECRET_ACCESS_KEY", "value": "literal-3"}
@@ -23,7 +25,7 @@ def test_new_secrets_beside_one_already_there_are_denied_as_on_create() -> None:
     old = env_pod(DB)
     new = env_pod(DB, GITHUB, AWS)
     assert not judge(new).allowed
-    decision = judge(new, operation="UPDATE", old_object=old)
+    decision = judge(new, review=Review(operation="UPDATE", old_object=decode(old)))
     assert not decision.allowed
     assert "env GITHUB_TOKEN holds a literal value" in decision.message
     assert "env AWS_SECRET_ACCESS_KEY holds a literal value" in decision.message
@@ -32,15 +34,15 @@ def test_new_secrets_beside_one_already_there_are_denied_as_on_create() -> None:
 
 
 def test_the_same_secret_moved_to_another_index_is_still_the_old_finding() -> None:
-    decision = judge(env_pod(LOG, GITHUB, DB), operation="UPDATE",
-                     old_object=env_pod(DB, GITHUB))
+    decision = judge(env_pod(LOG, GITHUB, DB),
+                     review=Review(operation="UPDATE", old_object=decode(env_pod(DB, GITHUB))))
     assert decision.allowed, decision.message
     assert len([w for w in decision.warnings if "already violated" in w]) == 2
 
 
 def test_an_unchanged_violation_is_only_warned_about() -> None:
     obj = env_pod(DB, GITHUB)
-    decision = judge(obj, operation="UPDATE", old_object=copy.deepcopy(obj))
+    decision = judge(obj, review=Review(operation="UPDATE", old_object=decode(copy.deepcopy(obj))))
     assert decision.allowed
 
 
@@ -48,7 +50,7 @@ def test_a_new_violation_of_another_field_by_the_same_policy_is_denied() -> None
     old = pod({"name": "app", "image": "registry.example.com/app:1.0",
                "resources": {"requests": {"memory": "128Mi"}}})
     new = pod({"name": "app", "image": "registry.example.com/app:1.0", "resources": {}})
-    decision = judge(new, operation="UPDATE", old_object=old)
+    decision = judge(new, review=Review(operation="UPDATE", old_object=decode(old)))
     assert not decision.allowed
     assert "[require-requests] container 'app': add resources.requests.memory" in \
         decision.message
@@ -59,7 +61,7 @@ def test_a_new_violation_of_another_field_by_the_same_policy_is_denied() -> None
 def test_the_same_secret_in_another_container_is_new() -> None:
     old = pod(container("app", env=[DB]), container("sidecar"))
     new = pod(container("app", env=[DB]), container("sidecar", env=[DB]))
-    decision = judge(new, operation="UPDATE", old_object=old)
+    decision = judge(new, review=Review(operation="UPDATE", old_object=decode(old)))
     assert not decision.allowed
     assert "container 'sidecar': env DB_PASSWORD" in decision.message
     assert "container 'app'" not in decision.message
@@ -96,14 +98,16 @@ def test_a_new_failure_of_another_validation_of_a_cel_policy_is_denied(tmp_path:
     new = copy.deepcopy(old)
     new["metadata"]["labels"]["b"] = "1"
     new["spec"]["containers"][0]["env"].append({"name": "Y", "value": "1"})
-    decision = evaluate(new, policies, operation="UPDATE", old_object=old)
+    decision = evaluate(decode(new), policies, Review(operation="UPDATE", old_object=decode(old)))
     assert not decision.allowed
     assert "[no-extra-labels] remove the label b" in decision.message
     assert "container 'app': remove env Y" in decision.message
     assert "remove the label a" not in decision.message and "remove env X" not in \
         decision.message
     assert len([w for w in decision.warnings if "already violated" in w]) == 2
-    unchanged = evaluate(new, policies, operation="UPDATE", old_object=copy.deepcopy(new))
+    unchanged = evaluate(decode(new),
+                         policies,
+                         Review(operation="UPDATE", old_object=decode(copy.deepcopy(new))))
     assert unchanged.allowed, unchanged.message
 
 
@@ -112,7 +116,7 @@ def test_a_new_latest_image_in_a_field_that_had_one_is_denied() -> None:
     the field broke the policy before, but with another value."""
     old = pod(container("app", image="registry.example.com/app:latest"))
     new = pod(container("app", image="attacker/miner:latest"))
-    decision = judge(new, operation="UPDATE", old_object=old)
+    decision = judge(new, review=Review(operation="UPDATE", old_object=decode(old)))
     assert not decision.allowed
     assert "[disallow-latest-tag] container 'app': image 'attacker/miner:latest'" in \
         decision.message
@@ -122,7 +126,7 @@ def test_a_new_latest_image_in_a_field_that_had_one_is_denied() -> None:
 def test_a_new_literal_value_of_a_secret_variable_is_denied_and_never_shown() -> None:
     old = env_pod(DB)
     new = env_pod({"name": "DB_PASSWORD", "value": "a-new-literal-9"})
-    decision = judge(new, operation="UPDATE", old_object=old)
+    decision = judge(new, review=Review(operation="UPDATE", old_object=decode(old)))
     assert not decision.allowed
     assert "env DB_PASSWORD holds a literal value" in decision.message
     said = " ".join([decision.message, *decision.warnings])
@@ -134,7 +138,7 @@ def test_the_same_old_value_still_passes_with_a_warning() -> None:
     new = copy.deepcopy(old)
     new["metadata"]["labels"] = {"team": "ml"}
     new["spec"]["containers"][0]["env"].insert(0, LOG)  # the old secret moves to env[1]
-    decision = judge(new, operation="UPDATE", old_object=old)
+    decision = judge(new, review=Review(operation="UPDATE", old_object=decode(old)))
     assert decision.allowed, decision.message
     warned = [w for w in decision.warnings if "already violated" in w]
     assert any(w.startswith("[disallow-latest-tag]") for w in warned)

@@ -10,6 +10,8 @@ from typing import Any
 import pytest
 from builders import CONTROLLERS, gpu_container, judge, probe, workload
 
+from webhook import Review, decode
+
 MUTATE = ("inject-startup-probe", "inject-gpu-toleration")
 
 
@@ -24,7 +26,7 @@ def test_a_label_edit_is_admitted_unpatched_with_a_warning_per_missing_patch(kin
     old = legacy(kind)
     new = copy.deepcopy(old)
     new["metadata"]["labels"]["team"] = "ml"
-    decision = judge(new, operation="UPDATE", old_object=old)
+    decision = judge(new, review=Review(operation="UPDATE", old_object=decode(old)))
     assert decision.allowed and decision.patch == () and decision.patched is None
     for policy in MUTATE:
         [warning] = [w for w in decision.warnings if w.startswith(f"[{policy}]")]
@@ -41,14 +43,14 @@ def test_an_update_that_changes_the_pod_template_is_patched(kind: str) -> None:
     for key in ("spec", "jobTemplate", "spec") if kind == "CronJob" else ("spec",):
         spec = spec[key]
     spec["template"]["spec"]["containers"][0]["image"] = "registry.example.com/model:2"
-    decision = judge(new, operation="UPDATE", old_object=old)
+    decision = judge(new, review=Review(operation="UPDATE", old_object=decode(old)))
     assert decision.patch and len(decision.patch) == len(create.patch)
     assert not any("not patched" in w for w in decision.warnings)
 
 
 def test_an_update_without_the_old_object_is_patched_as_before() -> None:
     obj = legacy("Deployment")
-    assert judge(obj, operation="UPDATE").patch == judge(obj).patch
+    assert judge(obj, review=Review(operation="UPDATE")).patch == judge(obj).patch
 
 
 def test_a_template_that_needs_nothing_gives_no_warning_on_update() -> None:
@@ -56,5 +58,5 @@ def test_a_template_that_needs_nothing_gives_no_warning_on_update() -> None:
     old = copy.deepcopy(judge(old).patched)
     new = copy.deepcopy(old)
     new["metadata"]["labels"]["team"] = "ml"
-    decision = judge(new, operation="UPDATE", old_object=old)
+    decision = judge(new, review=Review(operation="UPDATE", old_object=decode(old)))
     assert decision.patch == () and decision.warnings == ()

@@ -10,7 +10,7 @@ import kubernetes_validate
 import pytest
 from real_workloads import WORKLOADS, cli_verdict, decide, load, names, verdict
 
-from webhook import evaluate, load_policies
+from webhook import decode, evaluate, load_policies
 from webhook.cli import main
 
 
@@ -18,7 +18,7 @@ from webhook.cli import main
 def test_the_cli_gives_the_engines_verdict(name, capsys):
     code = main(["check", "--output", "json", str(WORKLOADS / name)])
     report = json.loads(capsys.readouterr().out)
-    decision = decide(name, as_applied=True)  # the object kubectl apply hands the webhook
+    decision = decide(name, decoded=True)  # the object kubectl apply hands the webhook
     assert cli_verdict(report) == verdict(decision)
     assert code == (0 if decision.allowed else 1)
 
@@ -31,7 +31,7 @@ def test_patched_workloads_are_valid_kubernetes_objects_and_are_not_patched_agai
     if decision.patch:
         fixed = jsonpatch.apply_patch(obj, list(decision.patch))
         kubernetes_validate.validate(fixed, kubernetes_validate.latest_version(), strict=True)
-        assert evaluate(fixed, load_policies()).patch == ()
+        assert evaluate(decode(fixed), load_policies()).patch == ()
 
 
 # --- inject-startup-probe: the startup window is never shorter than liveness allowed ---------
@@ -143,7 +143,7 @@ def test_accelerator_workloads_get_the_gpu_checks(name, priority):
     resources = spec["containers"][0]["resources"]
     gpu = next(n for n in resources["limits"] if "/" in n)
     resources["requests"][gpu] = "2"  # request more than the limit
-    failed = evaluate(obj, load_policies())
+    failed = evaluate(decode(obj), load_policies())
     assert {r.policy: r.status for r in failed.results}["require-gpu-limits"] == "fail"
 
 

@@ -74,7 +74,7 @@ def test_a_bomb_is_exit_2_naming_file_and_line(tmp_path: Path, policies: Path,
     text, problem, lines = BOMBS[name]
     bomb = tmp_path / f"{name}.yaml"
     bomb.write_text(text)
-    done = _check("--policies", str(policies), str(bomb))
+    done = _check("--no-default-policies", "--policies", str(policies), str(bomb))
     assert done.returncode == 2, done.stderr[-2000:]
     where = re.search(rf"{re.escape(str(bomb))}:(\d+):\d+: invalid YAML: ", done.stderr)
     assert where is not None and int(where[1]) in lines, done.stderr
@@ -87,7 +87,8 @@ def test_the_other_files_of_the_directory_are_still_judged(tmp_path: Path,
     for name, (text, _, _) in BOMBS.items():
         (tmp_path / f"{name}.yaml").write_text(text)
     (tmp_path / "fine.yaml").write_text(HEAD)
-    done = _check("--policies", str(policies), "--output", "json", str(tmp_path))
+    done = _check("--no-default-policies", "--policies", str(policies), "--output", "json",
+                  str(tmp_path))
     assert done.returncode == 2, done.stderr[-2000:]
     assert f"{tmp_path / 'fine.yaml'}:1" in done.stdout
     assert done.stdout.count("invalid YAML") >= len(BOMBS)

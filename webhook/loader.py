@@ -53,6 +53,70 @@ def load_policies(directory: str | Path | None = None,
     return policy_set(policies + _pod_security(config), config)
 
 
+def load_policy_dirs(directories: list[str | Path], config: Config, defaults: bool = True,
+                     only: tuple[str, ...] = (), skip: tuple[str, ...] = ()) -> PolicySet:
+    """The policies of several directories as one set (`check --policies A --policies B`):
+    the shipped ones first unless `defaults` is false, then each directory's; a policy whose
+    id an earlier directory has already defined replaces it (a team's own version of a
+    shipped policy). `only`: run just these ids; `skip`: leave these out. Raises PolicyError,
+    naming an id that no directory defines."""
+    folders = ([default_policies_dir()] if defaults else []) + [Path(d) for d in directories]
+    if not folders:
+        raise PolicyError("no policies: --no-default-policies needs a --policies DIR")
+    by_id: dict[str, Policy] = {}
+    for folder in folders:
+        if not folder.is_dir():
+            raise PolicyError(f"{folder}: not a directory of policy files")
+        found = [build(document, where, config)
+                 for path in policy_files(folder) for where, document in _documents(path)]
+        if not found:
+            raise PolicyError(f"{folder}: no policies found (expected one YAML file per policy)")
+        here: set[str] = set()
+        for policy in found:
+            if policy.id in here:
+                raise PolicyError(f"{policy.source}: policy id {policy.id!r} is already "
+                                  f"defined in {by_id[policy.id].source}")
+            here.add(policy.id)
+            by_id.pop(policy.id, None)  # a later directory's policy replaces, in its place
+            by_id[policy.id] = policy
+    policies = list(by_id.values()) + _pod_security(config)
+    known = {policy.id for policy in policies}
+    unknown = sorted({*only, *skip} - known)
+    if unknown:
+        raise PolicyError(f"no policy with id {', '.join(map(repr, unknown))} "
+                          f"(loaded: {', '.join(sorted(known))})")
+    kept = [p for p in policies if (not only or p.id in only) and p.id not in skip]
+    if not kept:
+        raise PolicyError("no policies left to run: --policy and --skip-policy leave none")
+    # the config's per-policy settings for a policy left out are not an error
+    selected = config.model_copy(update={"policies": {
+        key: value for key, value in config.policies.items()
+        if any(p.id == key for p in kept)}})
+    return policy_set(kept, selected)
+
+
+def find_config(start: Path | None = None) -> Path | None:
+    """The `.quickq-guard.yaml` a run in `start` (default: the working directory) uses, found
+    the way linters find theirs: in that directory or the nearest parent that has one, up to
+    the repository's root (the folder with `.git`); outside a repository, only `start`."""
+    here = (start or Path.cwd()).resolve()
+    walked: list[Path] = []
+    for folder in (here, *here.parents):
+        walked.append(folder)
+        if (folder / ".git").exists():
+            break
+    else:
+        walked = [here]
+    for folder in walked:
+        candidate = folder / CONFIG_FILE
+        if candidate.is_file():
+            return candidate
+    return None
+
+
+CONFIG_FILE = ".quickq-guard.yaml"
+
+
 def policy_files(directory: Path) -> list[Path]:
     """The policy files of a directory, in the order they load: its top level's .yaml and
     .yml files, hidden ones left out (a ConfigMap mount's ..data links among them)."""

@@ -8,6 +8,7 @@ document alone; the others are still judged.
 
 from __future__ import annotations
 
+import bisect
 import errno
 import os
 import re
@@ -48,6 +49,10 @@ class Document:
     line: int = 0
     column: int = 0
     positions: Positions | None = field(default=None, repr=False, compare=False)
+    # The file that wrote this object when it was rendered (Helm's `# Source:` comment above
+    # it, kustomize's config.kubernetes.io/origin annotation), or "": findings are reported
+    # there, with `file:line:column` of the rendered object beside them.
+    template: str = ""
 
     def field(self, path: FieldPath) -> tuple[int, int]:
         """(line, column) of the field a finding names (Finding.at), or of its
@@ -90,11 +95,17 @@ def read_paths(paths: Iterable[str], exclude: Sequence[str] = ()) -> Iterator[Do
         yield from read_source(source)
 
 
-def manifest_sources(paths: Iterable[str], exclude: Sequence[str] = ()) -> list[Source]:
+def manifest_sources(paths: Iterable[str], exclude: Sequence[str] = (),
+                     named_as_walked: bool = False) -> list[Source]:
     """What `read_paths` reads, in order: `-`, each file named, each directory's manifest files
     (sorted; hidden folders and files, what `.gitignore` ignores and the `exclude` globs are
-    left out), or the path as given when it does not exist."""
+    left out), or the path as given when it does not exist. A file named is left out too when
+    an `exclude` glob matches its path relative to the working directory: pre-commit names
+    every file it sees, so a glob that only worked in walks would not work there.
+    `named_as_walked`: a file named is read as a walk finds it (one with no Kubernetes
+    object skipped with a note), for pre-commit."""
     sources: list[Source] = []
+    named_excluded = _gitignore_spec(exclude) if exclude else None
     for given in paths:
         if given == "-":
             sources.append(Source("-"))
@@ -102,9 +113,17 @@ def manifest_sources(paths: Iterable[str], exclude: Sequence[str] = ()) -> list[
         path = Path(given)
         if path.is_dir():
             sources.extend(Source(name, walked=True) for name in _walk(path, exclude))
-        else:
-            sources.append(Source(str(path), exists=path.exists()))
+        elif named_excluded is None or not named_excluded.match_file(_from_cwd(path)):
+            sources.append(Source(str(path), exists=path.exists(),
+                                  walked=named_as_walked and path.is_file()))
     return sources
+
+
+def _from_cwd(path: Path) -> str:
+    """A named file's path relative to the working directory, `/`-separated, as a glob in
+    .gitignore syntax is matched against."""
+    relative = os.path.relpath(os.path.abspath(path))
+    return relative.replace(os.sep, "/")
 
 
 def walk(directory: Path, exclude: Sequence[str] = ()) -> list[Path]:
@@ -226,7 +245,36 @@ def read_source(source: Source, data: bytes | None = None) -> Iterator[Document]
             return
     elif not source.whole:
         data = data[source.start:None if source.end == -1 else source.end]
+    if source.whole and name.lower().endswith(".json") and (problem := json_problem(data)):
+        line, column, why = problem
+        yield Document(f"{name}:{line}", error=f"invalid JSON: {why}", file=name, line=line,
+                       column=column)
+        return
     yield from read_text(data, name, source.line)
+
+
+def json_problem(data: bytes) -> tuple[int, int, str] | None:
+    """Where and why a .json file is not JSON, as kubectl reads it (a stream of JSON values:
+    no trailing comma, no comment, no YAML), or None. The YAML reader, which reads every JSON
+    file, then reads it for the fields' positions; alone it would accept `[1, 2,]`."""
+    import json
+
+    try:
+        text = data.decode("utf-8-sig")
+    except UnicodeDecodeError as problem:
+        return 1, 1, f"not UTF-8 (byte {problem.start})"
+    decoder = json.JSONDecoder()
+    at = 0
+    while True:
+        while at < len(text) and text[at] in " \t\r\n":
+            at += 1
+        if at == len(text):
+            return None
+        try:
+            at = decoder.raw_decode(text, at)[1]
+        except json.JSONDecodeError as problem:
+            return problem.lineno, problem.colno, f"{problem.msg} (line {problem.lineno}, " \
+                f"column {problem.colno})"
 
 
 def _read_bytes(source: Source) -> bytes:
@@ -336,8 +384,12 @@ def read_text(data: bytes | str, name: str, first_line: int = 1) -> Iterator[Doc
     the stream (libyaml cannot resynchronise), after the documents before it.
     """
     offset = first_line - 1
+    sources = _helm_sources(data, offset)
+    previous = 0  # the line the document before starts on
     for line, column, obj, error, positions in _documents(data, offset):
         line += offset
+        template = _template(sources, line, obj, previous)
+        previous = line
         if error:
             yield Document(f"{name}:{line}", error=f"invalid YAML: {error}", file=name,
                            line=line, column=column)
@@ -349,10 +401,41 @@ def read_text(data: bytes | str, name: str, first_line: int = 1) -> Iterator[Doc
                     item_line, item_column = starts[index] if index < len(starts) else (
                         line, column)
                     yield Document(f"{name}:{item_line}", item, file=name, line=item_line,
-                                   column=item_column, positions=positions)
+                                   column=item_column, positions=positions,
+                                   template=_template((), item_line, item, 0) or template)
             else:
                 yield Document(f"{name}:{line}", obj, file=name, line=line, column=column,
-                               positions=positions)
+                               positions=positions, template=template)
+
+
+_HELM_SOURCE = re.compile(rb"^# Source: (\S[^\r\n]*?)\s*$", re.M)
+_ORIGIN = "config.kubernetes.io/origin"
+
+
+def _helm_sources(data: bytes | str, offset: int) -> list[tuple[int, str]]:
+    """The `# Source: chart/templates/x.yaml` comments `helm template` writes above each
+    object, with their lines, in order; none in most inputs, found with one scan."""
+    raw = data.encode() if isinstance(data, str) else data
+    if b"# Source: " not in raw:
+        return []
+    return [(raw.count(b"\n", 0, match.start()) + 1 + offset,
+             match.group(1).decode("utf-8", "replace")) for match in _HELM_SOURCE.finditer(raw)]
+
+
+def _template(sources: Sequence[tuple[int, str]], line: int, obj: Any, previous: int) -> str:
+    """What wrote the object starting at `line`: kustomize's origin annotation (`path: ...`)
+    when it has one, else the nearest Helm `# Source:` comment above it (helm writes one per
+    object, after the `---`) and below the object before it (`previous`: its line)."""
+    if type(obj) is dict and type(meta := obj.get("metadata")) is dict \
+            and type(notes := meta.get("annotations")) is dict \
+            and isinstance(origin := notes.get(_ORIGIN), str):
+        for entry in origin.splitlines():
+            if entry.startswith("path:") and (path := entry[5:].strip().strip("'\"")):
+                return path
+    if not sources:
+        return ""
+    at = bisect.bisect_left(sources, (line, "")) - 1
+    return sources[at][1] if at >= 0 and sources[at][0] > previous else ""
 
 
 def _documents(data: bytes | str, offset: int) -> Iterator[Read]:

@@ -36,7 +36,8 @@ def test_off_by_default() -> None:
         "args"]
     webhooks = find(docs, "ValidatingWebhookConfiguration")["webhooks"]
     assert [w["name"] for w in webhooks] == ["validate.quickq-guard.quickq.io",
-                                             "namespaces.quickq-guard.quickq.io"]
+                                             "namespaces.quickq-guard.quickq.io",
+                                             "configmaps.quickq-guard.quickq.io"]
 
 
 def test_every_object_is_valid_kubernetes(docs: list[dict[str, Any]]) -> None:

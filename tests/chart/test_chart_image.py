@@ -63,7 +63,8 @@ def test_multi_stage_installs_only_the_wheel() -> None:
     assert build[0][1].endswith("AS build")
     assert any(w == "RUN" and "pip wheel --no-deps" in r for w, r in build)
     final_runs = " ".join(r for w, r in final if w == "RUN")
-    assert "pip install /tmp/dist/quickq_guard-*.whl" in final_runs
+    assert 'wheel="$(echo /tmp/dist/quickq_guard-*.whl)"' in final_runs
+    assert 'pip install "${wheel}[server]"' in final_runs  # the webhook's dependencies too
     assert "setuptools" not in final_runs
     # The final stage gets source only as the wheel, plus the default policies.
     copies = [r for w, r in final if w == "COPY"]

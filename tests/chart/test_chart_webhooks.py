@@ -18,8 +18,8 @@ from chart_helpers import (
     helm_template_with_cluster,
 )
 
+from webhook import Review, load_policies
 from webhook import evaluate as engine_evaluate
-from webhook import load_policies
 from webhook.engine.cel import activation, compile_expression, evaluate
 from webhook.engine.globs import matches_any
 from webhook.engine.policy import Config
@@ -322,6 +322,30 @@ def test_either_webhook_can_be_switched_off() -> None:
     assert container["command"][2:] == ["remove", "--validating", FULLNAME]
 
 
+def test_config_maps_have_a_webhook_of_their_own_that_never_locks_the_cluster_out() -> None:
+    """no-plaintext-secrets judges ConfigMaps, which the cluster's own components write in
+    every namespace (kube-root-ca.crt, leader election): their entry is failurePolicy Ignore
+    whatever failurePolicy says (and `cluster arm` leaves it so), never called for nodes,
+    kube-controller-manager, kube-scheduler or kube-system's service accounts, and spares the
+    same namespaces as the main entry."""
+    docs = helm_template({"webhook": {"failurePolicy": {"validating": "Fail"},
+                                      "failSafe": {"enabled": False}}})
+    main, config_maps = validating(docs), validating(docs, "configmaps.quickq-guard.quickq.io")
+    assert main["failurePolicy"] == "Fail" and config_maps["failurePolicy"] == "Ignore"
+    assert intercepted(config_maps) == {("", "configmaps"): ("CREATE", "UPDATE")}
+    assert ("", "configmaps") not in intercepted(main)
+    assert config_maps["namespaceSelector"] == main["namespaceSelector"]
+    assert config_maps["clientConfig"] == main["clientConfig"]
+    [skip] = [c["expression"] for c in config_maps["matchConditions"]
+              if c["name"] == "quickq-guard-skip-cluster-components"]
+    for user in ("system:node:", "system:serviceaccount:kube-system:",
+                 "system:kube-controller-manager", "system:kube-scheduler"):
+        assert user in skip
+    off = helm_template({"webhook": {"configMaps": False}})
+    assert "configmaps.quickq-guard.quickq.io" not in [
+        h["name"] for h in find(off, "ValidatingWebhookConfiguration")["webhooks"]]
+
+
 def test_the_namespaces_webhook_judges_namespace_creates_and_updates_only() -> None:
     docs = helm_template({"webhook": {"objectSelector": {"matchLabels": {"a": "b"}},
                                       "matchConditions": [{"name": "x", "expression": "true"}]}})
@@ -383,9 +407,9 @@ def test_the_api_server_calls_the_namespaces_webhook_exactly_when_the_engine_den
     docs = helm_template({"config": {"excludeUsers": ["ci"]}})
     config = yaml.safe_load(find(docs, "ConfigMap", f"{FULLNAME}-config")["data"]["config.yaml"])
     policy_set = load_policies(None, Config.model_validate(config))
-    decision = engine_evaluate(obj, policy_set, operation=operation, old_object=old,
-                     username=user.get("username"), groups=user.get("groups", ()),
-                     from_api_server=True)
+    decision = engine_evaluate(obj, policy_set, Review(
+        operation=operation, old_object=old, username=user.get("username"),
+        groups=tuple(user.get("groups", ()))))
     request = {"operation": operation, "userInfo": user}
     assert sent(validating(docs, NAMESPACES), request, obj, old) is (not decision.allowed)
 

@@ -60,7 +60,7 @@ def test_the_chart_is_installed_with_url_webhooks(guard: Guard) -> None:
     assert [(r["name"], r["status"]) for r in listed] == [(RELEASE, "deployed")]
     for kind in ("validatingwebhookconfiguration", "mutatingwebhookconfiguration"):
         config = json.loads(guard.plane.kubectl("get", kind, RELEASE, "-o", "json").stdout)
-        for hook in config["webhooks"]:  # the validating one's namespaces webhook too
+        for hook in config["webhooks"]:  # the namespaces and ConfigMaps webhooks too
             assert hook["clientConfig"]["url"].startswith(f"{guard.webhook.url}/")
             assert "service" not in hook["clientConfig"]
             assert hook["clientConfig"]["caBundle"] == guard.ca_bundle

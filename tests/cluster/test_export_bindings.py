@@ -29,7 +29,7 @@ from cluster_helpers import (
     warnings_of,
 )
 
-from webhook import Config, Decision, evaluate, load_policies
+from webhook import Config, Decision, Review, decode, evaluate, load_policies
 
 POLICIES = REPO / "tests" / "binding_policies"
 CONFIG = {"excludeNamespaces": ["kube-system", "skipped", "dev-*"],
@@ -100,9 +100,9 @@ def _labels(done: subprocess.CompletedProcess[str]) -> dict[str, str]:
 
 
 def _engine(obj: dict[str, Any], user: str | None, groups: tuple[str, ...]) -> Decision:
-    return evaluate(obj, load_policies(POLICIES, Config.model_validate(CONFIG)),
-                    namespace=obj["metadata"]["namespace"], username=user or "admin",
-                    groups=groups or (("system:masters",) if user is None else ()))
+    return evaluate(decode(obj), load_policies(POLICIES, Config.model_validate(CONFIG)),
+                    Review(namespace=obj["metadata"]["namespace"], username=user or "admin",
+                           groups=groups or (("system:masters",) if user is None else ())))
 
 
 CASES = {  # name: (namespace, user, groups, pod fields, privileged)

@@ -24,7 +24,7 @@ from cluster_helpers import (
     pod_spec,
 )
 
-from webhook import evaluate, load_policies
+from webhook import Review, decode, evaluate, load_policies
 
 NAMESPACE = "vap-defaults"
 POLICY = "disallow-latest-tag"
@@ -74,7 +74,7 @@ def test_the_native_policy_denies_what_the_rule_denies_with_its_messages(
     objects = corpus()
     denied = 0
     for obj in objects:
-        [result] = [r for r in evaluate(obj, policies, namespace=NAMESPACE).results
+        [result] = [r for r in evaluate(decode(obj), policies, Review(namespace=NAMESPACE)).results
                     if r.policy == POLICY]
         expected = "; ".join(f.message for f in result.findings)
         done = dry_run_create(exported, obj)
@@ -127,7 +127,7 @@ def test_a_large_pod_stays_within_the_exported_policies_cost_limit(
                         variables, env)
         done = dry_run_create(exported, obj)
         assert "cost" not in done.stderr and "resulted in error" not in done.stderr, done.stderr
-        [result] = [r for r in evaluate(obj, policies, namespace=NAMESPACE).results
+        [result] = [r for r in evaluate(decode(obj), policies, Review(namespace=NAMESPACE)).results
                     if r.policy == "no-plaintext-secrets"]
         assert bool(result.findings) == denied == (done.returncode != 0), done.stderr
         assert not denied or "ValidatingAdmissionPolicy 'quickq-guard-no-plaintext-secrets'" \

@@ -23,7 +23,7 @@ from cluster_helpers import (
     pod,
 )
 
-from webhook import Decision, evaluate, load_policies
+from webhook import Decision, Review, decode, evaluate, load_policies
 
 POLICIES = REPO / "tests" / "vap_policies"
 NAMESPACE = "vap-export"
@@ -54,7 +54,9 @@ def exported(guard: Guard, tmp_path_factory: pytest.TempPathFactory) -> Iterator
 
 
 def _engine(obj: dict[str, Any]) -> Decision:
-    return evaluate(obj, load_policies(POLICIES), namespace=obj["metadata"]["namespace"])
+    return evaluate(decode(obj),
+                    load_policies(POLICIES),
+                    Review(namespace=obj["metadata"]["namespace"]))
 
 
 def _denied_by(decision: Decision) -> set[str]:

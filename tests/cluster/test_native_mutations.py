@@ -91,6 +91,9 @@ SPECS: dict[str, dict[str, Any]] = {
                                             startupProbe=_probe(TCP))),
     "two-containers": pod_spec(container(livenessProbe=liveness()),
                                container("side", livenessProbe=_probe(TCP))),
+    # A native sidecar (an init container with restartPolicy Always) is probed as a container.
+    "native-sidecar": pod_spec(container(livenessProbe=liveness()), initContainers=[
+        container("proxy", restartPolicy="Always", livenessProbe=_probe(TCP))]),
 }
 
 # And every combination of a liveness handler, a GPU resource and the tolerations already set.

@@ -57,7 +57,7 @@ from cluster_helpers import (
 )
 from native_messages import MAP_ORDER, joined
 
-from webhook import Decision, evaluate, load_policies
+from webhook import Decision, Review, decode, evaluate, load_policies
 from webhook.engine.policy import PolicySet
 from webhook.engine.workload import BUILT_IN
 from webhook.export.vap import NAME_PREFIX, RESOURCES
@@ -297,7 +297,9 @@ def offline(objects: list[dict[str, Any]], policies: PolicySet) -> list[Decision
     """The engine's decisions, given what the webhook has that `check` has not: its view of
     the cluster's ResourceClaims (the chart's webhook does not watch them; its messages say
     so where `check` says the claim is not among the objects judged)."""
-    return [evaluate(obj, policies, namespace=obj["metadata"]["namespace"], claims=NOT_WATCHED)
+    return [evaluate(decode(obj),
+                     policies,
+                     Review(namespace=obj["metadata"]["namespace"], claims=NOT_WATCHED))
             for obj in objects]
 
 

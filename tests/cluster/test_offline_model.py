@@ -27,10 +27,10 @@ from hypothesis import strategies as st
 from support.controlplane import printed_objects
 
 from webhook.engine.apiserver import refused_fields
-from webhook.engine.exceptions import VERSION
 from webhook.engine.kubernetes_fields import KINDS
 from webhook.engine.normalize import normalize
 from webhook.engine.patch import dotted
+from webhook.engine.policy_exceptions import VERSION
 from webhook.engine.workload import read_workload
 from webhook.export.crd import definition, exception_schema, openapi_v3_schema
 from webhook.manifests import read_text

@@ -15,7 +15,7 @@ import pytest
 from cluster_helpers import ControlPlane
 from pod_security_cases import CASES, Case, policy_for
 
-from webhook import Config, Decision, PolicySet, evaluate, load_policies
+from webhook import Config, Decision, PolicySet, Review, decode, evaluate, load_policies
 
 VERSION = "v1.28"
 _VERDICT = re.compile(r'violates PodSecurity "(baseline|restricted):v\d+\.\d+": (.*)$',
@@ -94,9 +94,10 @@ def psa_verdict(plane: ControlPlane, case: Case, namespace: str) -> set[str]:
 def engine_verdict(profiles: dict[str, PolicySet], case: Case, namespace: str) -> Decision:
     obj = case.pod(namespace)
     if not case.ephemeral:
-        return evaluate(obj, profiles[case.level])
-    return evaluate(case.with_ephemeral(obj), profiles[case.level], operation="UPDATE",
-                    old_object=obj)
+        return evaluate(decode(obj), profiles[case.level])
+    return evaluate(decode(case.with_ephemeral(obj)),
+                    profiles[case.level],
+                    Review(operation="UPDATE", old_object=decode(obj)))
 
 
 def failed_controls(decision: Decision) -> set[str]:

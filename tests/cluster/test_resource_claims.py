@@ -36,6 +36,8 @@ from cluster_helpers import (
 )
 from support.controlplane import printed_objects
 
+from webhook import Review, decode
+
 NAMESPACE = "dra"
 CLAIMS_READER = f"{RELEASE}-claims-reader"
 
@@ -90,7 +92,7 @@ def test_without_a_claims_watch_the_webhook_says_the_claim_is_unresolved(
     obj = consuming("llm", "one-gpu")
     done = kube.apply(obj)
     assert done.returncode == 0, done.stderr
-    expected = evaluate(obj, load_policies(), claims=NOT_WATCHED)
+    expected = evaluate(decode(obj), load_policies(), Review(claims=NOT_WATCHED))
     [warning] = [w for w in expected.warnings if w.startswith("[gpu-claim-usage]")]
     assert warning in warnings_of(done.stderr)
     assert "is not in quickq-guard's view (serve --watch-claims is off)" in warning

@@ -19,7 +19,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from server_helpers import Server, review
 
-from webhook import evaluate
+from webhook import Review, decode, evaluate
 from webhook.engine.normalize import normalize
 from webhook.server import admission
 from webhook.server.reload import PolicySource
@@ -124,13 +124,15 @@ def test_engine_never_raises_with_any_json_at_any_path(target: tuple[int, tuple[
     old = BASES[index] if operation == "UPDATE" else None
     for policies, mutating in ((DRY_RUN if dry_run else SETS).validate, False), \
             ((DRY_RUN if dry_run else SETS).mutate, True):
-        decision = evaluate(obj, policies, operation=operation, old_object=old,
-                            namespace="team-a", username="alice")
+        decision = evaluate(decode(obj), policies, Review(
+            operation=operation, old_object=decode(old), namespace="team-a", username="alice"))
         assert obj == sent, "evaluate changed its input"
         _check_decision(obj, decision, mutating, dry_run)
     # The spoiled object as the old object of an update of the sound one.
     if operation == "UPDATE":
-        decision = evaluate(BASES[index], SETS.validate, operation="UPDATE", old_object=obj)
+        decision = evaluate(decode(BASES[index]),
+                            SETS.validate,
+                            Review(operation="UPDATE", old_object=decode(obj)))
         _check_decision(BASES[index], decision, False)
 
 

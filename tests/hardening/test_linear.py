@@ -107,7 +107,7 @@ def worker() -> None:
             print(json.dumps({"start": case}), flush=True)
             started = time.process_time()
             for policies in sets:
-                evaluate(obj, policies, from_api_server=True)
+                evaluate(obj, policies)
             seconds = time.process_time() - started
             print(json.dumps({"done": case, "seconds": round(seconds, 3)}), flush=True)
 

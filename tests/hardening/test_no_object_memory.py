@@ -30,7 +30,7 @@ def test_judging_unique_huge_strings_keeps_none_of_them() -> None:
     policy_sets = [load_policies(), load_policies(None, Config.model_validate(
         {"podSecurity": {"enforce": "restricted"}}))]
     for policies in policy_sets:  # whatever is loaded once (modules, compiled programs)
-        evaluate(_unique_pod(-1), policies, from_api_server=True)
+        evaluate(_unique_pod(-1), policies)
     gc.collect()
     tracemalloc.start()
     try:
@@ -38,7 +38,7 @@ def test_judging_unique_huge_strings_keeps_none_of_them() -> None:
         for index in range(COUNT):
             obj = _unique_pod(index)
             for policies in policy_sets:
-                evaluate(obj, policies, from_api_server=True)
+                evaluate(obj, policies)
             del obj
         gc.collect()
         kept = tracemalloc.get_traced_memory()[0] - before

@@ -16,7 +16,7 @@ import pytest
 import yaml
 from server_helpers import Server, pod, review
 
-from webhook import evaluate, load_policies
+from webhook import Review, decode, evaluate, load_policies
 
 SECRET = "Vx7-planted-env-value-q3"
 ANNOTATION_SECRET = "Hb2-planted-annotation-k9"
@@ -81,8 +81,8 @@ def _leaks(text: str) -> list[str]:
 
 def test_no_value_in_the_engine_s_decision(folder: Path) -> None:
     policies = load_policies(folder)
-    for mode_args in ({}, {"operation": "UPDATE", "old_object": _object()}):
-        decision = evaluate(_object(), policies, **mode_args)  # type: ignore[arg-type]
+    for request in (Review(), Review(operation="UPDATE", old_object=decode(_object()))):
+        decision = evaluate(decode(_object()), policies, request)
         said = "\n".join([decision.message, *decision.warnings,
                           *decision.audit_annotations.values(),
                           *(r.reason for r in decision.results),
@@ -118,8 +118,8 @@ def test_no_value_in_any_webhook_answer_log_or_metric(folder: Path, certs_dir: P
 def test_no_value_in_any_check_report(folder: Path, tmp_path: Path, output: str) -> None:
     manifest = tmp_path / "pod.yaml"
     manifest.write_text(yaml.safe_dump(_object()))
-    done = subprocess.run([sys.executable, "-m", "webhook.cli", "check", "--policies",
-                           str(folder), "--output", output, "--fail-on", "audit",
+    done = subprocess.run([sys.executable, "-m", "webhook.cli", "check", "--no-default-policies",
+                           "--policies", str(folder), "--output", output, "--fail-on", "audit",
                            str(manifest)], capture_output=True, text=True, check=False,
                           timeout=60)
     assert done.returncode in (1, 2), done.stderr  # 2: the failing expressions are errors
@@ -170,7 +170,7 @@ def test_a_mutation_path_built_from_a_value_does_not_show_it(tmp_path: Path) -> 
         "mutations": [{"patchType": "JSONPatch", "jsonPatch": {"expression": (
             "[JSONPatch{op: 'add', path: '/metadata/annotations/' + "
             "object.spec.containers[0].env[0].value, value: 'x'}]")}}]}))
-    decision = evaluate(_object(), load_policies(tmp_path), operation="CREATE")
+    decision = evaluate(decode(_object()), load_policies(tmp_path), Review(operation="CREATE"))
     [result] = decision.results
     assert result.status == "patch"
     [found] = result.findings
@@ -194,12 +194,12 @@ def test_a_patch_that_carries_a_value_is_shown_without_it(tmp_path: Path, output
     folder = tmp_path / "policies"
     folder.mkdir()
     (folder / "copies.yaml").write_text(yaml.safe_dump(COPIES_ENV))
-    decision = evaluate(_object(), load_policies(folder), operation="CREATE")
+    decision = evaluate(decode(_object()), load_policies(folder), Review(operation="CREATE"))
     assert decision.patch[0]["value"] == SECRET  # what the API server gets
     manifest = tmp_path / "pod.yaml"
     manifest.write_text(yaml.safe_dump(_object()))
-    done = subprocess.run([sys.executable, "-m", "webhook.cli", "check", "--policies",
-                           str(folder), "--output", output, str(manifest)],
+    done = subprocess.run([sys.executable, "-m", "webhook.cli", "check", "--no-default-policies",
+                           "--policies", str(folder), "--output", output, str(manifest)],
                           capture_output=True, text=True, check=False, timeout=60)
     assert done.returncode == 0, done.stderr
     joined = done.stdout + done.stderr

@@ -19,7 +19,7 @@ from hypothesis import strategies as st
 from server_helpers import post, review
 from test_properties import OWNED_SUFFIXES, objects, undo
 
-from webhook import evaluate
+from webhook import Review, evaluate
 from webhook.server import admission
 from webhook.server.reload import PolicySource
 
@@ -112,16 +112,16 @@ def test_mutate_patch_is_proven_through_the_server(client: httpx.Client,
     second = review(patched)
     answer = post(client, "/validate", second)
     request = second["request"]
-    online = {"operation": "CREATE", "namespace": request["namespace"],
-              "username": request["userInfo"]["username"],
-              "groups": tuple(request["userInfo"]["groups"])}
-    decision = evaluate(patched, SETS.validate, from_api_server=True, **online)
+    online = Review(operation="CREATE", namespace=request["namespace"],
+                    username=request["userInfo"]["username"],
+                    groups=tuple(request["userInfo"]["groups"]))
+    decision = evaluate(patched, SETS.validate, online)
     parsed = admission.parse_review(json.dumps(second).encode())
     expected = admission.respond(parsed, decision, mutating=False)["response"]
     assert answer == json.loads(admission.dumps(expected))
     # No API server between: the webhook got the object as written, so the offline twin
     # judges it as written too.
-    offline = evaluate(patched, SETS.validate, as_applied=False, **online)
+    offline = evaluate(patched, SETS.validate, online)
     if obj["kind"] != "NodeTemplate" and REFUSED not in offline.message:
         # An object the API server decodes gets the same answer offline (the CLI's check).
         # One it refuses (a null list item kubernetes_validate lets through, say) never

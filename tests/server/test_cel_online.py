@@ -15,7 +15,7 @@ import pytest
 import yaml
 from server_helpers import Server, post, review
 
-from webhook import evaluate, load_policies
+from webhook import Review, decode, evaluate, load_policies
 from webhook.testing import container, pod
 
 ROOT = Path(__file__).resolve().parent.parent.parent
@@ -71,11 +71,11 @@ def _online(client: httpx.Client, path: str, body: dict[str, Any]) -> dict[str, 
             "patch": json.loads(base64.b64decode(answer["patch"])) if "patch" in answer else []}
 
 
-def _offline(folder: Path, kind: str, obj: Any, **request: Any) -> dict[str, Any]:
+def _offline(folder: Path, kind: str, obj: Any, review: Review) -> dict[str, Any]:
     policies = load_policies(folder)
     policies = type(policies)(tuple(p for p in policies.policies if p.type == kind),
                               policies.config)
-    decision = evaluate(obj, policies, **request)
+    decision = evaluate(decode(obj), policies, review)
     return {"allowed": decision.allowed, "message": decision.message,
             "warnings": list(decision.warnings), "audit": dict(decision.audit_annotations),
             "patch": list(decision.patch)}
@@ -90,8 +90,8 @@ BAD = pod(container("app", image="python:latest", resources=None),
 def test_cel_policies_answer_online_as_offline(client, folder, obj, username):
     for path, kind in (("/mutate", "mutate"), ("/validate", "validate")):
         online = _online(client, path, review(obj, namespace="team-a", username=username))
-        offline = _offline(folder, kind, obj, namespace="team-a", username=username,
-                           groups=["system:authenticated"])
+        offline = _offline(folder, kind, obj, Review(namespace="team-a", username=username,
+                                                     groups=("system:authenticated",)))
         assert online == offline, path
     if obj is BAD:
         assert "[cel-disallow-latest-tag] container 'app'" in online["message"]
@@ -102,8 +102,9 @@ def test_an_update_warns_about_what_the_old_object_already_had(client, folder):
                 container("new", image="python:latest"))
     online = _online(client, "/validate", review(newer, operation="UPDATE", old=BAD,
                                                  namespace="team-a"))
-    offline = _offline(folder, "validate", newer, operation="UPDATE", old_object=BAD,
-                       namespace="team-a", username="alice", groups=["system:authenticated"])
+    offline = _offline(folder, "validate", newer, Review(
+        operation="UPDATE", old_object=decode(BAD), namespace="team-a", username="alice",
+        groups=("system:authenticated",)))
     assert online == offline and not online["allowed"]
     assert "container 'new'" in online["message"]
     assert any("already violated" in warning for warning in online["warnings"])
@@ -113,8 +114,9 @@ def test_the_reviews_dry_run_flag_reaches_cel_policies(client, folder):
     """kubectl apply --dry-run=server sends dryRun: true; request.dryRun reads it."""
     for dry_run in (True, False):
         online = _online(client, "/validate", review(pod(), dry_run=dry_run))
-        offline = _offline(folder, "validate", pod(), namespace="team-a", username="alice",
-                           groups=["system:authenticated"], dry_run=dry_run)
+        offline = _offline(folder, "validate", pod(), Review(
+            namespace="team-a", username="alice", groups=("system:authenticated",),
+            dry_run=dry_run))
         assert online == offline
         said = any("nothing is stored" in warning for warning in online["warnings"])
         assert said is dry_run
@@ -133,6 +135,6 @@ def test_a_denial_answers_with_the_validations_reason(client, folder, obj, code,
 
 
 def _offline_reason(folder: Path, obj: Any) -> str:
-    decision = evaluate(obj, load_policies(folder))
+    decision = evaluate(decode(obj), load_policies(folder))
     assert not decision.allowed
     return decision.denial_reason

@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 from server_helpers import Item, Listing
 
+from webhook import Review, decode
 from webhook.engine.claims import claims_from
 from webhook.engine.evaluate import evaluate
 from webhook.engine.normalize import normalize
@@ -106,9 +107,11 @@ def test_a_pod_consuming_a_gpu_claim_template_of_the_cluster_is_a_gpu_pod() -> N
         assert status(decision, "gpu-priority-class") == "fail"
         # The same verdict `check` gives with the template among its input: check judges
         # the Pod as the API server hands it to the webhook (defaulted: webhook.engine.normalize).
-        offline = evaluate(consumer(), load_policies(), claims=claims_from(
+        offline = evaluate(decode(consumer()),
+                           load_policies(),
+                           Review(claims=claims_from(
             [{"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaimTemplate",
-              **template("one-gpu")}]))
+              **template("one-gpu")}])))
         online = judged(view, normalize(consumer())[0])
         assert (online.allowed, online.patch, online.warnings) == (
             offline.allowed, offline.patch, offline.warnings)

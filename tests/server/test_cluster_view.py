@@ -11,7 +11,7 @@ import pytest
 from server_helpers import Item, Listing
 
 from webhook.loader import load_policies
-from webhook.server import cluster_view, granted
+from webhook.server import cluster_view, exception_view
 from webhook.server.cluster_view import ClusterView
 
 
@@ -79,7 +79,7 @@ def test_listed_watched_kept_and_aged() -> None:
         api = FakeApi()
         api.objects = [exception("first")]
         now = [100.0]
-        view = ClusterView(granted.KIND, ["grants"], lambda: api,  # type: ignore[arg-type,return-value]
+        view = ClusterView(exception_view.KIND, ["grants"], lambda: api,  # type: ignore[arg-type,return-value]
                            clock=lambda: now[0])
         assert view.snapshot() is None and view.age() is None
         task = asyncio.create_task(view.run())
@@ -115,11 +115,11 @@ def test_no_view_before_every_namespace_was_listed() -> None:
     async def scenario() -> None:
         api = FakeApi()
         api.down = True
-        view = ClusterView(granted.KIND, ["grants", "more"], lambda: api)  # type: ignore[arg-type,return-value]
+        view = ClusterView(exception_view.KIND, ["grants", "more"], lambda: api)  # type: ignore[arg-type,return-value]
         task = asyncio.create_task(view.run())
         await until(lambda: api.lists >= 3, "the view to try listing again")
         assert view.snapshot() is None and view.age() is None
-        assert not granted.Granted(view).current(load_policies())
+        assert not exception_view.ExceptionView(view).current(load_policies())
         task.cancel()
 
     asyncio.run(scenario())
@@ -133,6 +133,6 @@ def test_exceptions_the_webhook_would_refuse_are_left_out() -> None:
     del broken["spec"]["reason"]
     snapshot = cluster_view.Snapshot({("grants", o["metadata"]["name"]): o
                                       for o in (good, unknown, broken)})
-    read = granted.read(snapshot, policies)
+    read = exception_view.read(snapshot, policies)
     assert [e.key for e, _ in read.candidates("disallow-root-user")] == ["grants/good"]
     assert len(read) == 1

@@ -14,7 +14,7 @@ from real_workloads import patched, verdict
 from server_helpers import Server, post, review
 from test_workloads_online import online_verdict
 
-from webhook import evaluate, load_policies
+from webhook import decode, evaluate, load_policies
 from webhook.loader import load_config
 from webhook.manifests import read_file
 
@@ -32,7 +32,7 @@ def load(path: Path) -> dict[str, Any]:
 def test_the_webhook_gives_the_engines_verdict_on_ml_kinds(client: httpx.Client,
                                                            name: str) -> None:
     obj = load(ML / name)
-    assert online_verdict(client, obj) == verdict(evaluate(obj, load_policies()))
+    assert online_verdict(client, obj) == verdict(evaluate(decode(obj), load_policies()))
 
 
 def test_the_webhook_patches_a_training_job_at_the_gpu_replica_spec(client: httpx.Client) -> None:
@@ -80,7 +80,7 @@ def test_a_custom_kind_from_the_config_is_judged_online(tmp_path: Path, certs_di
             online = online_verdict(client, MODEL_SERVER)
     finally:
         assert server.stop() == 0
-    offline = verdict(evaluate(MODEL_SERVER, load_policies(None, load_config(config))))
+    offline = verdict(evaluate(decode(MODEL_SERVER), load_policies(None, load_config(config))))
     assert online == offline
     assert [op["path"] for op in online["patch"]] == [
         "/spec/shards/0/template/spec/tolerations"]

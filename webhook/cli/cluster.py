@@ -25,6 +25,9 @@ from webhook.cli.exits import EXIT_FAILED, EXIT_OK, CliError, note
 
 ARMED_ANNOTATION = "quickq.io/failure-policy-armed"
 VALIDATING = "validatingwebhookconfigurations"
+# The chart's webhook entry for ConfigMaps, which stays failurePolicy Ignore once armed: the
+# cluster's own components write ConfigMaps in every namespace (kube-root-ca.crt).
+ALWAYS_IGNORE = "configmaps."
 MUTATING = "mutatingwebhookconfigurations"
 ENDPOINT = {VALIDATING: "validate", MUTATING: "mutate"}
 POLICIES = ("Fail", "Ignore")
@@ -185,6 +188,8 @@ def set_failure_policy(api: kubeapi.Api, resource: str, name: str, policy: str) 
         raise CliError(f"cannot read {resource}/{name}: {kubeapi.message(got)}")
     ops: list[dict[str, Any]] = []
     for index, webhook in enumerate(got.body.get("webhooks") or []):
+        if str(webhook.get("name", "")).startswith(ALWAYS_IGNORE):
+            continue  # ConfigMaps: never held up by a webhook that is down
         ops += [{"op": "test", "path": f"/webhooks/{index}/name", "value": webhook["name"]},
                 {"op": "replace", "path": f"/webhooks/{index}/failurePolicy", "value": policy}]
     if "annotations" in (got.body.get("metadata") or {}):

@@ -12,7 +12,7 @@ from typing import Any
 import yaml
 
 from webhook.cli.exits import EXIT_OK
-from webhook.engine.exceptions import DEPRECATED_VERSIONS, KIND, VERSION
+from webhook.engine.policy_exceptions import DEPRECATED_VERSIONS, KIND, VERSION
 
 KINDS = ("policyexception", "nodetemplate")
 

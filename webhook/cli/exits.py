@@ -35,6 +35,11 @@ def hint(problem: str, data_has_template: bool = False) -> str:
         return "check the path"
     if problem.startswith("cannot read"):
         return "check the file's permissions"
+    if "; did you mean " in problem and "knows no kind" in problem:
+        return "fix the kind"
+    if problem.startswith("invalid JSON"):
+        return ("fix the JSON at the line shown: a .json file is read as kubectl reads it, "
+                "strict JSON (no trailing comma, no comment)")
     if problem.startswith("invalid YAML"):
         return "fix the YAML at the line shown"
     if "no 'kind'" in problem or ("got a" in problem and "Kubernetes object" in problem):

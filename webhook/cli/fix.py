@@ -26,9 +26,9 @@ from ruamel.yaml.util import load_yaml_guess_indent
 
 from webhook.cli.exits import EXIT_ERROR, EXIT_FAILED, EXIT_OK, CliError, error, hint, note
 from webhook.cli.judge import input_claims, is_object, judge, kustomize_skip, manifest_patch
-from webhook.engine.claims import ClaimLookup
 from webhook.engine.patch import PatchError, apply_in_place
 from webhook.engine.policy import PolicySet
+from webhook.engine.review import Review
 from webhook.manifests import Source, manifest_sources, read_source, read_source_bytes
 
 
@@ -48,11 +48,12 @@ def fix(args: argparse.Namespace, policies: PolicySet) -> int:
     if args.in_place and "-" in args.paths:
         raise CliError("--in-place cannot write back to stdin: drop --in-place to print the "
                        "fixed manifests")
-    sources = manifest_sources(args.paths, args.exclude)
+    sources = manifest_sources(args.paths, args.exclude, args.skip_non_manifests)
     several = len(sources) > 1
     # The DRA claims of the files (stdin is read once, when it is fixed): a pod consuming a
     # GPU claim gets its toleration as check says.
-    claims = input_claims([[source for source in sources if source.name != "-"]], None)
+    review = Review(claims=input_claims([[source for source in sources if source.name != "-"]],
+                                        None))
     code, objects = EXIT_OK, 0
     for source in sources:
         if source.walked and (why := kustomize_skip(source.name)):
@@ -61,7 +62,7 @@ def fix(args: argparse.Namespace, policies: PolicySet) -> int:
             if source.start == 0 and not args.quiet:
                 note(f"skipped {source.name}: {why}")
             continue
-        done = fix_source(source, policies, claims)
+        done = fix_source(source, policies, review)
         objects += done.objects
         for line in done.errors:
             error(line)
@@ -90,9 +91,9 @@ def fix(args: argparse.Namespace, policies: PolicySet) -> int:
     return code
 
 
-def fix_source(source: Source, policies: PolicySet,
-               claims: ClaimLookup | None = None) -> Fixed:
-    """The fixed text of one file (or stdin), and what could not be fixed."""
+def fix_source(source: Source, policies: PolicySet, review: Review | None = None) -> Fixed:
+    """The fixed text of one file (or stdin), and what could not be fixed, for the run's
+    `review` (the DRA claims of its files)."""
     name = "<stdin>" if source.name == "-" else source.name
     done = Fixed(name, None)
     if not source.exists:
@@ -128,7 +129,7 @@ def fix_source(source: Source, policies: PolicySet,
         done.objects += 1
         # Judged as applied, as check judges it; the file gets what the policies add and
         # none of what the API server defaults (manifest_patch).
-        decision = judge(document, policies, claims=claims)
+        decision = judge(document, policies, review)
         where = f"{name}:{document.line}:{document.column} {decision.resource}"
         if decision.outcome == "error":
             reason = next(r.reason for r in decision.results if r.status == "error")
@@ -146,7 +147,7 @@ def fix_source(source: Source, policies: PolicySet,
             done.errors.append(f"{where}: cannot find this object again to edit it")
             continue
         try:
-            apply_in_place(node, manifest_patch(document.obj, decision, policies, claims))
+            apply_in_place(node, manifest_patch(document.obj, decision, policies, review))
         except PatchError as error:
             done.errors.append(f"{where}: cannot apply the patch: {error}")
             continue

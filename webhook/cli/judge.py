@@ -14,18 +14,20 @@ import multiprocessing as mp
 import os
 from collections import Counter, deque
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from dataclasses import dataclass, field
-from datetime import datetime
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from webhook.cli import kustomize
 from webhook.cli.exits import hint
-from webhook.engine.claims import ClaimLookup, Claims, claims_from
+from webhook.engine.claims import Claims, claims_from
+from webhook.engine.decode import decode
 from webhook.engine.evaluate import error_decision, evaluate, skipped_decision
-from webhook.engine.exceptions import KIND, NONE, Exceptions
 from webhook.engine.patch import PatchError, apply_patch, rebase
 from webhook.engine.policy import PolicySet
+from webhook.engine.policy_exceptions import KIND
 from webhook.engine.results import Decision, Resource, Result
+from webhook.engine.review import Review
+from webhook.engine.workload import UNKNOWN_KIND
 from webhook.manifests import (
     Document,
     Source,
@@ -52,17 +54,6 @@ class Judged:
     decision: Decision
 
 
-@dataclass(frozen=True, slots=True)
-class Granted:
-    """The PolicyExceptions a run applies and the time it applies them at."""
-
-    exceptions: Exceptions = NONE
-    now: datetime | None = None
-
-
-NOTHING_GRANTED = Granted()
-
-
 # What a format makes of a task's verdicts, in whichever process judged them.
 Render = Callable[[Sequence[Judged]], Any]
 
@@ -77,18 +68,28 @@ class Part:
     notes: list[str] = field(default_factory=list)
 
 
-def judge(document: Document, policies: PolicySet, granted: Granted = NOTHING_GRANTED,
-          claims: ClaimLookup | None = None) -> Decision:
-    """The verdict on one document, judged as `kubectl apply` would hand it to the webhook
-    (defaulted, normalized), with the exceptions `granted` and the DRA `claims` of the
-    input. Its patch applies to that object (manifest_patch makes the one for the
-    manifest)."""
+def judge(document: Document, policies: PolicySet, review: Review | None = None,
+          strict: bool = False) -> Decision:
+    """The verdict on one document, decoded as `kubectl apply` would hand it to the webhook
+    (defaulted, normalized), for the run's `review` (its exceptions, the DRA claims of the
+    input, its time; by default a CREATE now). Its patch applies to that object
+    (manifest_patch makes the one for the manifest). `strict` (check --strict): a kind that
+    is neither judged nor one Kubernetes serves is an error, not a skip."""
     if document.error:
         resource = Resource("", "", "", "", document.source)
         return error_decision(resource, document.error,
                               f"{document.source}: {document.error}", dry_run=False)
-    decision = evaluate(document.obj, policies, source=document.source,
-                        exceptions=granted.exceptions, now=granted.now, claims=claims)
+    review = replace(review, source=document.source) if review is not None \
+        else Review(source=document.source)
+    decision = evaluate(decode(document.obj), policies, review)
+    if decision.skipped and UNKNOWN_KIND in decision.skipped:
+        # `Deploymnet`: a typo of a judged kind, which the API server would refuse; skipped,
+        # it would pass CI unjudged
+        return error_decision(decision.resource, decision.skipped,
+                              f"{document.source}: {decision.skipped}", dry_run=False)
+    if strict and decision.skipped and (unknown := unknown_kind(document.obj, policies)):
+        return error_decision(decision.resource, unknown, f"{document.source}: {unknown}",
+                              dry_run=False)
     if decision.outcome in _REFUSED and (why := kustomize.fragment(document.obj)):
         # a patch fragment nobody applies alone: incomplete, not denied
         return skipped_decision(decision.resource, policies, (
@@ -100,19 +101,33 @@ def judge(document: Document, policies: PolicySet, granted: Granted = NOTHING_GR
 _REFUSED = frozenset({"denied", "error", "would-deny"})
 
 
+def unknown_kind(obj: Any, policies: PolicySet) -> str:
+    """Why `check --strict` refuses an object it does not judge: its kind is none that
+    Kubernetes serves (webhook.kinds.BUILT_IN), quickq-guard knows, or the config's
+    customKinds name; "" when it is one of those (a Service: skipped, as without --strict)."""
+    from webhook.kinds import known_kind
+
+    kind, api_version = str(obj.get("kind")), str(obj.get("apiVersion"))
+    group = api_version.rpartition("/")[0] if "/" in api_version else ""
+    if known_kind(group, kind) or (group, kind) in policies.config.workload_kinds:
+        return ""
+    return (f"kind {kind} ({group or 'core'}) is not a kind Kubernetes serves or quickq-guard "
+            "knows (--strict)")
+
+
 def manifest_patch(obj: Any, decision: Decision, policies: PolicySet,
-                   claims: ClaimLookup | None = None, operation: str = "CREATE",
-                   old_object: Any = None) -> list[dict[str, Any]]:
+                   review: Review | None = None) -> list[dict[str, Any]]:
     """The patch `decision` (on `obj` as applied) makes, for the manifest `obj` itself: what
-    the policies that patch add, computed against the object as written, so that none of the
-    API server's defaults (a copied probe's `scheme`, a Pod's default tolerations) is ever
-    written into the manifest. A policy that patches only the defaulted object (it reads a
-    default) gets its operations rebased on the manifest (webhook.engine.patch.rebase)."""
+    the policies that patch add, computed against the object as written (evaluated as given,
+    without decode(), for a `review` whose old object is as written too), so that none of
+    the API server's defaults (a copied probe's `scheme`, a Pod's default tolerations) is
+    ever written into the manifest. A policy that patches only the defaulted object (it
+    reads a default) gets its operations rebased on the manifest
+    (webhook.engine.patch.rebase)."""
     if not decision.patch:
         return []
     patching = [result for result in decision.results if _patches(decision, result)]
-    written = evaluate(obj, policies, claims=claims, as_applied=False, operation=operation,
-                       old_object=old_object, source=decision.resource.source)
+    written = evaluate(obj, policies, review)
     by_policy = {result.policy: result for result in written.results}
     if all(by_policy.get(result.policy, result).status == "patch" for result in patching) \
             and len(patching) == sum(_patches(written, r) for r in written.results):
@@ -220,20 +235,20 @@ def is_object(obj: Any) -> bool:
 
 
 def run_task(task: Sequence[Source], policies: PolicySet, render: Render,
-             read: Mapping[str, bytes] | None, granted: Granted = NOTHING_GRANTED,
-             claims: ClaimLookup | None = None) -> Part:
+             read: Mapping[str, bytes] | None, review: Review | None = None,
+             strict: bool = False) -> Part:
     """Read, judge and render the sources of one task. `read`: the bytes of sources read
-    already, by name (Input.read; `-` is stdin)."""
+    already, by name (Input.read; `-` is stdin); `review`: the run's (see judge)."""
     part = Part(None)
     with _without_cyclic_gc():
         # The verdicts are freed as soon as they are rendered, while the collector is still
         # off: switched back on, it would otherwise scan all of them once more first.
-        part.rendered = render(_judge_task(task, policies, read or {}, part, granted, claims))
+        part.rendered = render(_judge_task(task, policies, read or {}, part, review, strict))
     return part
 
 
 def _judge_task(task: Sequence[Source], policies: PolicySet, read: Mapping[str, bytes],
-                part: Part, granted: Granted, claims: ClaimLookup | None) -> list[Judged]:
+                part: Part, review: Review | None, strict: bool = False) -> list[Judged]:
     judged: list[Judged] = []
     for source in task:
         if source.walked and (why := kustomize_skip(source.name)):
@@ -246,7 +261,7 @@ def _judge_task(task: Sequence[Source], policies: PolicySet, read: Mapping[str, 
         # Read the piece whole, then judge: alternating parser and engine document by
         # document is measurably slower, and a piece is at most about TASK_BYTES.
         for document in list(documents):
-            decision = judge(document, policies, granted, claims)
+            decision = judge(document, policies, review, strict)
             judged.append(Judged(document, decision))
             count(decision, part.counts)
             if decision.outcome == "error":
@@ -316,15 +331,17 @@ def tasks(paths: Sequence[str], exclude: Sequence[str],
     return scan(paths, exclude, stdin).tasks
 
 
-def scan(paths: Sequence[str], exclude: Sequence[str], stdin: bytes | None) -> Input:
+def scan(paths: Sequence[str], exclude: Sequence[str], stdin: bytes | None,
+         named_as_walked: bool = False) -> Input:
     """The Input of `paths`: each file is read once here (and again only by whoever judges
-    it), instead of once to size it and once more per kind of object looked for."""
+    it), instead of once to size it and once more per kind of object looked for.
+    `named_as_walked`: see manifest_sources."""
     pieces: list[tuple[Source, int]] = []
     exceptions: list[Source] = []
     claims: list[Source] = []
     read: dict[str, bytes] = {}
     kept = 0
-    for source in manifest_sources(paths, exclude):
+    for source in manifest_sources(paths, exclude, named_as_walked):
         try:
             data = (stdin or b"") if source.name == "-" else (
                 _source_bytes(source) if source.exists else b"")
@@ -371,11 +388,12 @@ def _size(source: Source, read: Mapping[str, bytes]) -> int:
 
 
 def judge_all(work: list[list[Source]], policies: PolicySet, render: Render, jobs: int,
-              read: Mapping[str, bytes] | None, granted: Granted = NOTHING_GRANTED,
-              claims: ClaimLookup | None = None, size: int | None = None) -> Iterator[Part]:
+              read: Mapping[str, bytes] | None, review: Review | None = None,
+              size: int | None = None, strict: bool = False) -> Iterator[Part]:
     """Each task's Part, in order. jobs: 0 = one process per CPU when the input is large
     enough to gain from it, 1 = this process only. read: the bytes of sources read already
-    (Input.read; `-` is stdin). size: the input's bytes, if known."""
+    (Input.read; `-` is stdin). review: the run's (see judge). size: the input's bytes, if
+    known."""
     read = read or {}
     workers = min(jobs if jobs > 0 else _cpus(), len(work))
     total = size if size is not None else sum(
@@ -383,10 +401,10 @@ def judge_all(work: list[list[Source]], policies: PolicySet, render: Render, job
     if (workers <= 1 or "fork" not in mp.get_all_start_methods()
             or (jobs <= 0 and total < PARALLEL_MIN_BYTES)):
         for task in work:
-            yield run_task(task, policies, render, read, granted, claims)
+            yield run_task(task, policies, render, read, review, strict)
         return
     global _worker_job
-    _worker_job = (policies, render, read, granted, claims)
+    _worker_job = (policies, render, read, review, strict)
     try:
         with mp.get_context("fork").Pool(workers) as pool:
             _worker_job = None  # the workers have their copy; the parent needs none
@@ -402,16 +420,15 @@ def judge_all(work: list[list[Source]], policies: PolicySet, render: Render, job
 
 
 # Set in the parent just before the fork, so the workers inherit the policies, the renderer,
-# the bytes read already, the exceptions and the claims instead of having them pickled for
-# every task.
-_worker_job: tuple[PolicySet, Render, Mapping[str, bytes], Granted, ClaimLookup | None] | None \
-    = None
+# the bytes read already and the review (exceptions, claims) instead of having them pickled
+# for every task.
+_worker_job: tuple[PolicySet, Render, Mapping[str, bytes], Review | None, bool] | None = None
 
 
 def _run_in_worker(task: list[Source]) -> Part:
     assert _worker_job is not None
-    policies, render, read, granted, claims = _worker_job
-    return run_task(task, policies, render, read, granted, claims)
+    policies, render, read, review, strict = _worker_job
+    return run_task(task, policies, render, read, review, strict)
 
 
 @contextlib.contextmanager

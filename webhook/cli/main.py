@@ -22,11 +22,22 @@ def main(argv: Sequence[str] | None = None) -> int:
     except (PolicyError, CliError) as problem:
         error(str(problem))
         return EXIT_ERROR
+    except ModuleNotFoundError as missing:
+        if (missing.name or "").split(".")[0] not in SERVER_MODULES:
+            raise
+        error("this command needs the webhook's dependencies, which a plain install leaves "
+              f"out (no module {missing.name!r}): pip install 'quickq-guard[server]'")
+        return EXIT_ERROR
     except KeyboardInterrupt:
         return 130
     except BrokenPipeError:  # `quickq-guard check ... | head`
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return EXIT_OK
+
+
+# What the `server` extra installs (pyproject.toml): serve, certs and cluster import them.
+SERVER_MODULES = frozenset({"uvicorn", "starlette", "cryptography", "lightkube",
+                            "prometheus_client"})
 
 
 def run() -> NoReturn:

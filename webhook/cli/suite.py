@@ -10,7 +10,7 @@ import json as jsonlib
 import sys
 from collections import Counter
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Literal
 
@@ -23,11 +23,13 @@ from webhook.cli.formats.github import command_line
 from webhook.cli.formats.junit import attr, text
 from webhook.cli.judge import is_object, manifest_patch
 from webhook.engine.claims import claims_from
+from webhook.engine.decode import decode
 from webhook.engine.evaluate import evaluate
 from webhook.engine.hidden import redacted_at
 from webhook.engine.patch import apply_patch, difference, split_pointer
 from webhook.engine.policy import Config, PolicyError, PolicySet
 from webhook.engine.results import Decision
+from webhook.engine.review import Review
 from webhook.loader import load_config, load_policies
 from webhook.manifests import Source, read_named, read_regular, read_source, read_text, walk
 
@@ -219,14 +221,16 @@ def _judge(spec: TestFile, path: Path, policies: PolicySet) -> dict[str, _Judged
             old = None
             if resource.operation == "UPDATE":
                 [(old, _)] = _objects(resource.oldFile, resource.oldObject, path, number)
-            decision = evaluate(obj, policies, operation=resource.operation, old_object=old,
-                                source=source, claims=claims)
+            # Judged as check judges it, the old object too; the patch for the resource as
+            # written is worked out for it as written (manifest_patch).
+            written = Review(operation=resource.operation, old_object=old, claims=claims,
+                             source=source)
+            decision = evaluate(decode(obj), policies, replace(written, old_object=decode(old)))
             kind, namespace, name = (decision.resource.kind, decision.resource.namespace,
                                      decision.resource.name)
             # The decision is on the object as applied; a case's expected resource is the
             # one written with what the policies add.
-            patched = apply_patch(obj, manifest_patch(
-                obj, decision, policies, claims, resource.operation, old)) \
+            patched = apply_patch(obj, manifest_patch(obj, decision, policies, written)) \
                 if decision.patch else obj
             for key in (f"{kind}/{namespace}/{name}", f"{kind}/{name}", name):
                 judged.setdefault(key, _Judged(obj, decision, patched))

@@ -15,7 +15,7 @@ from dataclasses import dataclass, replace
 from typing import Any, Protocol
 
 from webhook.engine.patch import Path
-from webhook.engine.workload import Container, PodSpec, Workload, api_group
+from webhook.engine.workload import ClaimUse, Container, PodSpec, Workload, api_group
 
 DRA_GROUP = "resource.k8s.io"
 CLAIM = "ResourceClaim"
@@ -52,19 +52,6 @@ class Claims:
 
 
 NO_CLAIMS = Claims({}, "the objects judged")
-
-
-@dataclass(frozen=True, slots=True)
-class ClaimUse:
-    """One claim a container consumes: the pod's entry for it, what that entry names, and
-    the device classes found (None: the claim or template cannot be resolved)."""
-
-    name: str  # resources.claims[].name, the pod's spec.resourceClaims[].name
-    kind: str  # ResourceClaim | ResourceClaimTemplate; "" when the pod lists no such entry
-    source: str  # the claim's or the template's name
-    classes: tuple[str, ...] | None
-    path: Path  # the pod's spec.resourceClaims[i]
-    where: str = ""  # where it was looked up: the lookup's `where`
 
 
 def is_claim_object(obj: Mapping[str, Any]) -> bool:

@@ -1,27 +1,29 @@
-"""evaluate(): one object and a policy set in, one Decision out. Pure: no I/O, no globals.
+"""evaluate(): one object, a policy set and a Review in, one Decision out. Pure: no I/O, no
+globals.
 
-The webhook, the CLI and users' scripts all call this function, which is what makes the
-offline verdict equal the one given at `kubectl apply`.
+The webhook (on the object the API server hands it), the CLI and users' scripts (on what
+decode() makes of a manifest) all call this function, which is what makes the offline
+verdict equal the one given at `kubectl apply`.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from dataclasses import replace
-from datetime import datetime
 from typing import Any
 
-from webhook.engine import exceptions as granted
+from webhook.engine import policy_exceptions
 from webhook.engine.apiserver import refusal, refused_fields
 from webhook.engine.cel import EvaluationError
-from webhook.engine.claims import NO_CLAIMS, ClaimLookup, with_claims
+from webhook.engine.claims import ClaimLookup, with_claims
 from webhook.engine.cost import Budget, TooCostly
+from webhook.engine.decode import Decoded
 from webhook.engine.globs import matches_any
 from webhook.engine.hidden import hidden_values, hide
 from webhook.engine.namespaces import is_namespace, judge_opt_outs
-from webhook.engine.normalize import checks, normalize
+from webhook.engine.normalize import Problem, checks
 from webhook.engine.patch import PatchError, Path, apply_patch, dotted, value_at
 from webhook.engine.policy import Policy, PolicySet
 from webhook.engine.results import (
@@ -32,6 +34,7 @@ from webhook.engine.results import (
     outcome_of,
     verdict_of,
 )
+from webhook.engine.review import Review
 from webhook.engine.rules.cel_review import Request, Reviews
 from webhook.engine.schema import is_mapping
 from webhook.engine.workload import (
@@ -46,60 +49,36 @@ from webhook.engine.workload import (
 MIRROR_POD_ANNOTATION = "kubernetes.io/config.mirror"
 
 
-def evaluate(
-    obj: Any,
-    policies: PolicySet,
-    *,
-    operation: str = "CREATE",
-    old_object: Any = None,
-    namespace: str | None = None,
-    username: str | None = None,
-    groups: Iterable[str] = (),
-    source: str = "",
-    dry_run: bool = False,
-    namespace_object: Any = None,
-    from_api_server: bool = False,
-    exceptions: granted.Exceptions = granted.NONE,
-    now: datetime | None = None,
-    as_applied: bool = True,
-    claims: ClaimLookup | None = None,
-) -> Decision:
-    """Judge one object as the API server would hand it to the webhook.
+def evaluate(obj: Decoded | Any, policies: PolicySet, review: Review | None = None) -> Decision:
+    """Judge one object for one review (webhook.engine.review; by default a CREATE now).
+
+    `obj` is what decode() made of a manifest (then what the API server would refuse is
+    refused here, with each field and why, and a failed finding about a field the API
+    server refuses on its own says so), or an object taken as it is given: as the API
+    server hands it to the webhook, which is how the webhook calls this, and how --fix
+    computes the patch for a manifest as written. The decision's patch applies to that
+    object.
 
     Mutate policies run first and validate policies judge the patched object, as the validating
-    webhook does after the mutating one. On UPDATE, a violation `old_object` already had (same
-    policy, container and field, with the same value there) is only a warning. In dry-run
-    mode nothing is denied or patched. A Namespace is judged for its opt-outs alone, for
-    `username` and `groups` (webhook.engine.namespaces); a mirror pod is left alone only
+    webhook does after the mutating one. On UPDATE, a violation the old object already had
+    (same policy, container and field, with the same value there) is only a warning. In the
+    config's dry-run mode nothing is denied or patched. A PolicyException object itself is
+    checked as the webhook checks it. A Namespace is judged for its opt-outs alone, for the
+    review's user and groups (webhook.engine.namespaces); a mirror pod is left alone only
     when a kubelet creates it (is_node).
-    `dry_run` (the review's dryRun: nothing will be stored) and `namespace_object` are what
-    CEL policies read as `request.dryRun` and `namespaceObject`. `from_api_server` (the
-    webhook's objects) says the API server has decoded the object already: what it would refuse
-    cannot be in it, so that check is left out (offline it is how the CLI says why an object
-    can never reach the webhook). `exceptions` (see webhook.engine.exceptions) turn the
-    validate findings they cover into warnings, as of `now`, the evaluation time; a
-    PolicyException object itself is checked as the webhook checks it. `as_applied` (the
-    default, unless `from_api_server`) judges an object as written the way the API server would
-    hand it to the webhook at `kubectl apply`: decoded, defaulted, normalized
-    (webhook.engine.normalize), `old_object` too; the decision's patch then applies to that
-    object, and one that lacks a required field is refused. `as_applied=False` judges the
-    object exactly as given (--fix computes the patch for a manifest that way). `claims` is
-    where the Dynamic Resource Allocation claims a pod consumes are looked up
-    (webhook.engine.claims: the claims of the same input offline, the webhook's view of the
-    cluster online); without it, none resolves.
     """
-    resource = describe(obj, namespace, source)
-    refused: list[tuple[Path, str]] = []
-    checked = False
-    if as_applied and not from_api_server:
-        checked = checks(obj)  # a built-in kind, checked as it is normalized
-        obj, refused = normalize(obj)
-        old_object, _ = normalize(old_object)
-    groups = tuple(groups)
+    review = review if review is not None else Review()
+    offline = isinstance(obj, Decoded)  # decoded here, not by the API server
+    refused: tuple[Problem, ...] = ()
+    if isinstance(obj, Decoded):
+        obj, refused = obj.object, obj.refusals
+    old_object = review.old_object
+    operation, username, groups = review.operation, review.username, review.groups
+    resource = describe(obj, review.namespace, review.source)
     config = policies.config
     in_dry_run_mode = config.mode == "dry-run"
-    if granted.is_exception(obj):
-        return granted.judge(obj, policies, resource, now, in_dry_run_mode)
+    if policy_exceptions.is_exception(obj):
+        return policy_exceptions.judge(obj, policies, resource, review.now, in_dry_run_mode)
     if is_namespace(obj):  # judged for its opt-outs alone (webhook.engine.namespaces)
         opt_outs = judge_opt_outs(obj, old_object, operation, username, groups, config)
         if opt_outs.status == "skip":
@@ -108,9 +87,11 @@ def evaluate(
     try:
         if refused:
             raise RefusedObject(refused)
+        # decode() checked a built-in kind against its schema as it decoded it; the API
+        # server did, if it handed the object over.
         workload = read_workload(obj, config.nodeTemplateGroups,
                                  custom_kinds=config.workload_kinds,
-                                 decoded=from_api_server, checked=checked)
+                                 decoded=not offline, checked=offline and checks(obj))
     except RefusedObject as error:
         findings = tuple(Finding(problem if path == ("apiVersion",) else
                                  f"{dotted(path)}: {problem}", path)
@@ -127,13 +108,14 @@ def evaluate(
         return skipped_decision(resource, policies, excluded)
 
     namespace = resource.namespace
-    lookup = claims or NO_CLAIMS
+    lookup = review.claims
     workload = with_claims(workload, lookup, namespace)
     # One CEL cost budget per review, and one activation per state of its object for all
     # its CEL policies (webhook.engine.rules.cel_review).
     shared = policies.cel
-    request = Request(operation, namespace, username, groups, dry_run, old_object,
-                      namespace_object, Budget(), Reviews(shared) if shared is not None else None)
+    request = Request(operation, namespace, username, groups, review.dry_run, old_object,
+                      review.namespace_object, Budget(),
+                      Reviews(shared) if shared is not None else None)
     results: list[Result] = []  # in the order they run: mutate policies, then validate ones
     current: Any = obj
     patch: list[dict[str, Any]] = []
@@ -189,10 +171,11 @@ def evaluate(
             validated = [_mark_preexisting(result, old_keys, workload.obj)
                          for result in validated]
     failed = any(result.status == "fail" for result in validated)
-    if failed and exceptions:
-        validated = granted.apply(validated, exceptions, config, _time(now), workload.kind,
-                                  namespace, resource.name, workload.labels)
-    if failed and not from_api_server:
+    if failed and review.exceptions:
+        validated = policy_exceptions.apply(validated, review.exceptions, config, review.now,
+                                            workload.kind, namespace, resource.name,
+                                            workload.labels)
+    if failed and offline:
         validated = _note_api_server_refusals(validated, workload)
     results += validated
 
@@ -220,12 +203,6 @@ def describe(obj: Any, namespace: str | None = None, source: str = "") -> Resour
         name=_text(name),
         source=source,
     )
-
-
-def _time(now: datetime | None) -> datetime:
-    if now is None:
-        raise ValueError("evaluate(): exceptions apply as of a time: pass now=")
-    return now
 
 
 def _text(value: Any) -> str:
@@ -275,6 +252,8 @@ def _skip_reason(policy: Policy, workload: Workload, namespace: str, operation: 
         return "not applicable to NodeTemplate"
     if workload.is_claim and not policy.claims:
         return f"not applicable to {workload.kind}"
+    if workload.is_config_map and not policy.config_maps:
+        return "not applicable to ConfigMap"
     if policy.everywhere:
         return "" if operation in policy.match.operations else _UNMATCHED
     if not policy.applies(workload.kind, namespace, operation, workload.labels):
@@ -309,6 +288,8 @@ def _not_mutated(workload: Workload, operation: str) -> str:
     own template with the ReplicaSet's, create another ReplicaSet for ever."""
     if workload.is_pod and operation != "CREATE":
         return "a Pod is mutated on CREATE only"
+    if workload.is_config_map:
+        return "a ConfigMap is judged, never mutated"
     if workload.kind == "ReplicaSet" and api_group(str(workload.obj.get("apiVersion"))) == "apps":
         owner = _controller_owner(workload.obj)
         if owner == ("apps", "Deployment"):

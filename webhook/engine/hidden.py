@@ -1,4 +1,5 @@
-"""Values of an object that no message may show: env values and whatever a secret key holds.
+"""Values of an object that no message may show: env values, whatever a secret key holds, and
+the values of probe `httpHeaders` whose names look secret (Authorization, X-API-Key).
 
 A denial, a warning or an audit annotation goes to the client, the API server's audit log and
 the webhook's log. A policy's messageExpression is the user's code, so instead of trusting it
@@ -21,8 +22,30 @@ _NAMES = PlaintextSecretParams()  # the default words: DB_PASSWORD, api-key, tls
 _SHORT = 4
 
 
+# HTTP headers that carry credentials though their names hold none of the secret words.
+_SECRET_HEADERS = frozenset({"AUTHORIZATION", "PROXY-AUTHORIZATION", "COOKIE", "SET-COOKIE"})
+HEADERS = "httpHeaders"  # a probe's httpGet headers: a list of {name, value}
+
+
 def _names_secret(key: Any) -> bool:
     return isinstance(key, str) and _NAMES.names_secret(key)
+
+
+def secret_header(name: Any) -> bool:
+    """Authorization, Cookie, X-API-Key, X-Auth-Token, PRIVATE-TOKEN... : a probe header whose
+    value is a credential (the injected startupProbe copies the liveness probe's headers)."""
+    return isinstance(name, str) and (name.strip().upper() in _SECRET_HEADERS
+                                      or _NAMES.names_secret(name))
+
+
+def _redacted_headers(headers: Any) -> Any:
+    """The headers with the value of each secret-named one hidden; the same list otherwise."""
+    if not isinstance(headers, list):
+        return headers
+    items = [{**entry, "value": redacted(entry["value"], True)}
+             if isinstance(entry, Mapping) and "value" in entry and secret_header(entry.get("name"))
+             else entry for entry in headers]
+    return items if any(a is not b for a, b in zip(items, headers, strict=True)) else headers
 
 
 def redacted(value: Any, secret: bool = False) -> Any:
@@ -35,6 +58,8 @@ def redacted(value: Any, secret: bool = False) -> Any:
         for key, item in value.items():
             if key == "env":
                 new = _redacted_env(item)
+            elif key == HEADERS and not secret:
+                new = _redacted_headers(item)
             else:
                 new = redacted(item, secret or _names_secret(key))
             if new is not item:
@@ -69,6 +94,13 @@ def redacted_at(path: Sequence[str], value: Any) -> Any:
                 return _redacted_env([value])[0] if isinstance(value, Mapping) \
                     else redacted(value, True)
             return value if len(rest) == 2 and rest[1] == "name" else redacted(value, True)
+        if key == HEADERS:  # a header's name may be out of sight: hide all but names
+            rest = path[position + 1:]
+            if not rest:
+                return _redacted_headers(value)
+            if len(rest) == 1:
+                return _redacted_headers([value])[0]
+            return value if rest[1] == "name" else redacted(value, True)
         secret = secret or _names_secret(key)
     return redacted(value, secret)
 
@@ -90,6 +122,10 @@ def hidden_values(*objects: Any) -> frozenset[str]:
                             stack.extend((v, True) for k, v in entry.items() if k != "name")
                         else:
                             stack.append((entry, True))
+                elif key == HEADERS and isinstance(item, list):
+                    stack.extend((entry.get("value"), True) for entry in item
+                                 if isinstance(entry, Mapping)
+                                 and secret_header(entry.get("name")))
                 else:
                     stack.append((item, secret or key == "env" or _names_secret(key)))
         elif isinstance(node, list):

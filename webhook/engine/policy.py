@@ -314,6 +314,8 @@ class Policy:
     # `match.kinds` names them), and whether it judges anything else.
     claims: bool = False
     pods: bool = True
+    # Whether it judges ConfigMaps (no-plaintext-secrets: a ConfigMap's data).
+    config_maps: bool = False
     # This policy's verdict on an object it has nothing to say about: one immutable value,
     # the same for every evaluation, as a constant is.
     passed: Result = field(init=False, repr=False, compare=False)
@@ -457,7 +459,8 @@ def build(document: Any, where: str, config: Config) -> Policy:
     return Policy(id=spec.id, description=spec.description.strip(), type=spec.type,
                   action=override.action or spec.action, rule=rule, params=validated,
                   match=spec.match, message=spec.message, source=where,
-                  node_templates=rule.node_templates, claims=rule.claims, pods=rule.pods)
+                  node_templates=rule.node_templates, claims=rule.claims, pods=rule.pods,
+                  config_maps=rule.config_maps)
 
 
 def _build_cel(spec: PolicyFile, where: str, config: Config) -> Policy:

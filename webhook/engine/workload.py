@@ -25,15 +25,12 @@ from __future__ import annotations
 import difflib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from typing import TYPE_CHECKING, Any, Literal, NamedTuple
+from typing import Any, Literal, NamedTuple
 
 from webhook.engine import schema
 from webhook.engine.kubernetes_fields import KINDS
 from webhook.engine.patch import Path
 from webhook.engine.patch import dotted as dotted  # rules and messages name paths with it
-
-if TYPE_CHECKING:
-    from webhook.engine.claims import ClaimUse
 
 
 def api_group(api_version: str) -> str:
@@ -276,6 +273,19 @@ _LABELS = {"containers": "container", "initContainers": "initContainer",
            "runner": "container", "template": "container"}
 
 
+@dataclass(frozen=True, slots=True)
+class ClaimUse:
+    """One claim a container consumes: the pod's entry for it, what that entry names, and
+    the device classes found (None: the claim or template cannot be resolved)."""
+
+    name: str  # resources.claims[].name, the pod's spec.resourceClaims[].name
+    kind: str  # ResourceClaim | ResourceClaimTemplate; "" when the pod lists no such entry
+    source: str  # the claim's or the template's name
+    classes: tuple[str, ...] | None
+    path: Path  # the pod's spec.resourceClaims[i]
+    where: str = ""  # where it was looked up: the lookup's `where`
+
+
 class InvalidObject(ValueError):
     """The object cannot be judged: not a mapping, no kind, a field of the wrong type."""
 
@@ -375,6 +385,8 @@ class Workload:
     is_claim: bool = False
     # What its pod specs hold that quickq-guard cannot judge, said as warnings (podSpecPatch).
     unseen: tuple[str, ...] = ()
+    # A ConfigMap: no pods, its data judged by no-plaintext-secrets.
+    is_config_map: bool = False
 
     @property
     def is_node_template(self) -> bool:
@@ -411,9 +423,11 @@ def read_workload(obj: Any, node_template_groups: Sequence[str], *,
         raise InvalidObject(f"the {kind} has no 'apiVersion'")
     group = api_group(api_version)
     guard = not checked and (decoded or not check)
-    checked = check and _refusals(obj, kind, api_version, group, decoded or checked)
+    checked = check and _refusals(obj, kind, api_version, decoded or checked)
     metadata = _mapping(obj.get("metadata"), ("metadata",))
     labels = _mapping(metadata.get("labels"), ("metadata", "labels"))
+    if kind == "ConfigMap" and group == "":  # judged by no-plaintext-secrets, for its data
+        return Workload(obj, kind, (), (), labels, is_config_map=True)
     if kind == "NodeTemplate":
         if group not in node_template_groups:
             return None
@@ -579,20 +593,15 @@ def _check_site(obj: Mapping[str, Any], site: PodSite, path: Path,
             schema.check(data[model], schema.CONTAINER_LENIENT, (*path, model), problems)
 
 
-def _refusals(obj: Mapping[str, Any], kind: str, api_version: str, group: str,
-              decoded: bool) -> bool:
+def _refusals(obj: Mapping[str, Any], kind: str, api_version: str, decoded: bool) -> bool:
     """Raise RefusedObject for what the API server would refuse: a removed apiVersion, and in
     a built-in kind, the whole object (unless the API server has `decoded` it already). True
     when the whole object was checked."""
-    removed = schema.removed_api_version(api_version, kind)
-    if removed:
-        raise RefusedObject([(("apiVersion",), removed)])
+    unserved = unserved_api_version(api_version, kind)
+    if unserved:
+        raise RefusedObject([(("apiVersion",), unserved)])
     node = schema.object_type(api_version, kind)
     if node is None:
-        served = SERVED_API_VERSIONS.get((group, kind))
-        if served:
-            raise RefusedObject([(("apiVersion",), f"apiVersion {api_version} does not serve "
-                                                f"{kind}; use apiVersion {served}")])
         return False
     if decoded:
         return True
@@ -601,6 +610,18 @@ def _refusals(obj: Mapping[str, Any], kind: str, api_version: str, group: str,
     if problems:
         raise RefusedObject(problems)
     return True
+
+
+def unserved_api_version(api_version: str, kind: str) -> str:
+    """Why the API server serves no such apiVersion of a kind it knows, or '' (a removed
+    one, or one it never served)."""
+    removed = schema.removed_api_version(api_version, kind)
+    if removed:
+        return removed
+    served = SERVED_API_VERSIONS.get((api_group(api_version), kind))
+    if served and schema.object_type(api_version, kind) is None:
+        return f"apiVersion {api_version} does not serve {kind}; use apiVersion {served}"
+    return ""
 
 
 def not_judged(obj: Mapping[str, Any],

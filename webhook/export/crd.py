@@ -191,7 +191,7 @@ def openapi_v3_schema(source: Callable[[], Schema] | None = None) -> Schema:
 
 def exception_schema() -> Schema:
     """The PolicyException CRD's openAPIV3Schema, from the model the engine reads them with."""
-    from webhook.engine.exceptions import json_schema
+    from webhook.engine.policy_exceptions import json_schema
 
     return structural(json_schema())
 

@@ -40,6 +40,13 @@ PYTHON_ONLY = {
 # What an exported form leaves to the webhook: a lookup no admission policy can make. `export`
 # says it (a note) and docs/export.md's table does.
 FORM_GAPS = {
+    "no-plaintext-secrets": (
+        "the exported policy judges each env value as written: $(VAR) references as the "
+        "kubelet expands them, credentials of well-known formats, args and command, and "
+        "ConfigMaps themselves are judged by the webhook"),
+    "disallow-latest-tag": (
+        "OCI image volumes (volumes[].image.reference) are not judged by the exported policy, "
+        "whose CEL form judges each container in container scope; the webhook judges them"),
     "gpu-priority-class": (
         "pods that get GPUs only through DRA claims are not asked for a priority class by the "
         "exported policy (whether a claim hands out GPUs is its device class, and it cannot "

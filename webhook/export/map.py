@@ -254,8 +254,14 @@ def startup_probe(params: StartupProbeParams) -> tuple[list[dict[str, str]], str
                            "has(c.health) && c.health != null && has(c.health.liveness) "
                            "&& c.health.liveness != null",
                            "!(has(c.health.startup) && c.health.startup != null)")
+    # Native sidecars: init containers with restartPolicy Always, probed as containers are.
+    sidecars = _startup_probes(params, "c.livenessProbe",
+                               "c.?restartPolicy.orValue('') == 'Always' && has(c.livenessProbe)",
+                               "!has(c.startupProbe)")
     probes = (f"object.kind == 'NodeTemplate' ? [object.spec].map(c, {node}) : "
               f"variables.podSpec.?containers.orValue([]).map(c, {pods})")
+    sidecar_probes = ("object.kind == 'NodeTemplate' ? [] : "
+                      f"variables.podSpec.?initContainers.orValue([]).map(c, {sidecars})")
     patch = (
         "object.kind == 'NodeTemplate' ? (variables.startupProbes[0].size() > 0 ? "
         "[JSONPatch{op: 'add', path: '/spec/health/startup', "
@@ -263,8 +269,13 @@ def startup_probe(params: StartupProbeParams) -> tuple[list[dict[str, str]], str
         "variables.podSpec.?containers.orValue([]).transformList(i, c, "
         "variables.startupProbes[i].size() > 0, JSONPatch{op: 'add', path: "
         "variables.podSpecPath + '/containers/' + string(i) + '/startupProbe', "
-        "value: variables.startupProbes[i][0]})")
-    return [{"name": "startupProbes", "expression": probes}], patch
+        "value: variables.startupProbes[i][0]}) + "
+        "variables.podSpec.?initContainers.orValue([]).transformList(i, c, "
+        "variables.sidecarProbes[i].size() > 0, JSONPatch{op: 'add', path: "
+        "variables.podSpecPath + '/initContainers/' + string(i) + '/startupProbe', "
+        "value: variables.sidecarProbes[i][0]})")
+    return [{"name": "startupProbes", "expression": probes},
+            {"name": "sidecarProbes", "expression": sidecar_probes}], patch
 
 
 def _startup_probes(params: StartupProbeParams, liveness: str, has_liveness: str,

@@ -80,7 +80,7 @@ class AdmissionError(Exception):
 
 
 @dataclass(frozen=True, slots=True)
-class Review:
+class AdmissionRequest:
     """The fields of an AdmissionReview request that quickq-guard uses."""
 
     api_version: str
@@ -107,7 +107,7 @@ def check_content_type(content_type: str | None) -> None:
         raise AdmissionError(400, f"Content-Type must be application/json, got {shown}")
 
 
-def parse_review(body: bytes) -> Review:
+def parse_review(body: bytes) -> AdmissionRequest:
     """Decode and check an AdmissionReview; raise AdmissionError naming the first problem."""
     if not body:
         raise AdmissionError(400, "empty body: expected an AdmissionReview")
@@ -160,18 +160,18 @@ def parse_review(body: bytes) -> Review:
                                   f"got {_shown(obj)}")
     if not kind_name and isinstance(obj, dict) and isinstance(obj.get("kind"), str):
         kind_name = obj["kind"]
-    return Review(api_version=api_version, uid=uid, operation=operation, object=obj,
-                  old_object=request.get("oldObject"), namespace=namespace, name=name,
-                  kind=kind_name, sub_resource=sub_resource, username=username, groups=groups_tuple,
-                  dry_run=request.get("dryRun") is True)
+    return AdmissionRequest(api_version=api_version, uid=uid, operation=operation, object=obj,
+                            old_object=request.get("oldObject"), namespace=namespace, name=name,
+                            kind=kind_name, sub_resource=sub_resource, username=username,
+                            groups=groups_tuple, dry_run=request.get("dryRun") is True)
 
 
-def judged(review: Review) -> bool:
+def judged(review: AdmissionRequest) -> bool:
     """Whether the review's object is judged at all (else it is admitted untouched)."""
     return review.operation in JUDGED_OPERATIONS and review.sub_resource in JUDGED_SUBRESOURCES
 
 
-def respond(review: Review, decision: Decision | None, *, mutating: bool,
+def respond(review: AdmissionRequest, decision: Decision | None, *, mutating: bool,
             instance: str = "") -> dict[str, Any]:
     """The AdmissionReview answer to `review`; `decision` None means allowed untouched.
 
@@ -214,7 +214,7 @@ def probe_warning(endpoint: str, instance: str = "") -> str:
     return f"{named}: {endpoint} answered the probe"
 
 
-def _probed(review: Review) -> bool:
+def _probed(review: AdmissionRequest) -> bool:
     if not review.dry_run or not isinstance(review.object, dict):
         return False
     metadata = review.object.get("metadata")

@@ -27,11 +27,12 @@ from starlette.routing import Route
 
 from webhook.engine.claims import ClaimLookup
 from webhook.engine.evaluate import error_decision, evaluate
-from webhook.engine.exceptions import NONE, Exceptions
 from webhook.engine.policy import PolicyError, PolicySet
+from webhook.engine.policy_exceptions import NONE, Exceptions
 from webhook.engine.results import Decision, Resource
-from webhook.server import admission, claim_view, deadlines, drain, granted, metrics
-from webhook.server.admission import AdmissionError, Review
+from webhook.engine.review import Review
+from webhook.server import admission, claim_view, deadlines, drain, exception_view, metrics
+from webhook.server.admission import AdmissionError, AdmissionRequest
 from webhook.server.logs import log_review
 from webhook.server.reload import PolicySets, PolicySource, ServingCert
 
@@ -108,8 +109,9 @@ class Guard:
         self.policies: PolicySets = settings.source.load()
         self.tls = ServingCert(settings.cert, settings.key, settings.client_ca)
         metrics.CERT_EXPIRY.set(self.tls.expiry)
-        self.exceptions = granted.Granted.start(settings, self.policies.validate.config)
-        self.claims = claim_view.ClaimView.start(settings)
+        self.exceptions = exception_view.ExceptionView.start(
+            settings.watch_exceptions, settings.kubeconfig, self.policies.validate.config)
+        self.claims = claim_view.ClaimView.start(settings.watch_claims, settings.kubeconfig)
         self.ready = True
         # Large reviews are judged one at a time beside the event loop (see answer_review).
         self.judging = ThreadPoolExecutor(max_workers=1, thread_name_prefix="judge")
@@ -146,7 +148,8 @@ class Guard:
             # Other exception namespaces: a new view, which applies no exception until it
             # has listed them all (never one from a namespace no longer listed).
             self.exceptions.stop()
-            self.exceptions = granted.Granted.start(self.settings, loaded.validate.config)
+            self.exceptions = exception_view.ExceptionView.start(
+                True, self.settings.kubeconfig, loaded.validate.config)
             self.exceptions.begin()
         log.info("policies reloaded", extra={"fields": {
             "event": "reloaded", "what": "policies", "mode": loaded.mode,
@@ -322,18 +325,18 @@ def _refused(endpoint: str, error: AdmissionError) -> Response:
     return JSONResponse({"error": error.problem}, error.status, headers)
 
 
-def judge(review: Review, policies: PolicySet, exceptions: Exceptions = NONE,
+def judge(review: AdmissionRequest, policies: PolicySet, exceptions: Exceptions = NONE,
           claims: ClaimLookup = claim_view.NOT_WATCHED) -> Decision:
     """evaluate() for a review, as of now, with the claims the webhook's view holds (as
     `check` passes those of its input); an engine failure is an error verdict, never a
     500."""
     try:
-        return evaluate(review.object, policies, operation=review.operation,
-                        old_object=review.old_object, namespace=review.namespace,
-                        username=review.username, groups=review.groups,
-                        dry_run=review.dry_run, from_api_server=True,
-                        exceptions=exceptions, now=datetime.now(UTC),
-                        claims=claims)
+        # The API server has decoded the object already: judged as it is handed over.
+        return evaluate(review.object, policies, Review(
+            operation=review.operation, old_object=review.old_object,
+            username=review.username, groups=review.groups, namespace=review.namespace,
+            dry_run=review.dry_run, exceptions=exceptions, claims=claims,
+            now=datetime.now(UTC)))
     except Exception as error:  # the engine catches rule bugs; this is the last resort
         log.exception("evaluation failed", extra={"fields": {"uid": review.uid}})
         problem = f"quickq-guard could not judge this object ({type(error).__name__})"

@@ -12,14 +12,17 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Iterator, Mapping
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from webhook.engine.claims import CLAIM, DRA_GROUP, TEMPLATE, Claims, claims_from
-from webhook.server.cluster_view import ALL_NAMESPACES, ClusterView, Kind, Snapshot, report_age
-from webhook.server.granted import client
-
-if TYPE_CHECKING:
-    from webhook.server.app import Settings
+from webhook.server.cluster_view import (
+    ALL_NAMESPACES,
+    ClusterView,
+    Kind,
+    Snapshot,
+    client,
+    report_age,
+)
 
 KINDS = (Kind(DRA_GROUP, "v1", CLAIM, "resourceclaims"),
          Kind(DRA_GROUP, "v1", TEMPLATE, "resourceclaimtemplates"))
@@ -38,11 +41,12 @@ class ClaimView:
         self._tasks: list[asyncio.Task[Any]] = []
 
     @classmethod
-    def start(cls, settings: Settings) -> ClaimView:
-        if not settings.watch_claims:
+    def start(cls, watch: bool, kubeconfig: str | None) -> ClaimView:
+        """The views `serve --watch-claims` asks for (`kubeconfig`: None for the pod's
+        service account), or none."""
+        if not watch:
             return cls(())
-        path = settings.kubeconfig
-        return cls(tuple(ClusterView(kind, [ALL_NAMESPACES], lambda: client(path),
+        return cls(tuple(ClusterView(kind, [ALL_NAMESPACES], lambda: client(kubeconfig),
                                      keep=spec_only)
                          for kind in KINDS))
 

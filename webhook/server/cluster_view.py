@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any
 
-from lightkube import ALL_NS, AsyncClient
+from lightkube import ALL_NS, AsyncClient, KubeConfig
 from lightkube.generic_resource import create_namespaced_resource
 
 from webhook.server import metrics
@@ -188,3 +188,10 @@ def _plain(item: Any) -> dict[str, Any]:
     """A lightkube generic object (a dict whose metadata may be a model) as plain JSON."""
     plain: dict[str, Any] = item.to_dict()
     return plain
+
+
+def client(kubeconfig: str | None) -> AsyncClient:
+    """A client from the kubeconfig file, or the pod's service account (then KUBECONFIG);
+    no proxy from the environment: the webhook talks to its API server only."""
+    config = KubeConfig.from_file(kubeconfig) if kubeconfig else KubeConfig.from_env()
+    return AsyncClient(config=config, trust_env=False)

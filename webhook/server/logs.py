@@ -7,7 +7,7 @@ import time
 from typing import Any
 
 from webhook.engine.results import Decision
-from webhook.server.admission import Review, dumps
+from webhook.server.admission import AdmissionRequest, dumps
 
 REVIEW_LOGGER = "quickq_guard.review"
 review_log = logging.getLogger(REVIEW_LOGGER)
@@ -36,8 +36,8 @@ class JsonFormatter(logging.Formatter):
         return f"{stamp}.{int(record.msecs):03d}Z"
 
 
-def log_review(endpoint: str, review: Review, decision: Decision | None, mode: str,
-               latency: float) -> None:
+def log_review(endpoint: str, review: AdmissionRequest, decision: Decision | None,
+               mode: str, latency: float) -> None:
     """One JSON line per review. Each finding is named by policy, verdict (what the answer
     made of it: Decision.verdict), container and field path, so a warning that says "see the
     webhook log" leads somewhere; field values are never logged."""

@@ -7,6 +7,7 @@ API server applies both before it calls, so none of them waits for a webhook tha
 {{- define "quickq-guard.webhookBody" -}}
 {{- $root := .root -}}
 {{- $mutating := eq .path "/mutate" -}}
+{{- $configMaps := .configMaps -}}
 admissionReviewVersions: [v1]
 sideEffects: None
 failurePolicy: {{ .failurePolicy }}
@@ -38,8 +39,15 @@ objectSelector:
   {{- toYaml . | nindent 2 }}
 {{- end }}
 matchConditions:
-  {{- include "quickq-guard.matchConditions" (dict "root" $root "mutating" $mutating) | nindent 2 }}
+  {{- include "quickq-guard.matchConditions" (dict "root" $root "mutating" $mutating "configMaps" $configMaps) | nindent 2 }}
 rules:
+  {{- if $configMaps }}
+  - apiGroups: [""]
+    apiVersions: [v1]
+    resources: [configmaps]
+    operations: [CREATE, UPDATE]
+    scope: Namespaced
+  {{- else }}
   {{- if $mutating }}
   # A Pod is patched on CREATE only; its UPDATEs never reach the mutating webhook.
   - apiGroups: [""]
@@ -88,6 +96,7 @@ rules:
     operations: [CREATE, UPDATE]
     scope: Namespaced
   {{- end }}
+  {{- end }}
 {{- end -}}
 
 {{/*
@@ -119,6 +128,9 @@ with an excluded name, or the quickq.io/ignore=true label where the old object h
 {{- /* Only a kubelet makes mirror pods (Kubernetes' node identifier: a system:node:<name>
 user in the system:nodes group); anyone else's pod with the annotation is judged. */ -}}
 {{- $conditions = append $conditions (dict "name" "quickq-guard-skip-mirror-pods" "expression" "!(request.resource.resource == 'pods' && has(object.metadata.annotations) && 'kubernetes.io/config.mirror' in object.metadata.annotations && has(request.userInfo.username) && request.userInfo.username.startsWith('system:node:') && has(request.userInfo.groups) && 'system:nodes' in request.userInfo.groups)") -}}
+{{- if .configMaps -}}
+{{- $conditions = append $conditions (dict "name" "quickq-guard-skip-cluster-components" "expression" "!has(request.userInfo.username) || !(request.userInfo.username.startsWith('system:node:') || request.userInfo.username.startsWith('system:serviceaccount:kube-system:') || request.userInfo.username in ['system:kube-controller-manager', 'system:kube-scheduler', 'system:apiserver'])") -}}
+{{- end -}}
 {{- if .mutating -}}
 {{- $conditions = append $conditions (dict "name" "quickq-guard-skip-deployment-replicasets" "expression" "!(request.resource.group == 'apps' && request.resource.resource == 'replicasets' && has(object.metadata.ownerReferences) && object.metadata.ownerReferences.exists(o, o.kind == 'Deployment' && o.apiVersion.startsWith('apps/') && has(o.controller) && o.controller))") -}}
 {{- end -}}

@@ -22,6 +22,7 @@ class Options:
     color: bool = False  # the table only, on a terminal, never with NO_COLOR
     quiet: bool = False  # only what fails the run (see `failing`) and errors; no notes
     fail_on: str = "deny"
+    docs_url: str = ""  # where the docs site is served: SARIF rules link their policy's section
 
 
 class Format:
@@ -114,6 +115,16 @@ def location(judged: Judged, finding: Finding | None = None) -> str:
     if not document.line:
         return document.file or document.source
     line, column = document.field(finding.at) if finding else (document.line, document.column)
+    if document.template:  # rendered by Helm or kustomize: the template, and where in the render
+        return f"{document.template} (rendered {document.file}:{line}:{column})"
+    return f"{document.file}:{line}:{column}"
+
+
+def rendered_at(judged: Judged, finding: Finding | None = None) -> str:
+    """`file:line:column` in the rendered stream of an object a template wrote."""
+    document = judged.document
+    line, column = document.field(finding.at) if finding and document.line else (
+        document.line, document.column)
     return f"{document.file}:{line}:{column}"
 
 
@@ -138,13 +149,16 @@ def format_named(name: str) -> type[Format]:
     if name == "policyreport":
         from webhook.cli.formats.policyreport import PolicyReport
         return PolicyReport
+    if name == "gitlab":
+        from webhook.cli.formats.gitlab import GitLab
+        return GitLab
     if name == "html":
         from webhook.cli.formats.html import Html
         return Html
     raise ValueError(f"no output format {name!r}: one of {', '.join(NAMES)}")
 
 
-NAMES = ("table", "json", "sarif", "junit", "github", "policyreport", "html")
+NAMES = ("table", "json", "sarif", "junit", "github", "gitlab", "policyreport", "html")
 
 
 def render_all(name: str, judged: Sequence[Judged], policies: PolicySet,

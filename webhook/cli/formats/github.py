@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Sequence
 
-from webhook.cli.formats import Format, annotated, fails
+from webhook.cli.formats import Format, annotated, fails, rendered_at
 from webhook.cli.judge import Judged
 from webhook.cli.summary import summary_line
 from webhook.engine.results import Finding
@@ -36,6 +36,9 @@ def _command(command: str, item: Judged, title: str, message: str,
              finding: Finding | None = None) -> str:
     """At the field a finding names (see Document.field), or at the object."""
     document = item.document
+    if document.template:  # on the template file, the line in the render beside it
+        return command_line(command, document.template, 0, 0, title,
+                            f"{message} (rendered {rendered_at(item, finding)})")
     line, column = document.field(finding.at) if finding and document.line else (
         document.line, document.column)
     return command_line(command, document.file, line, column, title, message)

@@ -66,9 +66,13 @@ def rows(judged: Sequence[Judged], failing_only: str | None = None) -> list[dict
 
 def _described(item: Judged) -> dict[str, Any]:
     resource, document = item.decision.resource, item.document
-    return {"apiVersion": resource.api_version, "kind": resource.kind,
-            "namespace": resource.namespace, "name": resource.name, "source": resource.source,
-            "file": document.file, "line": document.line, "column": document.column}
+    described = {"apiVersion": resource.api_version, "kind": resource.kind,
+                 "namespace": resource.namespace, "name": resource.name,
+                 "source": resource.source, "file": document.file, "line": document.line,
+                 "column": document.column}
+    if document.template:  # what wrote it (Helm's `# Source:`): file/line are the render's
+        described["template"] = document.template
+    return described
 
 
 def _result(result: Result, document: Document) -> dict[str, Any]:

@@ -36,8 +36,8 @@ class JUnit(Format):
         for item in judged:
             decision = item.decision
             classname = attr(str(decision.resource))
-            where = f' file={attr(item.document.file)}'
-            if item.document.line:
+            where = f' file={attr(item.document.template or item.document.file)}'
+            if item.document.line and not item.document.template:
                 where += f' line="{item.document.line}"'
             for result in decision.results:
                 name = attr(result.policy or "readable")

@@ -64,6 +64,8 @@ class PolicyReport(Format):
                 counts[outcome] += 1
                 properties = {"file": item.document.file, "line": str(item.document.line),
                               "action": result.action}
+                if item.document.template:  # the file is the render, this what wrote it
+                    properties["template"] = item.document.template
                 if result.status == "patch":
                     properties["patch"] = orjson.dumps(result.shown_patch).decode()
                 entry = {"source": "quickq-guard", "policy": result.policy or "readable",

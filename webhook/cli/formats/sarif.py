@@ -1,6 +1,7 @@
 """SARIF 2.1.0 for code scanning (GitHub, GitLab, Azure DevOps): one result per finding.
 
-The rules are the loaded policies (id, description, action as the default level), plus
+The rules are the loaded policies (id, description, action as the default level and as the
+`security-severity` code scanning ranks alerts by, a link to the docs with --docs-url), plus
 `invalid-manifest` for input that cannot be read or judged. Each result points at a line and
 column of its file: the field its finding names, or the nearest parent of it the source has (a
 field to add), or the object. Patches are not results: a mutate policy changes the object at
@@ -18,7 +19,7 @@ from typing import Any
 import orjson
 
 from webhook import __version__
-from webhook.cli.formats import Format, annotated
+from webhook.cli.formats import Format, annotated, rendered_at
 from webhook.cli.judge import Judged
 from webhook.cli.summary import exit_code
 from webhook.engine.policy import PolicySet
@@ -35,12 +36,14 @@ _ACTION_LEVELS = {"enforce": "error", "warn": "warning", "audit": "note", "off":
 class Sarif(Format):
     def start(self, policies: PolicySet) -> None:
         self.first = True
-        rules = [_rule(p.id, p.description, p.type, p.action) for p in policies.policies]
+        rules = [_rule(p.id, p.description, p.type, p.action, self.options.docs_url)
+                 for p in policies.policies]
         rules.append({"id": INVALID, "name": "InvalidManifest",
                       "shortDescription": {"text": "The manifest cannot be read or judged."},
                       "help": {"text": "Fix the YAML or the field named; the API server would "
                                        "refuse the object as it is."},
-                      "defaultConfiguration": {"level": "error"}})
+                      "defaultConfiguration": {"level": "error"},
+                      "properties": {"tags": ["kubernetes"], "security-severity": "8.0"}})
         self.rule_index = {rule["id"]: index for index, rule in enumerate(rules)}
         driver = {"name": "quickq-guard", "version": __version__, "rules": rules}
         head = orjson.dumps({"$schema": SCHEMA, "version": "2.1.0"}).decode()[:-1]
@@ -73,7 +76,10 @@ class Sarif(Format):
         """A result at the field a finding names (see Document.field), or at the object."""
         document = item.document
         location: dict[str, Any] = {"artifactLocation": {"uri": _uri(document.file)}}
-        if document.line:
+        if document.template:  # on the template; its line in the template is not known
+            location = {"artifactLocation": {"uri": _uri(document.template)}}
+            properties = {**properties, "rendered": rendered_at(item, finding)}
+        elif document.line:
             line, column = document.field(finding.at) if finding else (
                 document.line, document.column)
             location["region"] = {"startLine": line, "startColumn": max(column, 1)}
@@ -97,14 +103,44 @@ class Sarif(Format):
         self.out.write(f'\n],\n"invocations": [{orjson.dumps(invocation).decode()}]\n}}]\n}}\n')
 
 
-def _rule(policy: str, description: str, type_: str, action: str) -> dict[str, Any]:
+def _rule(policy: str, description: str, type_: str, action: str,
+          docs_url: str = "") -> dict[str, Any]:
+    """A policy as a SARIF rule. GitHub code scanning ranks an alert by the rule's
+    `security-severity` (from the action: what the webhook does about a violation) and links
+    `helpUri` from it; `docs_url` is where the docs site is served, if anywhere."""
     name = "".join(part.capitalize() for part in policy.split("-"))
     text = description or policy
-    return {"id": policy, "name": name, "shortDescription": {"text": text},
-            "fullDescription": {"text": f"{text} ({type_} policy, action {action})"},
-            "help": {"text": f"{text} See `quickq-guard policies` and policies/{policy}.yaml."},
-            "defaultConfiguration": {"level": _ACTION_LEVELS.get(action, "warning")},
-            "properties": {"tags": ["kubernetes", type_]}}
+    meaning = _ACTION_MEANINGS.get(action, f"action {action}")
+    full = f"{text} A {type_} policy; {meaning}."
+    rule: dict[str, Any] = {
+        "id": policy, "name": name, "shortDescription": {"text": _first_sentence(text)},
+        "fullDescription": {"text": full},
+        "help": {"text": f"{full} See `quickq-guard policies` for its parameters.",
+                 "markdown": f"{text}\n\nA {type_} policy; {meaning}. "
+                             "`quickq-guard policies` lists its parameters."},
+        "defaultConfiguration": {"level": _ACTION_LEVELS.get(action, "warning")},
+        "properties": {"tags": ["kubernetes", "security", type_],
+                       "security-severity": _SECURITY_SEVERITY.get(action, "0.0")}}
+    if docs_url:
+        rule["helpUri"] = f"{docs_url.rstrip('/')}/policies/#{urllib.parse.quote(policy)}"
+    return rule
+
+
+# GitHub's bands: 9.0+ critical, 7.0+ high, 4.0+ medium, above 0 low.
+_SECURITY_SEVERITY = {"enforce": "8.0", "warn": "5.0", "audit": "2.0", "off": "0.0"}
+_ACTION_MEANINGS = {"enforce": "action enforce: the webhook denies what violates it",
+                    "warn": "action warn: the webhook admits what violates it, with a warning",
+                    "audit": "action audit: the webhook admits what violates it and records "
+                             "an audit annotation",
+                    "off": "action off: not run"}
+
+
+def _first_sentence(text: str) -> str:
+    """A description's first sentence (or clause before `;`): a rule's one-line title."""
+    for end in (". ", "; "):
+        if end in text:
+            return text.split(end, 1)[0] + "."
+    return text
 
 
 def _uri(file: str) -> str:

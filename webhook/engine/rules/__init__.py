@@ -38,6 +38,7 @@ class Rule:
     node_templates: bool = True  # False: the rule is about pods only
     claims: bool = False  # True: the rule judges ResourceClaims and ResourceClaimTemplates
     pods: bool = True  # False: it judges nothing else (no Pod, controller or NodeTemplate)
+    config_maps: bool = False  # True: the rule judges ConfigMaps too
 
 
 RULES: dict[str, Rule] = {
@@ -53,7 +54,7 @@ RULES: dict[str, Rule] = {
         Rule("gpu-priority-class", "validate", gpu.gpu_priority_class, gpu.GpuParams,
              node_templates=False),
         Rule("no-plaintext-secrets", "validate", secrets.no_plaintext_secrets,
-             secrets_params.PlaintextSecretParams),
+             secrets_params.PlaintextSecretParams, config_maps=True),
         Rule("liveness-probe-tolerance", "validate", probes.liveness_probe_tolerance,
              probes.LivenessToleranceParams),
         Rule("require-labels", "validate", labels.require_labels,

@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from typing import Any
+
 from webhook.engine.linear import Pattern
 from webhook.engine.results import Finding
 from webhook.engine.rules._base import NoParams, finding
-from webhook.engine.workload import IMAGE_FROM_RUNTIME, Workload
+from webhook.engine.workload import IMAGE_FROM_RUNTIME, Workload, dotted
 
 # `$VLLM_IMAGE`, `${IMAGE}`, `$(IMAGE)`, `{{ .Values.image }}`: a variable that envsubst, a
 # script or Helm should have filled in; Kubernetes expands none of them in `image`.
@@ -35,31 +38,53 @@ def image_pin_problem(image: str) -> str | None:
 
 
 def disallow_latest_tag(workload: Workload, params: NoParams) -> list[Finding]:
-    """Every image (containers, initContainers, ephemeralContainers) has a pinned tag or digest."""
+    """Every image a pod runs or mounts has a pinned tag or digest: containers,
+    initContainers, ephemeralContainers, and OCI image volumes (`volumes[].image.reference`),
+    whose content a container mounts and can run as well."""
     findings = []
     for container in workload.containers:
         image = container.data.get("image")
         if image is None and container.group in IMAGE_FROM_RUNTIME:
             continue  # a KServe model spec or OME runner runs its serving runtime's image
-        if not isinstance(image, str) or not image.strip():
-            findings.append(finding(container, "set image to a pinned reference "
-                                    "(registry/app:1.2.3 or registry/app@sha256:...)",
-                                    container.field_path("image")))
-            continue
-        if ("$" in image or "{{" in image) and _VARIABLE.search(image):
-            findings.append(finding(
-                container, f"image '{image}' is an unrendered variable, which Kubernetes does "
-                "not expand in image; render the manifest first (envsubst, helm template, "
-                "kustomize build) or set a pinned reference (registry/app:1.2.3)",
-                container.field_path("image")))
-            continue
-        problem = image_pin_problem(image)
+        problem = _image_problem(image, "image")
         if problem:
-            repository = image.partition("@")[0]
-            if ":" in repository.rsplit("/", 1)[-1]:
-                repository = repository.rsplit(":", 1)[0]
-            findings.append(finding(
-                container,
-                f"image '{image}' {problem}; pin it to a version ({repository}:1.2.3) "
-                f"or a digest ({repository}@sha256:...)", container.field_path("image")))
+            findings.append(finding(container, problem, container.field_path("image")))
+    for pod in workload.pod_specs:
+        volumes = pod.data.get("volumes")
+        if not volumes or volumes.__class__ is not list:
+            continue  # the API server's and the schema check's volumes are a list
+        for index, volume in enumerate(volumes):
+            if volume.__class__ is not dict or "image" not in volume:
+                continue  # another kind of volume (a volume is a mapping, checked already)
+            source = volume["image"]
+            if not isinstance(source, Mapping):
+                continue
+            name = volume.get("name")
+            label = f"volume '{name if isinstance(name, str) and name else f'#{index}'}'"
+            if len(workload.pod_specs) > 1:
+                label += f" in {dotted(pod.template_path)}"
+            problem = _image_problem(source.get("reference"), "image.reference")
+            if problem:
+                findings.append(finding(None, f"{label}: {problem}",
+                                        (*pod.path, "volumes", index, "image", "reference")))
     return findings
+
+
+def _image_problem(image: Any, field: str) -> str:
+    """Why an image reference (a container's `image`, a volume's `image.reference`) is not
+    pinned, as a message, or '' when it is."""
+    if not isinstance(image, str) or not image.strip():
+        return (f"set {field} to a pinned reference (registry/app:1.2.3 or "
+                "registry/app@sha256:...)")
+    if ("$" in image or "{{" in image) and _VARIABLE.search(image):
+        return (f"{field} '{image}' is an unrendered variable, which Kubernetes does not "
+                f"expand in {field}; render the manifest first (envsubst, helm template, "
+                "kustomize build) or set a pinned reference (registry/app:1.2.3)")
+    problem = image_pin_problem(image)
+    if not problem:
+        return ""
+    repository = image.partition("@")[0]
+    if ":" in repository.rsplit("/", 1)[-1]:
+        repository = repository.rsplit(":", 1)[0]
+    return (f"{field} '{image}' {problem}; pin it to a version ({repository}:1.2.3) "
+            f"or a digest ({repository}@sha256:...)")

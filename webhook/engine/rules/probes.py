@@ -7,15 +7,17 @@ failureThreshold 3, initialDelaySeconds 0), which is how the object reaches the 
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import replace
 from functools import cached_property
 from typing import Any
 
 from pydantic import Field
 
+from webhook.engine.hidden import redacted_at
 from webhook.engine.patch import add
 from webhook.engine.results import Finding
 from webhook.engine.rules._base import Params, finding, matches_any
-from webhook.engine.workload import Workload
+from webhook.engine.workload import Container, Workload
 
 HANDLERS = ("httpGet", "tcpSocket", "exec", "grpc")
 _HANDLER_KEYS = frozenset(HANDLERS)
@@ -25,6 +27,14 @@ PROBED = frozenset({"containers", "model", "runner", "nodeTemplate"})
 DEFAULT_PERIOD_SECONDS = 10
 DEFAULT_FAILURE_THRESHOLD = 3
 INT32_MAX = 2**31 - 1  # probe fields are int32 in the Kubernetes API
+
+
+def is_probed(container: Container) -> bool:
+    """Whether the container runs for the pod's life and so has probes: a main container, a
+    KServe model spec, a NodeTemplate's spec, or a native sidecar (an init container with
+    `restartPolicy: Always`, which Kubernetes probes as it probes main containers)."""
+    return container.group in PROBED or (container.group == "initContainers"
+                                         and container.data.get("restartPolicy") == "Always")
 
 
 class LivenessToleranceParams(Params):
@@ -75,7 +85,7 @@ def liveness_probe_tolerance(workload: Workload, params: LivenessToleranceParams
     pause or a network blip does not restart the pod."""
     findings = []
     for container in workload.containers:
-        if container.group not in PROBED:
+        if not is_probed(container):
             continue
         probe = container.probe("livenessProbe")
         if probe is None:
@@ -106,7 +116,7 @@ def inject_startup_probe(workload: Workload, params: StartupProbeParams) -> list
     """
     findings = []
     for container in workload.containers:
-        if container.group not in PROBED:
+        if not is_probed(container):
             continue
         liveness = container.probe("livenessProbe")
         if liveness is None or container.probe("startupProbe") is not None:
@@ -129,9 +139,17 @@ def inject_startup_probe(workload: Workload, params: StartupProbeParams) -> list
         liveness_name = "health.liveness" if workload.is_node_template else "livenessProbe"
         window = period * threshold
         why = f" (no less than {liveness_name} allowed)" if threshold > shortest else ""
-        findings.append(finding(
+        found = finding(
             container, f"add {name}: it runs the liveness check every {period}s for up to "
             f"{window}s{why} and holds off liveness checks until it succeeds, so a slow start "
             "is not restarted",
-            path, (add(path, startup),)))
+            path, (add(path, startup),))
+        # A report shows the copied handler with its secret headers' values hidden
+        # (Authorization: Bearer ...); the API server gets them as they are.
+        get = startup.get("httpGet")
+        shown = redacted_at(tuple(str(key) for key in path), startup) \
+            if isinstance(get, Mapping) and get.get("httpHeaders") else startup
+        if shown is not startup:
+            found = replace(found, shown_patch=(add(path, shown),))
+        findings.append(found)
     return findings

@@ -16,10 +16,12 @@ class RequireRequestsParams(Params):
 
 
 def require_requests(workload: Workload, params: RequireRequestsParams) -> list[Finding]:
-    """Every container and initContainer requests cpu and memory.
+    """Every container and initContainer requests cpu and memory, and not zero of either.
 
     A limit without a request counts as a request: the API server defaults the request to the
-    limit before admission, so the offline verdict matches the cluster's.
+    limit before admission, so the offline verdict matches the cluster's. A zero request
+    (`"0"`, `0m`, `0Mi`) reserves nothing: the scheduler overcommits for it, and a pod whose
+    requests are all zero is BestEffort, which is what the rule exists to prevent.
     """
     findings = []
     for container in workload.containers:
@@ -27,11 +29,28 @@ def require_requests(workload: Workload, params: RequireRequestsParams) -> list[
             continue  # ephemeral containers cannot carry resources
         requests, limits = container.requests, container.limits
         for name in params.resources:
-            if requests.get(name) is None and limits.get(name) is None:
+            amount = requests.get(name)
+            if amount is None:
+                amount = limits.get(name)
+            if amount is None:
                 findings.append(finding(
                     container, f"add {resource_field(container, 'requests', name)}",
                     container.field_path("resources", "requests", name)))
+            elif _may_be_zero(amount) and parse_quantity(amount) == 0:
+                field = resource_field(container, "requests", name)
+                findings.append(finding(
+                    container, f"{field} is zero, which requests nothing (a pod whose "
+                    f"requests are all zero is BestEffort); set {field} to what the "
+                    "container needs", container.field_path("resources", "requests", name)))
     return findings
+
+
+def _may_be_zero(amount: Any) -> bool:
+    """Whether a quantity can be zero at all: "0", "0m", "+0", ".0", 0. Most are not (2,
+    8Gi), and are not parsed again here."""
+    if isinstance(amount, str):
+        return amount.lstrip("+-")[:1] in ("0", ".")
+    return not amount
 
 
 def valid_resource_quantities(workload: Workload, params: NoParams) -> list[Finding]:

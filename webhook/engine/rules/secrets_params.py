@@ -18,12 +18,24 @@ __all__ = ["PlaintextSecretParams", "name_words"]
 
 
 class PlaintextSecretParams(Params):
+    # A word of a name that names a secret, a word ending in one (libpq's PGPASSWORD,
+    # DBPASSWORD), or the plural of either (TOKENS, OPENAI_API_KEYS).
     words: tuple[str, ...] = ("PASSWORD", "PASSWD", "SECRET", "TOKEN", "APIKEY",
                               "CREDENTIAL", "CREDENTIALS")
     pairs: tuple[str, ...] = ("API KEY", "PRIVATE KEY", "ACCESS KEY")
+    # A last word that names a secret (MySQL's MYSQL_PWD, RabbitMQ's RABBITMQ_DEFAULT_PASS,
+    # DB_PASS, GPG_PASSPHRASE), though PASS elsewhere (PASS_THROUGH) says nothing.
+    lastWords: tuple[str, ...] = ("PASS", "PWD", "PASSPHRASE")
+    # Names of clients' credential variables without any such word in them.
+    names: tuple[str, ...] = ("REDISCLI_AUTH", "AZURE_STORAGE_CONNECTION_STRING")
     # A name ending in one of these refers to a secret (SECRET_NAME) instead of holding one.
     referenceSuffixes: tuple[str, ...] = ("NAME", "PATH", "FILE", "DIR", "REF", "URL", "URI",
                                           "ENDPOINT", "HEADER")
+    # A name ending in one of these is a setting about a secret, or about the tokens a
+    # language model counts (TOKEN_TTL, ROUTER_TOKEN_TRACKER_TIME_UNIT=seconds).
+    settingSuffixes: tuple[str, ...] = ("UNIT", "UNITS", "LIMIT", "LIMITS", "COUNT", "SIZE",
+                                        "TTL", "TIMEOUT", "LENGTH", "INTERVAL", "MODE", "TYPE",
+                                        "ENABLED", "BUDGET", "RATIO")
     # A name with one of these words holds a key when its value looks like key material
     # (ENCRYPTION_KEY=<64 hex digits>), while KEY alone says nothing (CACHE_KEY=user-id).
     keyWords: tuple[str, ...] = ("KEY",)
@@ -37,8 +49,39 @@ class PlaintextSecretParams(Params):
         return frozenset(tuple(pair.upper().split()) for pair in self.pairs)
 
     @cached_property
+    def _compound(self) -> tuple[str, ...]:
+        return tuple(self._words)
+
+    @cached_property
+    def _stems(self) -> tuple[str, ...]:
+        """What a word naming a secret ends in: a secret word, or its plural."""
+        return (*self._words, *(word + "S" for word in self._words))
+
+    @cached_property
+    def _all_pairs(self) -> frozenset[tuple[str, ...]]:
+        """The pairs and their plurals (API KEYS)."""
+        return self._pairs | {(*pair[:-1], pair[-1] + "S") for pair in self._pairs}
+
+    @cached_property
+    def _not_holding(self) -> frozenset[str]:
+        """Last words of names that refer to a secret or are a setting about one."""
+        return self._suffixes | self._settings
+
+    @cached_property
+    def _last_words(self) -> frozenset[str]:
+        return frozenset(word.upper() for word in self.lastWords)
+
+    @cached_property
+    def _names(self) -> frozenset[tuple[str, ...]]:
+        return frozenset(name_words(name) for name in self.names)
+
+    @cached_property
     def _suffixes(self) -> frozenset[str]:
         return frozenset(suffix.upper() for suffix in self.referenceSuffixes)
+
+    @cached_property
+    def _settings(self) -> frozenset[str]:
+        return frozenset(suffix.upper() for suffix in self.settingSuffixes)
 
     @cached_property
     def _key_words(self) -> frozenset[str]:
@@ -51,19 +94,31 @@ class PlaintextSecretParams(Params):
             and not self._key_words.isdisjoint(words)
 
     def ends_in_secret(self, name: str) -> bool:
-        """DB_PASSWORD, API_KEY, AWS_SECRET_ACCESS_KEY do; PASSWORD_MIN_LENGTH, TOKEN_TTL
-        (settings about a secret) don't."""
+        """DB_PASSWORD, API_KEY, AWS_SECRET_ACCESS_KEY, PGPASSWORD, MYSQL_PWD do;
+        PASSWORD_MIN_LENGTH, TOKEN_TTL (settings about a secret) and MAX_TOKENS (a plural:
+        how many) don't."""
         words = name_words(name)
-        return bool(words) and (words[-1] in self._words or words[-2:] in self._pairs)
+        if not words:
+            return False
+        last = words[-1]
+        return (last.endswith(self._compound) or words[-2:] in self._pairs
+                or last in self._last_words or words in self._names)
 
     def names_secret(self, name: str) -> bool:
-        """DB_PASSWORD, GITHUB_TOKEN, AWS_SECRET_ACCESS_KEY do; TOKENIZER_PATH, SECRET_NAME
-        don't. Words split on `_`, `-`, `.` and camelCase, compared case-insensitively."""
+        """DB_PASSWORD, GITHUB_TOKEN, AWS_SECRET_ACCESS_KEY, OPENAI_API_KEYS, PGPASSWORD,
+        MYSQL_PWD do; TOKENIZER_PATH, SECRET_NAME, TOKEN_TTL don't. Words split on `_`, `-`,
+        `.` and camelCase, compared case-insensitively."""
         words = name_words(name)
-        if not words or words[-1] in self._suffixes:
+        if not words or words[-1] in self._not_holding:
             return False
-        return not self._words.isdisjoint(words) \
-            or not self._pairs.isdisjoint(itertools.pairwise(words))
+        if words[-1] in self._last_words or not self._words.isdisjoint(words) \
+                or words in self._names:
+            return True
+        stems = self._stems
+        for word in words:
+            if word.endswith(stems):
+                return True
+        return len(words) > 1 and not self._all_pairs.isdisjoint(itertools.pairwise(words))
 
 
 def name_words(name: str) -> tuple[str, ...]:

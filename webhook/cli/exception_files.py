@@ -11,7 +11,8 @@ from collections.abc import Iterator, Mapping, Sequence
 from datetime import datetime
 
 from webhook.cli.exits import CliError
-from webhook.engine.exceptions import (
+from webhook.engine.policy import PolicySet
+from webhook.engine.policy_exceptions import (
     DEPRECATED_VERSIONS,
     GROUP,
     KIND,
@@ -25,7 +26,6 @@ from webhook.engine.exceptions import (
     read_exception,
     unheard,
 )
-from webhook.engine.policy import PolicySet
 from webhook.manifests import Document, Source, manifest_sources, read_source
 
 _DEPRECATED = frozenset(f"{GROUP}/{version}" for version in DEPRECATED_VERSIONS)

@@ -10,24 +10,20 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from lightkube import AsyncClient, KubeConfig
-
-from webhook.engine import exceptions as engine
-from webhook.engine.exceptions import NONE, Exceptions
+from webhook.engine import policy_exceptions
 from webhook.engine.policy import Config, PolicySet
-from webhook.server.cluster_view import ClusterView, Kind, Snapshot, report_age
-
-if TYPE_CHECKING:
-    from webhook.server.app import Settings
+from webhook.engine.policy_exceptions import NONE, Exceptions
+from webhook.server.cluster_view import ClusterView, Kind, Snapshot, client, report_age
 
 log = logging.getLogger("quickq_guard.server")
 
-KIND = Kind(engine.GROUP, engine.VERSION, engine.KIND, engine.PLURAL)
+KIND = Kind(policy_exceptions.GROUP, policy_exceptions.VERSION, policy_exceptions.KIND,
+            policy_exceptions.PLURAL)
 
 
-class Granted:
+class ExceptionView:
     """One worker's exceptions: the view, and the index last built from it."""
 
     def __init__(self, view: ClusterView | None) -> None:
@@ -36,15 +32,16 @@ class Granted:
         self._tasks: list[asyncio.Task[Any]] = []
 
     @classmethod
-    def start(cls, settings: Settings, config: Config) -> Granted:
-        if not settings.watch_exceptions:
+    def start(cls, watch: bool, kubeconfig: str | None, config: Config) -> ExceptionView:
+        """The view `serve --watch-exceptions` asks for (`kubeconfig`: None for the pod's
+        service account), or none."""
+        if not watch:
             return cls(None)
         if not config.exceptionNamespaces:
             log.warning("--watch-exceptions: the config's exceptionNamespaces is empty, so "
                         "no exception is honoured", extra={"fields": {"event": "no-view"}})
             return cls(None)
-        path = settings.kubeconfig
-        return cls(ClusterView(KIND, config.exceptionNamespaces, lambda: client(path)))
+        return cls(ClusterView(KIND, config.exceptionNamespaces, lambda: client(kubeconfig)))
 
     def watches(self, config: Config) -> bool:
         """Whether this view is the one `config` asks for (the same exception namespaces)."""
@@ -81,16 +78,16 @@ def read(snapshot: Snapshot, policies: PolicySet) -> Exceptions:
     kept = []
     for obj in snapshot.values():
         try:
-            exception = engine.read_exception(obj)
-        except engine.ExceptionError as error:
+            exception = policy_exceptions.read_exception(obj)
+        except policy_exceptions.ExceptionError as error:
             _left_out(obj, str(error))
             continue
-        refused = engine.problems(exception, policies, None)
+        refused = policy_exceptions.problems(exception, policies, None)
         if refused:
             _left_out(obj, "; ".join(refused))
             continue
         kept.append(exception)
-    return engine.index(kept)
+    return policy_exceptions.index(kept)
 
 
 def _left_out(obj: Any, problem: str) -> None:
@@ -98,10 +95,3 @@ def _left_out(obj: Any, problem: str) -> None:
     log.warning("PolicyException not applied", extra={"fields": {
         "event": "exception-refused", "exception":
         f"{metadata.get('namespace', '')}/{metadata.get('name', '')}", "problem": problem}})
-
-
-def client(kubeconfig: str | None) -> AsyncClient:
-    """A client from the kubeconfig file, or the pod's service account (then KUBECONFIG);
-    no proxy from the environment: the webhook talks to its API server only."""
-    config = KubeConfig.from_file(kubeconfig) if kubeconfig else KubeConfig.from_env()
-    return AsyncClient(config=config, trust_env=False)
