@@ -44,13 +44,18 @@ def load_policies(directory: str | Path | None = None,
     directory = Path(directory) if directory is not None else default_policies_dir()
     if not isinstance(config, Config):
         config = load_config(config)
-    if not directory.is_dir():
-        raise PolicyError(f"{directory}: not a directory of policy files")
-    policies = [build(document, where, config)
-                for path in policy_files(directory) for where, document in _documents(path)]
-    if not policies:
-        raise PolicyError(f"{directory}: no policies found (expected one YAML file per policy)")
-    return policy_set(policies + _pod_security(config), config)
+    return policy_set(_folder_policies(directory, config) + _pod_security(config), config)
+
+
+def _folder_policies(folder: Path, config: Config) -> list[Policy]:
+    """Every policy in one folder's policy files. Raises PolicyError when there is none."""
+    if not folder.is_dir():
+        raise PolicyError(f"{folder}: not a directory of policy files")
+    found = [build(document, where, config)
+             for path in policy_files(folder) for where, document in _documents(path)]
+    if not found:
+        raise PolicyError(f"{folder}: no policies found (expected one YAML file per policy)")
+    return found
 
 
 def load_policy_dirs(directories: list[str | Path], config: Config, defaults: bool = True,
@@ -65,12 +70,7 @@ def load_policy_dirs(directories: list[str | Path], config: Config, defaults: bo
         raise PolicyError("no policies: --no-default-policies needs a --policies DIR")
     by_id: dict[str, Policy] = {}
     for folder in folders:
-        if not folder.is_dir():
-            raise PolicyError(f"{folder}: not a directory of policy files")
-        found = [build(document, where, config)
-                 for path in policy_files(folder) for where, document in _documents(path)]
-        if not found:
-            raise PolicyError(f"{folder}: no policies found (expected one YAML file per policy)")
+        found = _folder_policies(folder, config)
         here: set[str] = set()
         for policy in found:
             if policy.id in here:

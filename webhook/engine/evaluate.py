@@ -22,7 +22,7 @@ from webhook.engine.cost import Budget, TooCostly
 from webhook.engine.decode import Decoded
 from webhook.engine.globs import matches_any
 from webhook.engine.hidden import hidden_values, hide
-from webhook.engine.namespaces import is_namespace, judge_opt_outs
+from webhook.engine.namespaces import excluded_requester, is_namespace, judge_opt_outs
 from webhook.engine.normalize import Problem, checks
 from webhook.engine.patch import PatchError, Path, apply_patch, dotted, value_at
 from webhook.engine.policy import Policy, PolicySet
@@ -411,11 +411,9 @@ def _exclusion(workload: Workload, namespace: str, username: str | None,
     config = policies.config
     if namespace and matches_any(namespace, config.excludeNamespaces):
         return f"namespace {namespace} is excluded"
-    if username and config.excludeUsers and matches_any(username, config.excludeUsers):
-        return f"user {username} is excluded"
-    for group in groups if config.excludeGroups else ():
-        if matches_any(group, config.excludeGroups):
-            return f"group {group} is excluded"
+    requester = excluded_requester(username, groups, config)
+    if requester:
+        return requester
     if workload.is_pod and is_node(username, groups):
         metadata = workload.obj.get("metadata") or {}
         annotations = metadata.get("annotations")

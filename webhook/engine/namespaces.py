@@ -64,6 +64,11 @@ def _trusted(username: str | None, groups: tuple[str, ...], config: Config) -> s
     for group in groups:
         if matches_any(group, config.optOutGroups):
             return f"group {group} may opt namespaces out (optOutGroups)"
+    return excluded_requester(username, groups, config)
+
+
+def excluded_requester(username: str | None, groups: tuple[str, ...], config: Config) -> str:
+    """Why the requester is never judged (excludeUsers, excludeGroups), or '' when judged."""
     if username and config.excludeUsers and matches_any(username, config.excludeUsers):
         return f"user {username} is excluded"
     for group in groups if config.excludeGroups else ():
