@@ -65,7 +65,7 @@ from dataclasses import dataclass, field
 from functools import cache
 from typing import Any, NamedTuple
 
-from webhook.engine.cel import EvaluationError, tokens
+from webhook.engine.cel_errors import TooCostly
 
 STATIC_LIMIT = 10_000_000
 PER_CALL_LIMIT = 1_000_000
@@ -92,10 +92,6 @@ _ENDS_TERM = frozenset(",?:&|=!<>+-")
 _OPENING, _CLOSING = frozenset("([{"), frozenset(")]}")
 _LITERAL_NAMES = frozenset({"true", "false", "null"})
 _NUMERIC_CALLS = frozenset({"size", "int", "uint", "double"})
-
-
-class TooCostly(EvaluationError):
-    """Past a limit of the budget; the message quotes nothing of the object."""
 
 
 class Sizes(NamedTuple):
@@ -306,6 +302,8 @@ class _Profile(NamedTuple):
 @cache
 def _profile(text: str) -> _Profile:
     """An expression's _Profile."""
+    from webhook.engine.cel import tokens  # the CEL runtime: only where CEL policies are
+
     kinds = list(tokens(text))
     significant = [value for _, value in kinds]
     literals = [len(value) for kind, value in kinds if kind == "string"]

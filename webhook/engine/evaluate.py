@@ -16,9 +16,8 @@ from typing import Any
 
 from webhook.engine import policy_exceptions
 from webhook.engine.apiserver import refusal, refused_fields
-from webhook.engine.cel import EvaluationError
+from webhook.engine.cel_errors import EvaluationError, TooCostly
 from webhook.engine.claims import ClaimLookup, with_claims
-from webhook.engine.cost import Budget, TooCostly
 from webhook.engine.decode import Decoded
 from webhook.engine.globs import matches_any
 from webhook.engine.hidden import hidden_values, hide
@@ -112,10 +111,15 @@ def evaluate(obj: Decoded | Any, policies: PolicySet, review: Review | None = No
     workload = with_claims(workload, lookup, namespace)
     # One CEL cost budget per review, and one activation per state of its object for all
     # its CEL policies (webhook.engine.rules.cel_review).
+    # Without CEL policies nothing spends a budget, and the CEL modules stay unloaded.
     shared = policies.cel
+    budget = reviews = None
+    if shared is not None:
+        from webhook.engine.cost import Budget
+
+        budget, reviews = Budget(), Reviews(shared)
     request = Request(operation, namespace, username, groups, review.dry_run, old_object,
-                      review.namespace_object, Budget(),
-                      Reviews(shared) if shared is not None else None)
+                      review.namespace_object, budget, reviews)
     results: list[Result] = []  # in the order they run: mutate policies, then validate ones
     current: Any = obj
     patch: list[dict[str, Any]] = []

@@ -11,30 +11,25 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from functools import cached_property
-from typing import Annotated, Any, Literal
+from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-from webhook.engine import cel, cost, podsecurity
+from webhook.engine import podsecurity
 from webhook.engine.accelerators import Accelerators
 from webhook.engine.claims import CLAIM_KINDS
 from webhook.engine.globs import matches_any
 from webhook.engine.results import Result
 from webhook.engine.rules import RULES, Rule
 from webhook.engine.rules._base import Params
-from webhook.engine.rules.cel import (
-    CelPolicy,
-    Each,
-    MatchCondition,
-    Mutation,
-    Validation,
-    Variable,
-    idempotence_problem,
-    parse_field_path,
-    shared_by,
-)
-from webhook.engine.rules.cel_review import Shared
 from webhook.engine.workload import ANY, WORKLOAD_KINDS, PodSite
+
+if TYPE_CHECKING:
+    # The CEL runtime is imported where a CEL policy is built (_build_cel): a policy set
+    # without one never loads it, and `check` of one small file starts in half the time.
+    from webhook.engine import cel
+    from webhook.engine.rules.cel import CelPolicy
+    from webhook.engine.rules.cel_review import Shared
 
 Action = Literal["enforce", "warn", "audit", "off"]
 Operation = Literal["CREATE", "UPDATE"]
@@ -373,8 +368,13 @@ class PolicySet:
                            tuple(p for p in self.policies if p.type == "validate"))
         object.__setattr__(self, "validating_pods", tuple(
             p for p in self.validating if p.pods and p.action != "off"))
-        object.__setattr__(self, "cel", shared_by(p.cel for p in self.policies
-                                                  if p.cel is not None))
+        programs = [p.cel for p in self.policies if p.cel is not None]
+        shared = None
+        if programs:
+            from webhook.engine.rules.cel import shared_by
+
+            shared = shared_by(programs)
+        object.__setattr__(self, "cel", shared)
 
     def get(self, policy_id: str) -> Policy:
         for policy in self.policies:
@@ -468,6 +468,18 @@ def _build_cel(spec: PolicyFile, where: str, config: Config) -> Policy:
     file, the expression and the line and column in it: its matchConditions each alone, its
     variables and other expressions in one program (webhook.engine.cel.compile_policy),
     each once."""
+    from webhook.engine import cel, cost
+    from webhook.engine.rules.cel import (
+        CelPolicy,
+        Each,
+        MatchCondition,
+        Mutation,
+        Validation,
+        Variable,
+        idempotence_problem,
+        parse_field_path,
+    )
+
     if spec.rule is not None:
         raise PolicyError(f"{where}: rule: a CEL policy (one with `validations` or "
                           "`mutations`) names no rule")
@@ -586,6 +598,8 @@ def for_each_sources(item: ValidationSpec, field: str) -> list[cel.Source]:
     item (its `expression`, so that it is judged, batched and exported like any other), and,
     read only when that fails, whether the items are a map's keys and each item with its
     verdict, and with its message."""
+    from webhook.engine import cel
+
     items, check = f"({item.forEach})", f"({item.expression})"
 
     def each(value: str) -> str:
@@ -601,6 +615,8 @@ def for_each_sources(item: ValidationSpec, field: str) -> list[cel.Source]:
 
 def _known_variables(text: str, defined: set[str], where: str, field: str) -> None:
     """An expression reads only the variables defined before it."""
+    from webhook.engine import cel
+
     unknown = sorted(cel.variable_references(text) - defined)
     if unknown:
         raise PolicyError(f"{where}: {field}: reads variables.{unknown[0]}, which is not "

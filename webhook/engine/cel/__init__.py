@@ -49,6 +49,8 @@ from webhook.engine.cel.library import (
     PYTHON_FUNCTIONS,
     config,
 )
+from webhook.engine.cel_errors import CelError as CelError
+from webhook.engine.cel_errors import EvaluationError as EvaluationError
 from webhook.engine.linear import Pattern
 
 # The variables of ValidatingAdmissionPolicy, and what quickq-guard adds for its scopes.
@@ -60,13 +62,6 @@ Scope = Literal["object", "container"]
 Kind = Literal["bool", "string", "any"]
 
 
-class CelError(ValueError):
-    """An expression that does not compile; the message gives line, column and a caret."""
-
-
-class EvaluationError(ValueError):
-    """An expression that failed on this object (a missing field, no matching overload, the
-    iteration budget); the message says why, never the values it read."""
 
 
 # A policy's expressions share one program (compile_policy): its variables are bound in it by

@@ -17,20 +17,14 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from functools import cache
-from typing import Any, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple
 
-from webhook.engine.cel import (
-    CONTAINERS,
-    GROUPS,
-    PARAMS,
-    POD_OF,
-    PODS,
-    EvaluationError,
-    review_activation,
-)
-from webhook.engine.cost import Budget
+from webhook.engine.cel_errors import EvaluationError
 from webhook.engine.hidden import redacted
 from webhook.engine.workload import Workload, api_group
+
+if TYPE_CHECKING:
+    from webhook.engine.cost import Budget
 
 _EMPTY: Mapping[str, Any] = {}
 NO_VARIABLES: Mapping[str, Any] = {}  # what a matchCondition sees as `variables`
@@ -123,6 +117,8 @@ class Review:
 def review(workload: Workload, request: Request, shared: Shared) -> Review:
     """The Review of the workload's object. Raises EvaluationError when the object holds a
     value CEL cannot represent."""
+    from webhook.engine.cel import CONTAINERS, GROUPS, PARAMS, POD_OF, PODS, review_activation
+
     obj, pod_specs, budget = workload.obj, workload.pod_specs, request.budget
     pods = tuple(_EMPTY if workload.is_node_template else pod.data for pod in pod_specs)
     lean = (shared.reads & BULK.keys()) - shared.whole
@@ -184,6 +180,8 @@ def _hidden(data: Mapping[str, Any]) -> Any:
     """The activation of the data with its secrets replaced, or False when it cannot be made
     (an object nested too deep to copy, one CEL cannot represent): a message then falls
     back. Each policy's params alone, as it sees them (a policy's key is no field name)."""
+    from webhook.engine.cel import PARAMS, review_activation
+
     try:
         shown = {name: redacted(value) for name, value in data.items() if name != PARAMS}
         shown[PARAMS] = {key: redacted(params) for key, params in data[PARAMS].items()}
