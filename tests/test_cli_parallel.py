@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import math
+import multiprocessing
 import re
 import tempfile
 from collections import Counter
@@ -124,14 +125,14 @@ def test_a_large_file_split_between_workers_keeps_its_lines(tmp_path, capsys, mo
 def test_default_jobs_use_workers_only_for_large_input(tmp_path, monkeypatch):
     paths = _corpus(tmp_path)
     started = []
-    real_pool = judge.mp.get_context("fork").Pool
+    real_pool = multiprocessing.get_context("fork").Pool
 
     class Context:
         def Pool(self, workers):  # multiprocessing's name
             started.append(workers)
             return real_pool(workers)
 
-    monkeypatch.setattr(judge.mp, "get_context", lambda method: Context())
+    monkeypatch.setattr(multiprocessing, "get_context", lambda method: Context())
     policies = load_policies()
 
     def run() -> None:

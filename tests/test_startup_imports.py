@@ -14,7 +14,7 @@ ROOT = Path(__file__).resolve().parent.parent
 # What `check` of a Deployment under the default policies must not import.
 UNNEEDED = ("cel_expr_python", "webhook.engine.cel", "webhook.engine.cost",
             "webhook.engine.rules.cel", "uvicorn", "starlette", "lightkube", "cryptography",
-            "prometheus_client", "webhook.server", "jinja2", "ruamel")
+            "prometheus_client", "webhook.server", "jinja2", "ruamel", "multiprocessing")
 
 PROGRAM = """
 import json, sys

@@ -10,12 +10,11 @@ from __future__ import annotations
 
 import contextlib
 import gc
-import multiprocessing as mp
 import os
 from collections import Counter, deque
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from webhook.cli import kustomize
 from webhook.cli.exits import hint
@@ -37,6 +36,9 @@ from webhook.manifests import (
     read_source_bytes,
     split,
 )
+
+if TYPE_CHECKING:
+    from multiprocessing.context import ForkContext
 
 TASK_BYTES = 512 * 1024  # input bytes per task: the unit of work and of output in flight
 TASK_FILES = 100
@@ -404,6 +406,16 @@ def _size(source: Source, read: Mapping[str, bytes]) -> int:
         return 0
 
 
+def _forking() -> ForkContext | None:
+    """The fork start method, where there is one. multiprocessing is imported only for input
+    large enough to share out: `check` of one small file starts without it."""
+    import multiprocessing
+
+    if "fork" not in multiprocessing.get_all_start_methods():
+        return None
+    return multiprocessing.get_context("fork")
+
+
 def judge_all(work: list[list[Source]], policies: PolicySet, render: Render, jobs: int,
               read: Mapping[str, bytes] | None, review: Review | None = None,
               size: int | None = None, strict: bool = False) -> Iterator[Part]:
@@ -415,15 +427,16 @@ def judge_all(work: list[list[Source]], policies: PolicySet, render: Render, job
     workers = min(jobs if jobs > 0 else _cpus(), len(work))
     total = size if size is not None else sum(
         _size(source, read) for task in work for source in task)
-    if (workers <= 1 or "fork" not in mp.get_all_start_methods()
-            or (jobs <= 0 and total < PARALLEL_MIN_BYTES)):
+    forking = None if workers <= 1 or (jobs <= 0 and total < PARALLEL_MIN_BYTES) \
+        else _forking()
+    if forking is None:
         for task in work:
             yield run_task(task, policies, render, read, review, strict)
         return
     global _worker_job
     _worker_job = (policies, render, read, review, strict)
     try:
-        with mp.get_context("fork").Pool(workers) as pool:
+        with forking.Pool(workers) as pool:
             _worker_job = None  # the workers have their copy; the parent needs none
             pending: deque[Any] = deque()
             for task in work:
