@@ -49,9 +49,11 @@ def test_each_accelerator_gets_its_vendors_toleration(resource, key):
     decision = judge(obj)
     assert _tolerations(decision) == [{"op": "add", "path": "/spec/tolerations/-", "value":
                                        {"key": key, "operator": "Exists", "effect": "NoSchedule"}}]
+    # A TPU pod is told of TPU nodes, in Google's word, not GPU ones.
+    device = "TPU" if resource == "google.com/tpu" else "GPU"
     assert messages(decision, "inject-gpu-toleration") == [
-        f"add a toleration for the GPU taint {key}:NoSchedule so the pod can schedule on GPU "
-        "nodes"]
+        f"add a toleration for the {device} taint {key}:NoSchedule so the pod can schedule on "
+        f"{device} nodes"]
     fixed = jsonpatch.apply_patch(normalize(obj)[0], list(decision.patch))
     kubernetes_validate.validate(fixed, kubernetes_validate.latest_version(), strict=True)
     assert judge(fixed).patch == ()
@@ -69,7 +71,7 @@ def test_each_accelerator_gets_the_gpu_checks(resource):
     assert result(decision, "gpu-priority-class").status == "fail"
     # 0.5 reaches the webhook in the API server's canonical form, 500m.
     fraction = judge(pod(gpu_container(resource=resource, count="0.5")))
-    assert "must be a whole number of GPUs above 0, not 500m" in " ".join(
+    assert "must be a whole number of GPUs, not 500m" in " ".join(
         messages(fraction, "require-gpu-limits"))
 
 

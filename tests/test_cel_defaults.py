@@ -38,7 +38,8 @@ IMAGES = st.sampled_from([
     "registry:5000/app:latest", "a/b/c:latest", "app@sha256:" + "b" * 64, "app@sha256:",
     "app@sha256", "app:latest@sha256:" + "c" * 64, "a@b@c:d", "@", ":", "/", "app:", "",
     "  ", " app:1 ", "$IMAGE", "${REGISTRY}/app:1", "$(IMAGE)", "{{ .Values.image }}",
-    "app:$1", "ghcr.io/org/app:v1.0-rc1", 42, None, True, ["app"]])
+    "app:$1", "ghcr.io/org/app:v1.0-rc1", "<image>", "your-vllm-image", "Registry/app:1",
+    "my app:1", "app:main", 42, None, True, ["app"]])
 
 
 # Liveness probes: a field unset, zero, negative, of another type, or of any size.
@@ -530,6 +531,26 @@ def _documents(path: Path) -> list[dict[str, Any]]:
         else:
             objects.append(doc)
     return [obj for obj in objects if isinstance(obj.get("spec"), dict)]
+
+
+@pytest.mark.parametrize("pod_level", [
+    {"requests": {"cpu": "1", "memory": "1Gi"}}, {"limits": {"memory": "1Gi"}},
+    {"requests": {"cpu": "2"}, "limits": {"cpu": "2"}}, {}, None])
+def test_the_requests_form_reads_pod_level_resources_as_the_rule(pairs, pod_level):
+    """Pod-level resources (spec.resources, Kubernetes 1.34+) count for every container."""
+    [(rule, cel)] = [pair for pair in pairs if pair[0].policies[0].id == "require-requests"]
+    spec: dict[str, Any] = {"containers": [{"name": "a", "image": "app:1.0"},
+                                           {"name": "b", "image": "app:1.0",
+                                            "resources": {"requests": {"cpu": "1"}}}]}
+    if pod_level is not None:
+        spec["resources"] = pod_level
+    obj = {"apiVersion": "v1", "kind": "Pod",
+           "metadata": {"name": "p", "namespace": "default"}, "spec": spec}
+    decision = evaluate(obj, rule)
+    assert _findings(evaluate(obj, cel)) == _findings(decision)
+    # Only the first names both cpu and memory for container a.
+    assert (decision.outcome == "allowed") == (pod_level == {
+        "requests": {"cpu": "1", "memory": "1Gi"}})
 
 
 def test_the_secrets_forms_gap_is_what_the_rule_marks_as_the_webhooks_alone(pairs):

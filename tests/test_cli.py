@@ -64,6 +64,9 @@ def test_exit_0_when_nothing_enforced_fails(capsys):
     assert out.splitlines()[-1] == ("5 resources: 2 allowed, 0 denied, 2 patched, 0 error, "
                                     "1 skipped; 4 findings; policy results: 42 pass, 0 fail, "
                                     "0 warn, 4 patch, 24 skip, 0 error")
+    # Listed only when asked (--show-skipped); counted either way.
+    assert "SKIP" not in out
+    _, out, _ = run(capsys, "check", "--show-skipped", str(EXAMPLES / "good"))
     assert "SKIP        -                          PriorityClass gpu-inference  kind " \
         "PriorityClass (scheduling.k8s.io) is not judged" in out
 
@@ -159,7 +162,8 @@ def test_json_output_has_one_result_per_resource_and_policy(capsys, tmp_path):
     assert code == 1
     assert set(report) == {"summary", "results"}
     assert set(report["summary"]) == {"resources", "pass", "fail", "warn", "patch", "skip",
-                                      "error", "excepted", "outcomes", "skipped", "findings"}
+                                      "error", "audit", "excepted", "outcomes", "skipped",
+                                      "findings"}
     assert report["summary"]["outcomes"] == {"allowed": 0, "denied": 1, "patched": 1,
                                              "would-deny": 0, "would-patch": 0, "error": 0}
     assert report["summary"]["resources"] == 2

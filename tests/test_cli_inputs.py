@@ -135,7 +135,8 @@ def test_an_unrendered_helm_template_named_on_the_command_line_says_to_render_it
 def test_error_messages_never_show_a_traceback(tmp_path):
     (tmp_path / "bin.yaml").write_bytes(b"\xff\xfe\x00garbage")
     (tmp_path / "deep.yaml").write_text("a: " + "[" * 5000 + "]" * 5000 + "\n")
-    done = subprocess.run([sys.executable, "-m", "webhook.cli", "check", str(tmp_path)],
+    done = subprocess.run([sys.executable, "-m", "webhook.cli", "check", "--verbose",
+                           str(tmp_path)],
                           capture_output=True, text=True, check=False)
     assert done.returncode == 2
     assert "Traceback" not in done.stderr + done.stdout
@@ -220,7 +221,10 @@ def test_a_repository_walk_skips_what_is_not_a_manifest(capsys, tmp_path):
     write(tmp_path, "schema.json", '{"$schema": "http://json-schema.org/draft-07/schema#"}')
     write(tmp_path, ".venv/lib/site/pod.yaml", BAD_POD)
     write(tmp_path, ".github/workflows/ci.yml", "on: push\n")
-    code, out, err = run(capsys, "check", str(tmp_path))
+    # Another project's test pod, vendored (Go) or installed (npm): not this repository's.
+    write(tmp_path, "vendor/k8s.io/api/testdata/pod.yaml", BAD_POD)
+    write(tmp_path, "web/node_modules/pkg/pod.yaml", BAD_POD)
+    code, out, err = run(capsys, "check", "--verbose", str(tmp_path))
     assert code == 1  # the real denial, not exit 2 for the files that are not manifests
     assert out.splitlines()[-1].startswith("1 resources:")
     notes = err.splitlines()
@@ -228,6 +232,9 @@ def test_a_repository_walk_skips_what_is_not_a_manifest(capsys, tmp_path):
         str(tmp_path / name) for name in ("chart/templates/pod.yaml", "chart/values.yaml",
                                           "kustomization.yaml", "schema.json"))
     assert any("unrendered Helm template" in n for n in notes)
+    # Named, a vendored folder is walked: the user asked for it.
+    code, out, _ = run(capsys, "check", str(tmp_path / "vendor"))
+    assert code == 1 and out.splitlines()[-1].startswith("1 resources:")
     _, _, quiet = run(capsys, "check", "-q", str(tmp_path))
     assert quiet == ""
 

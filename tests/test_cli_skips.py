@@ -66,7 +66,7 @@ def overlay(tmp_path):
 
 
 def test_the_patches_a_kustomization_lists_are_skipped_saying_so(capsys, tmp_path):
-    code, out, err = run(capsys, "check", str(overlay(tmp_path)))
+    code, out, err = run(capsys, "check", "--verbose", str(overlay(tmp_path)))
     assert code == 0, out
     assert out.splitlines()[-1].startswith("1 resources: 1 allowed, 0 denied, 0 error;")
     assert (f"note: skipped {tmp_path}/patches/gpu.yaml: a kustomize patch "
@@ -76,10 +76,16 @@ def test_the_patches_a_kustomization_lists_are_skipped_saying_so(capsys, tmp_pat
             "kustomization.yaml lists it under patchesStrategicMerge:)") in err
     assert (f"note: skipped {tmp_path}/kustomization.yaml: a kustomization; check what it "
             f"builds: kustomize build {tmp_path} | quickq-guard check -") in err
+    # Without --verbose, one note for all of them (a repository has dozens of overlays).
+    code, _, err = run(capsys, "check", str(tmp_path))
+    assert code == 0
+    assert err == ("quickq-guard: note: skipped 3 files with no Kubernetes object to judge "
+                   "(1 kustomization: check what each builds with kustomize build DIR | "
+                   "quickq-guard check -); --verbose lists them\n")
 
 
 def test_a_patch_file_named_on_the_command_line_is_still_judged(capsys, tmp_path):
-    code, out, _ = run(capsys, "check", str(overlay(tmp_path) / "memory.yaml"))
+    code, out, _ = run(capsys, "check", "--show-skipped", str(overlay(tmp_path) / "memory.yaml"))
     assert "SKIP" in out and "incomplete: no container has an image" in out
     assert code == 0
 
@@ -96,7 +102,7 @@ def test_a_lone_patch_fragment_is_incomplete_not_denied(capsys, tmp_path):
                 - name: sidecar
                   $patch: delete
         """))
-    code, out, err = run(capsys, "check", str(tmp_path))
+    code, out, err = run(capsys, "check", "--show-skipped", str(tmp_path))
     assert code == 0 and err == ""
     assert ("SKIP        -                          Deployment vllm  incomplete: it has a "
             "strategic merge patch directive ($patch), as in a kustomize patch; check the "
@@ -130,7 +136,12 @@ def test_an_excluded_namespace_and_a_kind_not_judged_are_shown_and_counted(capsy
         metadata: {name: web}
         spec: {ports: [{port: 80}]}
         """))
-    code, out, _ = run(capsys, "check", str(tmp_path))
+    code, out, err = run(capsys, "check", str(tmp_path))
+    assert code == 0 and "SKIP" not in out  # counted, and listed only when asked
+    assert out.startswith("2 resources: 0 allowed, 0 denied, 0 error, 2 skipped;")
+    assert err == ("quickq-guard: note: 2 objects not judged (a kind quickq-guard does not "
+                   "judge, an excluded namespace): --show-skipped lists them\n")
+    code, out, _ = run(capsys, "check", "--show-skipped", str(tmp_path))
     assert code == 0
     lines = out.splitlines()
     assert lines[0] == ("SKIP        -                          DaemonSet kube-system/agent  "
@@ -143,6 +154,14 @@ def test_an_excluded_namespace_and_a_kind_not_judged_are_shown_and_counted(capsy
     _, report, _ = run(capsys, "check", "-o", "json", str(tmp_path))
     summary = json.loads(report)["summary"]
     assert summary["skipped"] == 2 and summary["outcomes"]["allowed"] == 0
+    # Once per object, not once per policy.
+    assert [(r["resource"]["name"], r["policy"], r["result"], r["message"])
+            for r in json.loads(report)["results"]] == [
+        ("agent", None, "skip", "namespace kube-system is excluded"),
+        ("web", None, "skip", "kind Service is not judged")]
+    _, junit, _ = run(capsys, "check", "-o", "junit", str(tmp_path))
+    assert 'tests="2" failures="0" errors="0" skipped="2"' in junit
+    assert junit.count('name="not judged"') == 2
 
 
 def test_fix_leaves_the_patches_a_kustomization_lists_alone(capsys, tmp_path):
@@ -150,7 +169,7 @@ def test_fix_leaves_the_patches_a_kustomization_lists_alone(capsys, tmp_path):
     before = {path: path.read_text() for path in (folder / "patches" / "gpu.yaml",
                                                   folder / "memory.yaml",
                                                   folder / "kustomization.yaml")}
-    code, out, err = run(capsys, "check", "--fix", "--in-place", str(folder))
+    code, out, err = run(capsys, "check", "--fix", "--in-place", "--verbose", str(folder))
     assert code == 0, err
     assert {path: path.read_text() for path in before} == before
     assert (f"note: skipped {folder}/patches/gpu.yaml: a kustomize patch "

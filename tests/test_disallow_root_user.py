@@ -26,7 +26,7 @@ def test_non_root_effective_user_passes(pod_context, container_context):
 
 
 def test_uid_zero_in_the_container_is_denied_at_the_container_field():
-    found = root_result({"runAsNonRoot": True}, {"runAsUser": 0})
+    found = root_result({}, {"runAsUser": 0})
     assert found.status == "fail"
     [finding] = found.findings
     assert finding.path == "spec.containers[0].securityContext.runAsUser"

@@ -143,7 +143,7 @@ def test_a_gpu_pattern_may_name_a_core_resource():
     policies = with_config(policies={"require-gpu-limits": {"params": {"gpuResources": ["cpu"]}}})
     decision = judge(pod(container()), policies)
     assert messages(decision, "require-gpu-limits") == [
-        "container 'app': resources.requests.cpu must be a whole number of GPUs above 0, "
+        "container 'app': resources.requests.cpu must be a whole number of GPUs, "
         "not 100m",
         "container 'app': add resources.limits.cpu: 100m (equal to resources.requests.cpu)",
     ]

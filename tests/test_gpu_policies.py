@@ -50,8 +50,8 @@ def test_gpu_only_in_limits_passes():
     assert result(decision, "require-gpu-limits").status == "pass"
 
 
-@pytest.mark.parametrize("count", ["0.5", 0.5, "500m", "0", -1])
-def test_gpu_counts_must_be_positive_whole_numbers(count):
+@pytest.mark.parametrize("count", ["0.5", 0.5, "500m", -1])
+def test_gpu_counts_must_be_whole_numbers(count):
     decision = judge(pod(gpu_container(count=count), priorityClassName="gpu"))
     found = result(decision, "require-gpu-limits")
     if count == -1:
@@ -66,7 +66,7 @@ def test_gpu_counts_must_be_positive_whole_numbers(count):
     ]
     # A quantity reaches the webhook in the API server's canonical form: 0.5 is 500m.
     shown = "500m" if count in ("0.5", 0.5) else count
-    assert f"must be a whole number of GPUs above 0, not {shown}" in found.findings[0].message
+    assert f"must be a whole number of GPUs, not {shown}" in found.findings[0].message
 
 
 def test_custom_gpu_resources_are_not_gpus_by_default():
@@ -83,8 +83,8 @@ def test_gpu_pod_without_priority_class_is_audited_not_denied():
     assert decision.allowed
     assert paths(decision, "gpu-priority-class") == ["spec.priorityClassName"]
     assert decision.audit_annotations["gpu-priority-class"] == (
-        "set spec.priorityClassName (a PriorityClass name) so this GPU workload is not "
-        "preempted by lower-priority work")
+        "set spec.priorityClassName (a PriorityClass name) so this accelerator workload is "
+        "not preempted by lower-priority work")
     assert not any("gpu-priority-class" in w for w in decision.warnings)
 
 

@@ -10,7 +10,8 @@ from webhook import Review
 QUEUED = with_config(policies={"require-kueue-queue": {"action": "enforce",
                                                       "params": {"namespaces": ["team-*"]}}})
 MESSAGE = ("add the label metadata.labels[kueue.x-k8s.io/queue-name] (the name of a Kueue "
-           "LocalQueue in namespace team-a) so this GPU workload is admitted through quota")
+           "LocalQueue in namespace team-a) so this accelerator workload is admitted through "
+           "quota")
 
 
 def in_namespace(obj, namespace="team-a"):

@@ -98,10 +98,11 @@ def read_paths(paths: Iterable[str], exclude: Sequence[str] = ()) -> Iterator[Do
 def manifest_sources(paths: Iterable[str], exclude: Sequence[str] = (),
                      named_as_walked: bool = False) -> list[Source]:
     """What `read_paths` reads, in order: `-`, each file named, each directory's manifest files
-    (sorted; hidden folders and files, what `.gitignore` ignores and the `exclude` globs are
-    left out), or the path as given when it does not exist. A file named is left out too when
-    an `exclude` glob matches its path relative to the working directory: pre-commit names
-    every file it sees, so a glob that only worked in walks would not work there.
+    (sorted; hidden folders and files, `vendor/`, `node_modules/`, what `.gitignore` ignores
+    and the `exclude` globs are left out), or the path as given when it does not exist. A
+    file named is left out too when an `exclude` glob matches its path relative to the
+    working directory: pre-commit names every file it sees, so a glob that only worked in
+    walks would not work there.
     `named_as_walked`: a file named is read as a walk finds it (one with no Kubernetes
     object skipped with a note), for pre-commit."""
     sources: list[Source] = []
@@ -126,10 +127,16 @@ def _from_cwd(path: Path) -> str:
     return relative.replace(os.sep, "/")
 
 
+# Folders that hold other projects' code in a checkout (Go's vendored modules, npm's
+# packages): their test manifests are not this project's. Walked when named themselves.
+OTHERS_CODE = frozenset({"vendor", "node_modules"})
+
+
 def walk(directory: Path, exclude: Sequence[str] = ()) -> list[Path]:
     """The manifest files under a directory, sorted, the way a checkout sees them: hidden
-    folders and files are left out, and so is what a `.gitignore` (in the directory, its
-    subfolders, or its parents up to the repository's root) names. `exclude` holds more
+    folders and files, `vendor/` and `node_modules/` are left out, and so is what a
+    `.gitignore` (in the directory, its subfolders, or its parents up to the repository's
+    root) names. `exclude` holds more
     patterns in .gitignore syntax, relative to the directory (`legacy/`, `*.tmpl.yaml`)."""
     return [Path(name) for name in _walk(directory, exclude)]
 
@@ -150,6 +157,7 @@ def _walk(directory: Path, exclude: Sequence[str]) -> list[str]:
         checks = [(rule.spec, _relative(here, rule.base)) for rule in reversed(rules)]
         skip = (excluded.spec, _relative(here, excluded.base)) if excluded else None
         folders[:] = sorted(name for name in folders if not name.startswith(".")
+                            and name not in OTHERS_CODE
                             and not _ignored(name, checks, skip, folder=True))
         for name in folders:
             rules_of[os.path.join(root, name)] = rules

@@ -470,3 +470,42 @@ def test_a_null_our_crds_refuse_is_refused_offline_too(with_our_crds: ControlPla
                         'Unsupported value: null: supported values: "TCP", "UDP", "SCTP"')]
     assert "spec.ports[0].protocol: Unsupported value: null: supported values: " \
         '"TCP", "UDP", "SCTP"' in stderr
+
+
+# --- zero values of required ints -------------------------------------------------------------
+
+
+def zero_objects() -> tuple[list[dict[str, Any]], list[tuple[dict[str, Any], str]]]:
+    """Pods with a required int at 0 (no omitempty: the API server keeps it): those it
+    accepts (an iSCSI volume's LUN 0, a sleep of 0 s) and those its validation then refuses,
+    with the field offline names (a port, a weight, maxSkew)."""
+    iscsi = pod(volumes=[{"name": "disk", "iscsi": {
+        "targetPortal": "10.0.0.1:3260", "iqn": "iqn.2001-04.com.example:storage", "lun": 0}}])
+    sleep = pod(container(lifecycle={"preStop": {"sleep": {"seconds": 0}},
+                                     "postStart": {"sleep": {"seconds": 0}}}))
+    port = pod(container(ports=[{"containerPort": 0}]))
+    grpc = pod(container(livenessProbe={"grpc": {"port": 0}}))
+    weight = pod(affinity={"nodeAffinity": {"preferredDuringSchedulingIgnoredDuringExecution": [
+        {"weight": 0, "preference": {"matchExpressions": [
+            {"key": "a", "operator": "Exists"}]}}]}})
+    skew = pod(topologySpreadConstraints=[{"maxSkew": 0, "topologyKey": "zone",
+                                           "whenUnsatisfiable": "DoNotSchedule"}])
+    return [iscsi, sleep], [
+        (port, "spec.containers[0].ports[0].containerPort"),
+        (grpc, "spec.containers[0].livenessProbe.grpc.port"),
+        (weight, "spec.affinity.nodeAffinity.preferredDuringSchedulingIgnoredDuringExecution[0]"
+                 ".weight"),
+        (skew, "spec.topologySpreadConstraints[0].maxSkew")]
+
+
+def test_a_required_int_at_zero_is_what_the_api_server_makes_of_it(
+        model_plane: ControlPlane) -> None:
+    accepted, refused = zero_objects()
+    compared, problems = compare(model_plane, accepted)
+    assert not problems and compared == len(accepted), problems
+    texts = [yaml.safe_dump(renamed(obj, index)) for index, (obj, _) in enumerate(refused)]
+    answers, _ = server_answers(model_plane, texts)
+    assert answers == [], f"the API server accepted {[a['metadata']['name'] for a in answers]}"
+    for obj, field in refused:
+        _, missing = normalize(obj)
+        assert field in [dotted(path) for path, _ in missing], (field, missing)

@@ -26,7 +26,8 @@ def add_parser(commands: Any) -> None:
         description="Judge YAML/JSON manifests (files, directories, or - for stdin) with the "
                     "same engine the webhook runs. A directory is walked the way a checkout "
                     "sees it: hidden folders and what .gitignore ignores are left out, and "
-                    "files with no Kubernetes object are skipped with a note.")
+                    "vendor/ and node_modules/ are left out unless named, and files with no "
+                    "Kubernetes object are skipped (--verbose lists them).")
     parser.add_argument("paths", nargs="+", metavar="PATH", help="file, directory or -")
     parser.add_argument("--policies", action="append", default=[], metavar="DIR",
                         help="a directory of your policy files, run beside the shipped ones "
@@ -65,6 +66,14 @@ def add_parser(commands: Any) -> None:
     parser.add_argument("--quiet", "-q", action="store_true",
                         help="failures only: show only what fails the run (see --fail-on) "
                              "and errors, and no notes on skipped files")
+    parser.add_argument("--verbose", "-v", action="store_true",
+                        help="also list each file a directory walk skipped (no Kubernetes "
+                             "object, a kustomization or patch, an unrendered template), and "
+                             "why; without it they are counted in one note")
+    parser.add_argument("--show-skipped", action="store_true",
+                        help="table: a SKIP line for each object not judged (a kind "
+                             "quickq-guard does not judge, an excluded namespace), saying why; "
+                             "without it they are counted in the summary only")
     parser.add_argument("--fail-on", choices=FAIL_ON, default="deny",
                         help="what makes the exit code 1: deny (default: an enforced policy "
                              "denies), warn (also warnings and dry-run denials), audit (also "
@@ -106,6 +115,15 @@ def add_parser(commands: Any) -> None:
                         help="processes to judge with, 1 or more (default: one per CPU when "
                              "the input is over 1 MB, else 1)")
     parser.set_defaults(command=check)
+
+
+def skipped_note(files: int, kustomizations: int) -> str:
+    """The one note, without --verbose, on the files a directory walk skipped."""
+    built = (f" ({kustomizations} kustomization{'s' * (kustomizations != 1)}: check what "
+             "each builds with kustomize build DIR | quickq-guard check -)"
+             if kustomizations else "")
+    return (f"skipped {files} file{'s' * (files != 1)} with no Kubernetes object to judge"
+            f"{built}; --verbose lists them")
 
 
 def policy_options(parser: argparse.ArgumentParser) -> None:
@@ -214,7 +232,7 @@ def _writer(name: str, file: str | None, args: argparse.Namespace,
             raise CliError(f"cannot write {file}: {problem.strerror or problem}") from None
     color = name == "table" and file is None and out.isatty() and "NO_COLOR" not in os.environ
     options = Options(color=color, quiet=args.quiet, fail_on=args.fail_on,
-                      docs_url=args.docs_url)
+                      docs_url=args.docs_url, show_skipped=args.show_skipped)
     return format_named(name)(out, options)
 
 
@@ -234,21 +252,30 @@ def _check(args: argparse.Namespace, policies: PolicySet, stdin: bytes | None,
     review = Review(exceptions=exceptions, claims=judge.input_claims([found.claims], found.read),
                     now=now)
     counts: Counter[str] = Counter()
+    skipped_files = kustomizations = 0
     for writer in writers:
         writer.start(policies)
     for part in judge.judge_all(found.tasks, policies, render, args.jobs, found.read,
                                   review, found.size, args.strict):
         for line in part.errors:
             error(line)
-        if not args.quiet:
+        if args.verbose and not args.quiet:
             for line in part.notes:
                 note(line)
+        skipped_files += len(part.notes)
+        kustomizations += part.kustomizations
         for writer, rendered in zip(writers, part.rendered, strict=True):
             writer.write(rendered)
         counts.update(part.counts)
     for writer in writers:
         writer.finish(counts)
         writer.out.flush()
+    shows_table = any(name == "table" and file is None for name, file in _outputs(args))
+    if counts["skipped"] and shows_table and not args.show_skipped and not args.quiet:
+        note(f"{counts['skipped']} object{'s' * (counts['skipped'] != 1)} not judged (a kind "
+             "quickq-guard does not judge, an excluded namespace): --show-skipped lists them")
+    if skipped_files and not args.verbose and not args.quiet:
+        note(skipped_note(skipped_files, kustomizations))
     if not counts["resources"] and not args.allow_empty:
         where = ", ".join("stdin" if p == "-" else p for p in args.paths)
         error(f"no Kubernetes object found in {where}; if the input comes from a command "

@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 import io
 import os
+import re
 import sys
 import tempfile
 from collections.abc import Sequence
@@ -59,7 +60,7 @@ def fix(args: argparse.Namespace, policies: PolicySet) -> int:
         if source.walked and (why := kustomize_skip(source.name)):
             # A patch is no object to fix (check skips it too): printed among the fixed
             # manifests, it would be applied as a whole object.
-            if source.start == 0 and not args.quiet:
+            if source.start == 0 and args.verbose and not args.quiet:
                 note(f"skipped {source.name}: {why}")
             continue
         done = fix_source(source, policies, review)
@@ -119,12 +120,16 @@ def fix_source(source: Source, policies: PolicySet, review: Review | None = None
             done.errors = []  # a directory's values.yaml or schema: skipped, not refused
         return done
     text = data.decode("utf-8")
-    try:
-        yaml, nodes = _round_trip(text)
-    except YAMLError as problem:
-        done.errors.append(f"{name}: cannot be edited as YAML: {problem}")
-        return done
-    by_line = _nodes_by_line(nodes)
+    chunks = _chunks(text)
+    by_line: dict[int, tuple[_Chunk, Any]] = {}
+    for chunk in chunks:
+        try:
+            chunk.yaml, chunk.nodes = _round_trip(chunk.text)
+        except YAMLError as problem:
+            done.errors.append(f"{name}: cannot be edited as YAML: {problem}")
+            return done
+        for line, node in _nodes_by_line(chunk.nodes).items():
+            by_line[chunk.line + line - 1] = (chunk, node)
     for document in documents:
         done.objects += 1
         # Judged as applied, as check judges it; the file gets what the policies add and
@@ -142,25 +147,59 @@ def fix_source(source: Source, policies: PolicySet, review: Review | None = None
                                         f"(field: {finding.path})")
         if not decision.patch:
             continue
-        node = by_line.get(document.line)
-        if node is None:
+        found = by_line.get(document.line)
+        if found is None:
             done.errors.append(f"{where}: cannot find this object again to edit it")
             continue
         try:
-            apply_in_place(node, manifest_patch(document.obj, decision, policies, review))
+            apply_in_place(found[1], manifest_patch(document.obj, decision, policies, review))
         except PatchError as error:
             done.errors.append(f"{where}: cannot apply the patch: {error}")
             continue
-        done.changed = True
+        found[0].changed = done.changed = True
     if done.errors:
         return done
-    if not done.changed:
-        done.text = text
-        return done
-    out = io.StringIO()
-    yaml.dump_all(nodes, out)
-    done.text = out.getvalue()
+    done.text = "".join(chunk.written() for chunk in chunks) if done.changed else text
     return done
+
+
+@dataclass(slots=True)
+class _Chunk:
+    """The text between two `---` lines of a file (the lines themselves are kept apart), from
+    line `line`: only a chunk whose object is patched is written anew, so a licence header,
+    other documents and their own indentation stay byte for byte."""
+
+    marker: str
+    text: str
+    line: int
+    yaml: YAML | None = None
+    nodes: list[Any] = field(default_factory=list)
+    changed: bool = False
+
+    def written(self) -> str:
+        if not self.changed or self.yaml is None:
+            return self.marker + self.text
+        out = io.StringIO()
+        self.yaml.dump_all(self.nodes, out)
+        return self.marker + out.getvalue()
+
+
+def _chunks(text: str) -> list[_Chunk]:
+    """The file cut at each line that is only a document start (`---`, maybe a comment)."""
+    chunks: list[_Chunk] = []
+    marker, start = "", 1
+    lines: list[str] = []
+    for number, line in enumerate(text.splitlines(keepends=True), 1):
+        if DOCUMENT_START.match(line):
+            chunks.append(_Chunk(marker, "".join(lines), start))
+            marker, lines, start = line, [], number + 1
+        else:
+            lines.append(line)
+    chunks.append(_Chunk(marker, "".join(lines), start))
+    return chunks
+
+
+DOCUMENT_START = re.compile(r"---[ \t]*(#.*)?\r?\n?$")
 
 
 def _round_trip(text: str) -> tuple[YAML, list[Any]]:

@@ -65,7 +65,10 @@ class Part:
     rendered: Any
     counts: Counter[str] = field(default_factory=Counter)
     errors: list[str] = field(default_factory=list)
+    # The files a directory walk skipped, each with why (shown with --verbose), and how many
+    # of them are kustomizations (without --verbose, said once for all).
     notes: list[str] = field(default_factory=list)
+    kustomizations: int = 0
 
 
 def judge(document: Document, policies: PolicySet, review: Review | None = None,
@@ -198,7 +201,10 @@ def count(decision: Decision, counts: Counter[str]) -> None:
     if decision.audit_annotations:
         counts["level:audit"] += 1
     for result in decision.results:
-        counts[standing(decision, result)] += 1
+        said = standing(decision, result)
+        if said == "warn" and all(v == "audit" for v in decision.verdicts(result)):
+            said = "audit"  # counted apart: an audit policy's findings warn no one
+        counts[said] += 1
         if result.status in ("fail", "patch"):
             counts["findings"] += len(result.findings)
 
@@ -254,6 +260,7 @@ def _judge_task(task: Sequence[Source], policies: PolicySet, read: Mapping[str, 
         if source.walked and (why := kustomize_skip(source.name)):
             if source.start == 0:  # once for a file split into pieces
                 part.notes.append(f"skipped {source.name}: {why}")
+                part.kustomizations += kustomize.is_kustomization(source.name)
             continue
         documents: Iterator[Document] = read_source(source, read.get(source.name))
         if source.walked:
@@ -279,6 +286,12 @@ def kustomize_skip(name: str) -> str:
         if listed else ""
 
 
+# PyYAML's words for a tag it has no constructor for (`!!python/name:` in an mkdocs.yml,
+# `!workspace` in an application's test data): valid YAML for its application, and no
+# Kubernetes object, since the API server reads no custom tag.
+APPLICATION_TAG = "could not determine a constructor for the tag"
+
+
 def _skip_non_manifests(source: Source, documents: Iterator[Document],
                         notes: list[str]) -> Iterator[Document]:
     """In a directory walk, a file (or piece of one) that holds no Kubernetes object (a Helm
@@ -296,11 +309,15 @@ def _skip_non_manifests(source: Source, documents: Iterator[Document],
         return
     if not held:
         return
-    if any(d.error for d in held) and not _looks_like_template(source.name):
+    tagged = any(APPLICATION_TAG in d.error for d in held)
+    if (any(d.error and APPLICATION_TAG not in d.error for d in held)
+            and not _looks_like_template(source.name)):
         yield from held  # broken YAML that is not a template stays an error
         return
     what = ("an unrendered Helm template (render it with helm template to check it)"
             if _looks_like_template(source.name)
+            else "no Kubernetes object (YAML with an application's tags, such as "
+            "!!python/name:)" if tagged
             else "no Kubernetes object (no apiVersion and kind)")
     notes.append(f"skipped {source.name}: {what}")
 

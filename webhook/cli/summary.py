@@ -19,10 +19,11 @@ FAIL_ON = ("deny", "warn", "audit")
 
 def summary(counts: Counter[str]) -> dict[str, Any]:
     """The JSON contract's summary: results per status (as before; a result whose findings a
-    PolicyException all covers is `excepted`, not `fail`), then what it adds: the decisions
+    PolicyException all covers is `excepted`, not `fail`, and one whose findings are all an
+    audit policy's is `audit`, not `warn`), then what it adds: the decisions
     per outcome and the number of findings (one per thing to change)."""
     return {"resources": counts["resources"], **{key: counts[key] for key in STATUSES},
-            "excepted": counts["excepted"],
+            "audit": counts["audit"], "excepted": counts["excepted"],
             "outcomes": {outcome: counts["outcome:" + outcome] for outcome in OUTCOMES},
             "skipped": counts["skipped"], "findings": counts["findings"]}
 
@@ -35,6 +36,7 @@ def summary_line(counts: Counter[str]) -> str:
     if counts["skipped"]:
         outcomes.append(f"{counts['skipped']} skipped")
     results = ", ".join(f"{counts[key]} {key}" for key in STATUSES
+                        + (("audit",) if counts["audit"] else ())
                         + (("excepted",) if counts["excepted"] else ()))
     return (f"{counts['resources']} resources: {', '.join(outcomes)}; "
             f"{counts['findings']} findings; policy results: {results}\n")

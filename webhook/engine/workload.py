@@ -466,11 +466,52 @@ def read_workload(obj: Any, node_template_groups: Sequence[str], *,
             pods = [_named(pod) for pod in pods]
         containers = tuple(container for pod in pods for container in pod.containers)
         return Workload(obj, kind, tuple(pods), containers, labels, unseen=unseen)
+    if (group, kind) in TRAINER_RUNTIMES:
+        return _trainer_runtime(obj, kind, pods, labels)
     if len(pods) == 1:
         return Workload(obj, kind, (pods[0],), pods[0].containers, labels)
     pods = [_named(pod) for pod in pods]
     containers = tuple(container for pod in pods for container in pod.containers)
     return Workload(obj, kind, tuple(pods), containers, labels)
+
+
+# Kubeflow Trainer v2 (trainer.kubeflow.org/v1alpha1): the trainer container of a runtime is
+# named `node`, and the TrainJob that uses the runtime sets its resources at run time
+# (TrainJob spec.trainer.resourcesPerNode replaces them; Trainer's constants.Node). Read from
+# kubeflow/trainer's manifests/base/runtimes and pkg/constants (v2.0).
+TRAINER_RUNTIMES = frozenset({("trainer.kubeflow.org", "TrainingRuntime"),
+                              ("trainer.kubeflow.org", "ClusterTrainingRuntime")})
+TRAINER_NODE = "node"
+FROM_TRAIN_JOB = ("{container} of this {kind} sets no resources.requests of its own: "
+                  "Kubeflow Trainer sets them from each TrainJob's "
+                  "spec.trainer.resourcesPerNode at run time, which is not in this object; "
+                  "give every TrainJob that uses it resourcesPerNode.requests (cpu, memory)")
+
+
+def from_train_job(workload: Workload, container: Container) -> bool:
+    """Whether a container's resources come from the TrainJob at run time (a Trainer
+    runtime's `node` container), so a runtime without requests there is not at fault."""
+    return container.name == TRAINER_NODE and container.group == "containers" \
+        and workload.kind in ("TrainingRuntime", "ClusterTrainingRuntime") \
+        and api_group(str(workload.obj.get("apiVersion", ""))) == "trainer.kubeflow.org"
+
+
+def _trainer_runtime(obj: Mapping[str, Any], kind: str, pods: list[PodSpec],
+                     labels: Mapping[str, Any]) -> Workload:
+    """A Trainer runtime: its pod specs, each named by its replicated job's path from the
+    object's root (`spec.template.spec.replicatedJobs[1]`, the convention its findings' fields
+    use), and a warning for each `node` container whose requests its TrainJobs give (see
+    FROM_TRAIN_JOB)."""
+    if len(pods) != 1:
+        pods = [replace(pod, containers=tuple(
+            replace(container, pod=dotted(pod.template_path[:5]))
+            for container in pod.containers)) for pod in pods]
+    containers = tuple(container for pod in pods for container in pod.containers)
+    unseen = tuple(FROM_TRAIN_JOB.format(container=container.label, kind=kind)
+                   for container in containers
+                   if container.name == TRAINER_NODE and container.group == "containers"
+                   and not container.requests and not container.limits)
+    return Workload(obj, kind, tuple(pods), containers, labels, unseen=unseen)
 
 
 def _shared(obj: Mapping[str, Any], site: PodSite, pod: PodSpec) -> PodSpec:

@@ -283,8 +283,8 @@ def _startup_probes(params: StartupProbeParams, liveness: str, has_liveness: str
     """For a container `c` whose liveness probe is at `liveness`: [the startup probe to add],
     or [] when it gets none."""
     period = params.periodSeconds
-    windows = {pattern: str(-(-max(seconds, 1) // period))
-               for pattern, seconds in params.imageWindows.items()}
+    windows = {pattern: str(-(-seconds // period))
+               for pattern, seconds in params.window_globs.items()}
     shortest = _first_match("c.?image.orValue('')", windows,
                             str(-(-(period * params.failureThreshold) // period)))
     allowed = (f"({_positive('l', 'initialDelaySeconds', 0)} + "

@@ -14,7 +14,8 @@ from typing import Any, TextIO
 
 from webhook.cli.judge import Judged
 from webhook.engine.policy import PolicySet
-from webhook.engine.results import Decision, Finding, Result
+from webhook.engine.results import Decision, Finding, Resource, Result
+from webhook.engine.workload import api_group
 
 
 @dataclass(frozen=True, slots=True)
@@ -22,6 +23,7 @@ class Options:
     color: bool = False  # the table only, on a terminal, never with NO_COLOR
     quiet: bool = False  # only what fails the run (see `failing`) and errors; no notes
     fail_on: str = "deny"
+    show_skipped: bool = False  # the table: a line for each object not judged
     docs_url: str = ""  # where the docs site is served: SARIF rules link their policy's section
 
 
@@ -67,6 +69,15 @@ def fails(verdict: str, fail_on: str) -> bool:
     return False
 
 
+def reported_results(decision: Decision) -> tuple[Result, ...]:
+    """A decision's results as the JSON and JUnit reports list them: an object not judged at
+    all (a kind quickq-guard does not judge, an excluded namespace) is one `skip` result of
+    no policy, saying why, rather than the same skip once per policy."""
+    if decision.skipped:
+        return (Result(None, "validate", "", "skip", (), decision.skipped),)
+    return decision.results
+
+
 def failing(decision: Decision, result: Result, fail_on: str) -> bool:
     """Whether a policy's result fails the run under --fail-on (or is an error): what
     --quiet keeps."""
@@ -106,6 +117,18 @@ def annotated(judged: Sequence[Judged], options: Options) -> Iterator[Annotation
                         continue
                     yield Annotation(item, result, verdict,
                                      f"{decision.resource}: {finding.message}", finding)
+
+
+def resource_label(resource: Resource) -> str:
+    """The object as a report line names it: `Kind name`, with the kind's API group when it
+    is not one of Kubernetes' own (`Job.batch.volcano.sh train`, as kubectl writes it), so a
+    Volcano Job is not taken for a batch/v1 Job."""
+    group = api_group(resource.api_version)
+    if not group or "." not in group or group.endswith(".k8s.io"):
+        return str(resource)
+    where = f"{resource.namespace}/{resource.name}" if resource.namespace else resource.name
+    kind = f"{resource.kind}.{group}"
+    return f"{kind} {where}" if where else kind
 
 
 def location(judged: Judged, finding: Finding | None = None) -> str:

@@ -1,7 +1,8 @@
 """The JSON report (see "JSON output contract" in docs/cli.md), written as results come.
 
 `{"results": [...], "summary": {...}}`: the results are written as objects are judged, so the
-summary comes last. A result is one resource x policy, as it always was.
+summary comes last. A result is one resource x policy, as it always was, but for an object
+not judged at all: one `skip` result of no policy (`"policy": null`) says why.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from typing import Any
 
 import orjson  # a report can run to hundreds of MB: json's encoder would be most of the run
 
-from webhook.cli.formats import Format, failing
+from webhook.cli.formats import Format, failing, reported_results
 from webhook.cli.judge import Judged
 from webhook.cli.summary import summary
 from webhook.engine.results import Result
@@ -57,7 +58,7 @@ def rows(judged: Sequence[Judged], failing_only: str | None = None) -> list[dict
     for item in judged:
         decision = item.decision
         described = _described(item)
-        for result in decision.results:
+        for result in reported_results(decision):
             if failing_only and not failing(decision, result, failing_only):
                 continue
             results.append({"resource": dict(described), **_result(result, item.document)})
@@ -112,7 +113,7 @@ def rows_bytes(judged: Sequence[Judged], failing_only: str | None = None,
     for item in judged:
         decision = item.decision
         head = b',\n    {\n      "resource": ' + _indented(_described(item), 6) + b",\n"
-        for result in decision.results:
+        for result in reported_results(decision):
             if failing_only and not failing(decision, result, failing_only):
                 continue
             if result.findings:

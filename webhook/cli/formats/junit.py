@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from typing import Any
 from xml.sax.saxutils import escape, quoteattr
 
-from webhook.cli.formats import Format, failing, fails
+from webhook.cli.formats import Format, failing, fails, reported_results
 from webhook.cli.judge import Judged
 from webhook.engine.policy import PolicySet
 
@@ -39,8 +39,9 @@ class JUnit(Format):
             where = f' file={attr(item.document.template or item.document.file)}'
             if item.document.line and not item.document.template:
                 where += f' line="{item.document.line}"'
-            for result in decision.results:
-                name = attr(result.policy or "readable")
+            for result in reported_results(decision):
+                name = attr(result.policy
+                            or ("not judged" if decision.skipped else "readable"))
                 status = result.status
                 if quiet and not failing(decision, result, fail_on):
                     continue

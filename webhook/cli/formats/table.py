@@ -5,10 +5,11 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Sequence
 
-from webhook.cli.formats import Format, fails, location
+from webhook.cli.formats import Format, fails, location, resource_label
 from webhook.cli.judge import Judged
 from webhook.cli.summary import summary_line
 from webhook.engine.results import Finding
+from webhook.engine.workload import UNKNOWN_KIND
 
 _COLORS = {"skip": "33", "deny": "31", "would-deny": "33", "warn": "33", "audit": "36",
            "patch": "32", "would-patch": "32", "excepted": "36"}
@@ -21,8 +22,11 @@ class Table(Format):
         for item in judged:
             decision = item.decision
             if decision.skipped:
-                # not judged (a kind, a namespace, a user): skipped, and the table says why
-                if not quiet:
+                # not judged (a kind, a namespace, a user): counted in the summary, and with
+                # --show-skipped a line says why; a kind that looks like a typo of a judged
+                # one (Deploymnet) is always shown, being most likely a mistake
+                if not quiet and (self.options.show_skipped
+                                  or UNKNOWN_KIND in decision.skipped):
                     lines.append(self.line("skip", "-", item, decision.skipped))
                 continue
             if decision.outcome == "allowed" and not decision.warnings \
@@ -56,7 +60,8 @@ class Table(Format):
             text = f"\033[{_COLORS[verdict]}m{text}\033[0m"
         message = " ".join(message.splitlines())
         where = location(item, finding)
-        return f"{text} {policy:<26} {item.decision.resource}  {message}  [{where}]\n"
+        return (f"{text} {policy:<26} {resource_label(item.decision.resource)}  {message}  "
+                f"[{where}]\n")
 
     def finish(self, counts: Counter[str]) -> None:
         self.out.write(summary_line(counts))

@@ -122,19 +122,20 @@ def gpu_resources_used(workload: Workload | PodSpec, patterns: tuple[str, ...]) 
 
 
 def require_gpu_limits(workload: Workload, params: GpuParams) -> list[Finding]:
-    """A GPU request has an equal limit, and GPU counts are positive whole numbers.
+    """A GPU request has an equal limit, and GPU counts are whole numbers.
 
-    A GPU only in limits is fine: the API server copies the limit into the request.
+    A GPU only in limits is fine: the API server copies the limit into the request. A count
+    of 0 (a chart's CPU-only profile) is no GPU, as for every other GPU policy, not a fault.
     """
     findings: list[Finding] = []
     for container in workload.containers:
         requests, limits = container.requests, container.limits
         for which, name, value in gpus(container, params.resources):
             amount = parse_quantity(value)
-            if amount is not None and (amount <= 0 or not is_whole(amount)):
+            if amount is not None and not is_whole(amount):
                 findings.append(finding(
                     container, f"{resource_field(container, which, name)} must be a whole "
-                    f"number of GPUs above 0, not {value}",
+                    f"number of GPUs, not {value}",
                     container.field_path("resources", which, name)))
             if which != "requests":
                 continue
@@ -168,8 +169,9 @@ def gpu_priority_class(workload: Workload, params: GpuParams) -> list[Finding]:
                         or uses_gpu_claim(pod_spec, params.device_classes)):
             continue
         path = (*pod_spec.path, "priorityClassName")
-        findings.append(finding(None, f"set {dotted(path)} (a PriorityClass name) so this GPU "
-                                "workload is not preempted by lower-priority work", path))
+        findings.append(finding(None, f"set {dotted(path)} (a PriorityClass name) so this "
+                                "accelerator workload is not preempted by lower-priority "
+                                "work", path))
     return findings
 
 
@@ -238,8 +240,17 @@ def _gpu_toleration(pod_spec: PodSpec, taint_keys: list[str],
     else:
         ops = tuple(add((*tolerations_path, "-"), toleration) for toleration in new)
     shown = ", ".join(f"{key}:{params.effect}" for key in missing)
-    return [Finding(message=f"add a toleration for the GPU taint {shown} so the pod can "
-                    "schedule on GPU nodes", at=tolerations_path, patch=ops)]
+    device = _device_word(missing)
+    return [Finding(message=f"add a toleration for the {device} taint {shown} so the pod can "
+                    f"schedule on {device} nodes", at=tolerations_path, patch=ops)]
+
+
+def _device_word(taint_keys: list[str]) -> str:
+    """What the nodes hold, in their vendor's word: TPU for Google's TPU taint, GPU for the
+    GPU vendors', accelerator for a mix or a key of neither."""
+    words = {"TPU" if "tpu" in key.lower() else "GPU" if "gpu" in key.lower() else ""
+             for key in taint_keys}
+    return words.pop() if len(words) == 1 and "" not in words else "accelerator"
 
 
 def gpu_resource_claims(workload: Workload, params: ResourceClaimParams) -> list[Finding]:
@@ -364,7 +375,8 @@ def require_kueue_queue(workload: Workload, params: KueueQueueParams) -> list[Fi
         return []
     path = ("metadata", "labels", params.label)
     return [finding(None, f"add the label {dotted(path)} (the name of a Kueue LocalQueue in "
-                    f"namespace {namespace}) so this GPU workload is admitted through quota",
+                    f"namespace {namespace}) so this accelerator workload is admitted through "
+                    "quota",
                     path)]
 
 

@@ -50,16 +50,28 @@ class StartupProbeParams(Params):
     imageWindows: dict[str, int] = Field(default_factory=dict)
 
     @cached_property
+    def window_globs(self) -> dict[str, int]:
+        """imageWindows with each `name:*` glob also as `name@*`: an image pinned by digest
+        (`vllm/vllm-openai@sha256:...`, as disallow-latest-tag advises) is the same server
+        as its tags and loads as long."""
+        globs: dict[str, int] = {}
+        for pattern, seconds in self.imageWindows.items():
+            globs.setdefault(pattern, max(seconds, 1))
+            if pattern.endswith(":*"):
+                globs.setdefault(pattern[:-2] + "@*", max(seconds, 1))
+        return globs
+
+    @cached_property
     def _window_globs(self) -> tuple[str, ...]:
-        return tuple(self.imageWindows)
+        return tuple(self.window_globs)
 
     def window(self, image: Any) -> int:
         """The shortest startup window, in seconds, for a container of this image: one
         match against all the globs at once, since most images are in none of them."""
         if isinstance(image, str) and matches_any(image, self._window_globs):
-            for pattern, seconds in self.imageWindows.items():
+            for pattern, seconds in self.window_globs.items():
                 if matches_any(image, (pattern,)):
-                    return max(seconds, 1)
+                    return seconds
         return self.periodSeconds * self.failureThreshold
 
 

@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from decimal import Decimal
 from typing import Any
 
 from webhook.engine.quantity import parse_quantity
 from webhook.engine.results import Finding
 from webhook.engine.rules._base import NoParams, Params, finding, resource_field
-from webhook.engine.workload import Container, Workload
+from webhook.engine.workload import Container, Workload, from_train_job
 
 
 class RequireRequestsParams(Params):
@@ -19,30 +20,46 @@ def require_requests(workload: Workload, params: RequireRequestsParams) -> list[
     """Every container and initContainer requests cpu and memory, and not zero of either.
 
     A limit without a request counts as a request: the API server defaults the request to the
-    limit before admission, so the offline verdict matches the cluster's. A zero request
-    (`"0"`, `0m`, `0Mi`) reserves nothing: the scheduler overcommits for it, and a pod whose
-    requests are all zero is BestEffort, which is what the rule exists to prevent.
+    limit before admission, so the offline verdict matches the cluster's. So do pod-level
+    resources (spec.resources, Kubernetes 1.34+): the scheduler places the pod by them and
+    it is not BestEffort, whatever its containers say. A zero request (`"0"`, `0m`, `0Mi`)
+    reserves nothing: the scheduler overcommits for it, and a pod whose requests are all zero
+    is BestEffort, which is what the rule exists to prevent.
     """
     findings = []
-    for container in workload.containers:
-        if container.group == "ephemeralContainers":
-            continue  # ephemeral containers cannot carry resources
-        requests, limits = container.requests, container.limits
-        for name in params.resources:
-            amount = requests.get(name)
-            if amount is None:
-                amount = limits.get(name)
-            if amount is None:
-                findings.append(finding(
-                    container, f"add {resource_field(container, 'requests', name)}",
-                    container.field_path("resources", "requests", name)))
-            elif _may_be_zero(amount) and parse_quantity(amount) == 0:
-                field = resource_field(container, "requests", name)
-                findings.append(finding(
-                    container, f"{field} is zero, which requests nothing (a pod whose "
-                    f"requests are all zero is BestEffort); set {field} to what the "
-                    "container needs", container.field_path("resources", "requests", name)))
+    for pod_spec in workload.pod_specs:
+        pod_level = pod_spec.data.get("resources")
+        shared = _named(pod_level) if isinstance(pod_level, Mapping) else frozenset()
+        for container in pod_spec.containers:
+            if container.group == "ephemeralContainers":
+                continue  # ephemeral containers cannot carry resources
+            if from_train_job(workload, container) \
+                    and not container.requests and not container.limits:
+                continue  # its TrainJobs give them: a warning says so (workload.py)
+            requests, limits = container.requests, container.limits
+            for name in params.resources:
+                amount = requests.get(name)
+                if amount is None:
+                    amount = limits.get(name)
+                if amount is None and name not in shared:
+                    findings.append(finding(
+                        container, f"add {resource_field(container, 'requests', name)}",
+                        container.field_path("resources", "requests", name)))
+                elif amount is not None and _may_be_zero(amount) \
+                        and parse_quantity(amount) == 0:
+                    field = resource_field(container, "requests", name)
+                    findings.append(finding(
+                        container, f"{field} is zero, which requests nothing (a pod whose "
+                        f"requests are all zero is BestEffort); set {field} to what the "
+                        "container needs", container.field_path("resources", "requests", name)))
     return findings
+
+
+def _named(resources: Mapping[str, Any]) -> frozenset[Any]:
+    """The resources a pod-level `resources` requests or limits (a limit becomes a request)."""
+    return frozenset(name for which in ("requests", "limits")
+                     if isinstance(quantities := resources.get(which), Mapping)
+                     for name, value in quantities.items() if value is not None)
 
 
 def _may_be_zero(amount: Any) -> bool:

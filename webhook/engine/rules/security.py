@@ -35,9 +35,13 @@ def disallow_root_user(workload: Workload, params: NoParams) -> list[Finding]:
             if user == 0:
                 where = (container.field_path("securityContext", "runAsUser") if own_user == 0
                          else (*pod_spec.path, "securityContext", "runAsUser"))
+                # With runAsNonRoot: true the kubelet refuses to start it (CreateContainerConfig
+                # Error): still denied, since it can never run, and the message says why.
+                refused = (" with runAsNonRoot: true, which the kubelet refuses to start"
+                           if non_root is True else "")
                 findings.append(finding(
-                    container, "runs as root (runAsUser: 0); set securityContext.runAsUser "
-                    "to a non-zero uid", where))
+                    container, f"runs as root (runAsUser: 0){refused}; set "
+                    "securityContext.runAsUser to a non-zero uid", where))
             elif user is None and non_root is not True:
                 findings.append(finding(
                     container, "may run as root; set securityContext.runAsNonRoot: true "
