@@ -143,6 +143,17 @@ def test_a_grace_period_shorter_than_pre_stop_is_refused() -> None:
     assert proc.returncode != 0 and "must be more than server.preStopSleepSeconds" in proc.stderr
 
 
+def test_the_server_drains_within_the_grace_period(container: dict[str, Any]) -> None:
+    assert "--drain=3" in container["args"]
+    drained = server_container({"server": {"drainSeconds": 10}})
+    assert "--drain=10" in drained["args"]
+    # preStop 5 + drain 25 leaves nothing of 30 for the requests in flight
+    proc = helm_template_raw({"server": {"drainSeconds": 25}})
+    assert proc.returncode != 0
+    assert "(30) must be more than server.preStopSleepSeconds + server.drainSeconds " \
+           "(5 + 25)" in proc.stderr
+
+
 def test_priority_class_quota_names_the_class() -> None:
     docs = helm_template({"priorityClassQuota": True})
     quota = find(docs, "ResourceQuota")["spec"]

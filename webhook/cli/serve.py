@@ -41,6 +41,12 @@ def add_parser(commands: Any) -> None:
                              "the connection, or the request's first byte), else its "
                              "connection is closed; keep it below the webhook's "
                              "timeoutSeconds (default: 4)")
+    parser.add_argument("--drain", type=_drain_seconds, metavar="SECONDS",
+                        help="on SIGTERM, keep answering this long, /readyz not ready and "
+                             "each answer closing its connection (`Connection: close`), so "
+                             "the API server's pooled connections are each used once more "
+                             "and dropped, before the listener closes; 0 for none "
+                             "(default: 3)")
     parser.add_argument("--mode", choices=("enforce", "dry-run"),
                         help="override the config's mode (default: the config's, enforce)")
     parser.add_argument("--self-signed", action="store_true",
@@ -104,4 +110,16 @@ def _seconds(text: str) -> float:
         raise argparse.ArgumentTypeError(f"not a number of seconds: {text!r}") from None
     if not 0 < value <= 30:
         raise argparse.ArgumentTypeError(f"must be more than 0 and at most 30, not {text}")
+    return value
+
+
+def _drain_seconds(text: str) -> float:
+    """A number of seconds from 0 to 60: a drain longer than that outlasts any grace period
+    worth having."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number of seconds: {text!r}") from None
+    if not 0 <= value <= 60:
+        raise argparse.ArgumentTypeError(f"must be from 0 to 60, not {text}")
     return value

@@ -31,7 +31,7 @@ from webhook.engine.policy import PolicyError, PolicySet
 from webhook.engine.policy_exceptions import NONE, Exceptions
 from webhook.engine.results import Decision, Resource
 from webhook.engine.review import Review
-from webhook.server import admission, claim_view, deadlines, exception_view, metrics
+from webhook.server import admission, claim_view, deadlines, drain, exception_view, metrics
 from webhook.server.admission import AdmissionError, AdmissionRequest
 from webhook.server.logs import log_review
 from webhook.server.reload import PolicySets, PolicySource, ServingCert
@@ -82,6 +82,8 @@ class Settings:
     # Each request's headers and body arrive within this or its connection is aborted.
     request_timeout: float = deadlines.REQUEST_SECONDS
     reload_interval: float = RELOAD_INTERVAL
+    # On SIGTERM, answer this long more, each answer closing its connection (drain.py).
+    drain: float = drain.DRAIN_SECONDS
     # Watch the PolicyExceptions of the config's exceptionNamespaces (kubeconfig: the
     # in-cluster service account when None).
     watch_exceptions: bool = False

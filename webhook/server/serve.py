@@ -26,7 +26,7 @@ import uvicorn
 from uvicorn.supervisors import Multiprocess
 
 from webhook.engine.policy import PolicyError
-from webhook.server import certs, deadlines, metrics
+from webhook.server import certs, deadlines, drain, metrics
 from webhook.server.app import (
     MAX_BODY,
     MAX_CONNECTIONS,
@@ -41,7 +41,8 @@ from webhook.server.logs import log_config
 # The API server keeps connections open between calls (Go's idle timeout is 90 s); closing
 # an idle one first races with a request being sent on it, so outwait the client.
 KEEP_ALIVE = 100
-# SIGTERM: requests in flight get this long to finish (an API server waits at most 30 s).
+# SIGTERM, once the drain is over (drain.py): requests in flight get this long to finish
+# (an API server waits at most 30 s).
 GRACEFUL_SHUTDOWN = 25
 # The probe port serves the kubelet and one Prometheus: a few connections, short keep-alive.
 PROBE_CONNECTIONS = 16
@@ -84,9 +85,10 @@ class WorkerConfig(uvicorn.Config):
             log.error("worker cannot start", extra={"fields": {"problem": str(error)}})
             sys.exit(STARTUP_FAILURE)
         probe_socket = self.probe_socket
-        # deadlines.watched: each request's header deadline (webhook/server/deadlines.py)
-        self.app = deadlines.watched(build_app(guard, None if probe_socket is None
-                                               else lambda: probe_listener(guard, probe_socket)))
+        # deadlines.watched: each request's header deadline (webhook/server/deadlines.py);
+        # drain.closing: `Connection: close` on every answer once SIGTERM came (drain.py)
+        self.app = deadlines.watched(drain.closing(
+            build_app(guard, lambda: alongside(guard, probe_socket)), guard))
         self.ssl_context_factory = _serving_context(guard)
         super().load()
         freeze_loaded()
@@ -130,6 +132,16 @@ class ProbeServer(uvicorn.Server):
     @contextlib.contextmanager
     def capture_signals(self) -> Iterator[None]:
         yield
+
+
+@contextlib.asynccontextmanager
+async def alongside(guard: Guard, probe_socket: socket.socket | None) -> AsyncIterator[None]:
+    """What runs for the app's lifetime: the drain SIGTERM starts, and the probe listener
+    when there is a probe port."""
+    with drain.on_sigterm(guard, guard.settings.drain):
+        async with (contextlib.nullcontext() if probe_socket is None
+                    else probe_listener(guard, probe_socket)):
+            yield
 
 
 @contextlib.asynccontextmanager
@@ -195,6 +207,7 @@ def settings_from(args: argparse.Namespace) -> Settings:
         max_connections=getattr(args, "max_connections", None) or MAX_CONNECTIONS,
         request_timeout=getattr(args, "request_timeout", None) or deadlines.REQUEST_SECONDS,
         reload_interval=getattr(args, "reload_interval", None) or RELOAD_INTERVAL,
+        drain=drain.DRAIN_SECONDS if getattr(args, "drain", None) is None else args.drain,
         watch_exceptions=getattr(args, "watch_exceptions", False),
         watch_claims=getattr(args, "watch_claims", False),
         kubeconfig=getattr(args, "kubeconfig", None),
