@@ -26,7 +26,7 @@ from webhook.engine.cel import (
 )
 from webhook.engine.cel.moments import Duration, Timestamp, json_value
 from webhook.engine.cost import Meter, Sizes, combined
-from webhook.engine.hidden import hidden_in, hidden_values, hide
+from webhook.engine.hidden import hidden_in, hidden_values, hiding
 from webhook.engine.patch import PatchError, Path, apply_patch, pointer, split_pointer
 from webhook.engine.results import Finding
 from webhook.engine.rules._base import finding
@@ -154,7 +154,7 @@ class CelPolicy:
         EvaluationError, naming the expression."""
         base = self._base(workload, request)  # what the cost budget charges for
         # The values a mutation's paths must not show, found once per check.
-        secrets = cache(lambda: hidden_values(workload.obj))
+        secrets = cache(lambda: hiding(hidden_values(workload.obj)))
         if self.scope == "object":
             meter = Meter(request.budget, base)
             review = self.review(workload, request)
@@ -186,7 +186,7 @@ class CelPolicy:
 
     def _each_container(self, base: dict[str, Any], pod: Mapping[str, Any] | None,
                         workload: Workload, number: int,
-                        secrets: Callable[[], frozenset[str]],
+                        secrets: Callable[[], Callable[[str], str]],
                         request: Request) -> list[Finding]:
         """The findings of the containers of the workload's pod spec `number`, in order,
         each container one evaluation of each expression: where it is in the review's lists
@@ -225,7 +225,7 @@ class CelPolicy:
 
     def _mutate(self, bound: Any, at: int | None, sizes: Sizes | None, workload: Workload,
                 container: Container | None,
-                secrets: Callable[[], frozenset[str]], meter: Meter) -> list[Finding]:
+                secrets: Callable[[], Callable[[str], str]], meter: Meter) -> list[Finding]:
         """One finding holding the operations that change something: an `add` of the value a
         field already has is dropped, so that a patch stays minimal."""
         base = container.path if container is not None else ()
@@ -258,10 +258,10 @@ class CelPolicy:
             return []
         found = finding(container, "; ".join(described), first, tuple(kept))
         # The paths are the expression's: one built from an env value must not show it.
-        hidden = secrets()
-        shown = hidden_in(found.patch, hidden)
-        return [replace(found, message=hide(found.message, hidden),
-                        at=tuple(hide(key, hidden) if isinstance(key, str) else key
+        conceal = secrets()
+        shown = hidden_in(found.patch, conceal)
+        return [replace(found, message=conceal(found.message),
+                        at=tuple(conceal(key) if isinstance(key, str) else key
                                  for key in found.at),
                         shown_patch=None if shown is found.patch else shown)]
 
