@@ -54,7 +54,9 @@ def test_strict_makes_unknown_kinds_an_error(capsys, tmp_path):
                       "apiVersion: networking.k8s.io/v1\nkind: NetworkPolicy\n"
                       "metadata: {name: n}\n")
     code, out, err = run(capsys, "check", str(stream))
-    assert code == 0 and "Widget" in out  # a note (a skip) by default
+    assert code == 0 and "3 skipped" in out  # counted (a skip) by default, not listed
+    code, out, err = run(capsys, "check", "--show-skipped", str(stream))
+    assert code == 0 and "Widget" in out  # listed with --show-skipped
     code, _, err = run(capsys, "check", "--strict", str(stream))
     assert code == 2
     assert f"{stream}:1:1 Widget w: kind Widget (example.com) is not a kind Kubernetes " \

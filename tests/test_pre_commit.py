@@ -40,7 +40,11 @@ def test_skip_non_manifests_named(tmp_path, capsys, monkeypatch):
     assert run(capsys, "check", "ci.yaml", "good.yaml")[0] == 2  # named: an error by default
     code, _, err = run(capsys, "check", "--skip-non-manifests", "ci.yaml", "good.yaml")
     assert code == 0
-    assert "skipped ci.yaml: no Kubernetes object" in err
+    assert "skipped 1 file with no Kubernetes object" in err  # quiet: counted in one note
+    code, _, err = run(capsys, "check", "--skip-non-manifests", "--verbose", "ci.yaml",
+                       "good.yaml")
+    assert code == 0
+    assert "skipped ci.yaml: no Kubernetes object" in err  # --verbose names each file
     # broken YAML stays an error: only a file that parses and holds no object is skipped
     (tmp_path / "broken.yaml").write_text("kind: [\n")
     assert run(capsys, "check", "--skip-non-manifests", "broken.yaml", "good.yaml")[0] == 2
@@ -94,9 +98,9 @@ def test_pre_commit_runs_the_hook(tmp_path):
     passed = pre_commit(project, home)
     assert passed.returncode == 0, passed.stdout + passed.stderr
     assert "quickq-guard (installed)" in passed.stdout
-    # the files pre-commit names that hold no object are skipped, each with a note
-    for name in (".github/workflows/ci.yaml", "values.json", ".pre-commit-config.yaml"):
-        assert f"skipped {name}: no Kubernetes object" in passed.stdout
+    # the files pre-commit names that hold no object (a workflow, values.json and
+    # .pre-commit-config.yaml) are skipped, counted in one note
+    assert "skipped 3 files with no Kubernetes object" in passed.stdout
 
     (project / "deploy.yaml").write_text(BAD)  # a policy denies: check's exit code 1
     git(project, "add", ".")
