@@ -122,7 +122,8 @@ def test_it_reads_every_kind_the_installed_webhook_judges(account: Account,
     kinds = judged(kube, RELEASE)
     assert {("", "pods"), ("apps", "deployments"), ("batch", "cronjobs"),
             ("", "configmaps"), ("quickq.io", "nodetemplates")} <= kinds
-    for group, resource in sorted(kinds | {("", "namespaces")}):
+    for group, resource in sorted(kinds | {("", "namespaces"),
+                                           ("apiextensions.k8s.io", "customresourcedefinitions")}):
         for verb in ("get", "list", "watch"):
             assert account.can(verb, plural(group, resource), "-A"), (verb, group, resource)
     # and really lists them, in every namespace
