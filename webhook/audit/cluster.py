@@ -7,6 +7,7 @@ object. Items of a list carry no apiVersion or kind of their own; each gets its 
 
 from __future__ import annotations
 
+import functools
 import logging
 from collections.abc import AsyncIterator, Collection, Mapping
 from dataclasses import dataclass, field
@@ -49,7 +50,10 @@ class Kind:
         return f"{self.group}/{self.version}" if self.group else self.version
 
 
+@functools.cache
 def kind(group: str, version: str, name: str, plural: str, namespaced: bool = True) -> Kind:
+    """A kind to list and watch (lightkube registers a resource class once per kind, so each
+    is made once and kept)."""
     make = create_namespaced_resource if namespaced else create_global_resource
     page = SMALL_PAGE if (group, name) == ("", "ConfigMap") else PAGE
     return Kind(group, version, name, plural, namespaced, page,

@@ -291,6 +291,11 @@ class Controller:
             except asyncio.CancelledError:
                 raise
             except Exception as error:
+                if _status(error) == 404:
+                    error = RuntimeError(
+                        f"the {self.api_kind.group} CRDs are not installed: install them "
+                        f"(charts/quickq-guard/crds-optional/{self.api_kind.name}.yaml), or "
+                        "pass the --report-api of those installed")
                 self._failed("read", error)
 
     async def read_reports(self) -> dict[str, tuple[str, bytes]]:
@@ -398,6 +403,15 @@ def _problem(error: BaseException) -> str:
     text = f"{getattr(status, 'code', '')} {message}" if message else \
         f"{type(error).__name__}: {error}"
     return text[:500]
+
+
+def _status(error: BaseException) -> int | None:
+    """The HTTP status of an API error (lightkube's ApiError, or httpx's for a body that is
+    no Status), else None."""
+    code = getattr(getattr(error, "status", None), "code", None)
+    if code is None:
+        code = getattr(getattr(error, "response", None), "status_code", None)
+    return code if isinstance(code, int) else None
 
 
 def _gone(error: BaseException, namespace: str) -> bool:
