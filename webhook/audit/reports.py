@@ -93,7 +93,8 @@ def report(api: ReportApi, namespace: str, held: Iterable[Held],
         results.append(row)
     left_out = len(rows) - len(results)
     if left_out:
-        results.append(_left_out(left_out, namespace, max_results))
+        newest = max(since for _, _, since in rows)
+        results.append(_left_out(left_out, namespace, max_results, newest))
     metadata: dict[str, Any] = {"name": NAME, "labels": dict(LABELS)}
     if namespace:
         metadata["namespace"] = namespace
@@ -125,13 +126,13 @@ def see_all(namespace: str) -> str:
             else "quickq-guard audit --once")
 
 
-def _left_out(count: int, namespace: str, max_results: int) -> dict[str, Any]:
+def _left_out(count: int, namespace: str, max_results: int, since: int) -> dict[str, Any]:
     return {"source": SOURCE, "policy": TRUNCATED, "rule": TRUNCATED, "result": "warn",
             "severity": "info", "scored": False,
             "message": (f"{count} more result{'s' * (count != 1)} left out of this report "
                         f"(at most {max_results} results, {REPORT_BYTES // 1024} KiB); "
                         f"see them all with: {see_all(namespace)}"),
-            "properties": {"leftOut": str(count)}, "timestamp": {"seconds": 0, "nanos": 0}}
+            "properties": {"leftOut": str(count)}, "timestamp": {"seconds": since, "nanos": 0}}
 
 
 def _order(row: tuple[Entry, Subject, int]) -> tuple[Any, ...]:
