@@ -12,6 +12,7 @@ import json
 import subprocess
 import sys
 import time
+import urllib.request
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -31,7 +32,7 @@ from cluster_helpers import (
 )
 from support.audit import Auditor, install_report_crds, reports
 
-from webhook.testing import REPO
+from webhook.testing import REPO, free_port
 
 A, B, GONE = "audit-a", "audit-b", "audit-gone"
 GRANTS = "audit-grants"  # the config's exceptionNamespaces
@@ -185,13 +186,24 @@ def check_rows(policyreports: str) -> set[Row]:
 
 def test_the_reports_say_what_check_says_of_a_dump(world: Any) -> None:
     plane, workdir = world
-    audit = start(plane, workdir)
+    port = free_port()
+    audit = start(plane, workdir, "--metrics-port", str(port))
     try:
         wait_until(lambda: {A, B, GONE, ""} <= set(reports(plane)), timeout=20,
                    what=f"reports for {A}, {B}, {GONE} and the cluster\n{audit.output()}")
         found = reports(plane)
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as got:
+            exposed = got.read().decode()
     finally:
         audit.stop()
+    samples = {line.rsplit(" ", 1)[0]: float(line.rsplit(" ", 1)[1])
+               for line in exposed.splitlines() if line.startswith("quickq_guard_audit")}
+    assert samples['quickq_guard_audit_results{policy="disallow-latest-tag",result="fail"}'] \
+        >= 4
+    assert samples['quickq_guard_audit_report_writes_total{operation="create"}'] >= 4
+    assert samples['quickq_guard_audit_objects_judged_total{by="scan"}'] >= 12
+    assert samples["quickq_guard_audit_last_full_scan_age_seconds"] < 60
+    assert samples["quickq_guard_audit_scan_duration_seconds_count"] >= 1
     assert set(found) == {A, B, GONE, ""}, "no report where the webhook never judges"
     checked = check(workdir, "-o", "policyreport", str(dump(plane, workdir, (A, B, GONE))))
     assert checked.returncode == 1, checked.stderr

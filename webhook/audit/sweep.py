@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator, Collection, Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from datetime import datetime
+from datetime import UTC, datetime
 from types import MappingProxyType
 from typing import Any
 
@@ -97,8 +97,10 @@ async def exceptions(api: AsyncClient, policies: PolicySet) -> InForce:
         versions[namespace] = listing.version
     read = exception_view.read(Snapshot(MappingProxyType(objects)), policies) \
         if objects else NONE
-    return InForce(read, versions, min(filter(None, map(_expiry, objects.values())),
-                                       default=None))
+    now = datetime.now(UTC)
+    coming = [moment for moment in map(_expiry, objects.values())
+              if moment is not None and moment > now]  # an expired one changes nothing more
+    return InForce(read, versions, min(coming, default=None))
 
 
 def _expiry(obj: Mapping[str, Any]) -> datetime | None:
