@@ -30,6 +30,7 @@ from webhook.manifests import Document
 
 FORMATS = ("html", "json", "table")
 PAGE = 10  # reports per list request: one can run to 768 KiB
+RETRIES = (1.0, 2.0, 4.0)  # seconds before each new try of a list the API server put off
 MADE_BY = "quickq-guard report"
 # What the audit writes (webhook.audit.reports): its label, its source, the result that
 # stands for those a report left out.
@@ -106,7 +107,7 @@ def run(args: argparse.Namespace) -> int:
 async def _read(kubeconfig: str | None, api_name: str,
                 namespaces: Sequence[str]) -> list[dict[str, Any]]:
     import yaml
-    from lightkube.core.exceptions import ApiError, ConfigError
+    from lightkube.core.exceptions import ConfigError
 
     from webhook.audit import cluster, reports
 
@@ -116,15 +117,13 @@ async def _read(kubeconfig: str | None, api_name: str,
     except (ConfigError, OSError, ValueError, KeyError, TypeError, yaml.YAMLError) as problem:
         raise CliError(f"cannot load the kubeconfig: {problem}") from None
     try:
-        return [item async for item in _listed(client, api, namespaces)]
-    except ApiError as problem:
-        status = problem.status
-        if status.code == 404:
-            raise CliError(f"the cluster serves no {api.api_version} {api.kind}: the report "
-                           "CRDs are not installed (or the audit writes the other "
-                           "--report-api)") from None
-        raise CliError(f"the API server refused to list {api.plural}.{api.group}: "
-                       f"{status.code} {status.message}") from None
+        for wait in RETRIES:  # 429: the API server asks to come back (busy, a CRD just made)
+            try:
+                return [item async for item in _listed(client, api, namespaces)]
+            except _Busy:
+                await asyncio.sleep(wait)
+        raise CliError(f"the API server kept answering 429 (too many requests) to the list "
+                       f"of {api.plural}.{api.group}: try again later")
     except OSError as problem:
         raise CliError(f"cannot reach the API server: {problem}") from None
     finally:
@@ -151,8 +150,24 @@ async def _listed(client: Any, api: Any, namespaces: Sequence[str]
             async for item in client.list(of.resource, namespace=namespace,
                                           labels=dict(LABELS), chunk_size=PAGE):
                 yield cluster.plain(item, of)
+    except httpx2.HTTPStatusError as problem:  # lightkube's ApiError too, with its Status
+        code = problem.response.status_code
+        if code == 429:
+            raise _Busy from None
+        if code == 404:
+            raise CliError(f"the cluster serves no {api.api_version} {api.kind}: the report "
+                           "CRDs are not installed (or the audit writes the other "
+                           "--report-api)") from None
+        status = getattr(problem, "status", None)
+        said = f": {status.message}" if status is not None and status.message else ""
+        raise CliError(f"the API server answered {code} to the list of "
+                       f"{api.plural}.{api.group}{said}") from None
     except httpx2.HTTPError as problem:
         raise CliError(f"cannot reach the API server: {problem}") from None
+
+
+class _Busy(Exception):
+    """The API server answered 429: the list is tried again after a pause."""
 
 
 def verdicts(found: Iterable[Mapping[str, Any]]) -> Iterator[Judged]:
