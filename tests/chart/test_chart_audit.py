@@ -319,3 +319,15 @@ def test_bad_values_are_refused(values: dict[str, Any], expected: list[str]) -> 
     assert done.returncode != 0
     for fragment in expected:
         assert fragment in done.stderr, done.stderr
+
+
+def test_metrics_port_and_extra_args_reach_the_container_and_the_service() -> None:
+    docs = helm_template({"audit": {"metricsPort": 9191, "extraArgs": ["--max-results=200"]},
+                          "serviceMonitor": {"enabled": True}})
+    (container,) = pod_of(docs)["containers"]
+    assert "--metrics-port=9191" in container["args"]
+    assert container["args"][-1] == "--max-results=200"
+    assert container["ports"][0]["containerPort"] == 9191
+    assert find(docs, "Service", AUDIT)["spec"]["ports"][0]["port"] == 9191
+    if importlib.util.find_spec("webhook.cli.audit"):
+        parser().parse_args(container["command"][1:] + container["args"])
