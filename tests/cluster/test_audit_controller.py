@@ -261,6 +261,13 @@ def test_once_prints_what_check_prints_for_a_dump(world: Any) -> None:
     assert "DENY" in table.stdout and "/apis/apps/v1/namespaces/audit-a/deployments/web" \
         in table.stdout
     assert SECRET not in table.stdout + once.stdout
+    for name in ("sarif", "junit", "github", "gitlab", "policyreport", "html"):
+        shown = subprocess.run(
+            [sys.executable, "-m", "webhook.cli", "audit", "--once", "--kubeconfig",
+             str(plane.kubeconfig), "--config", str(workdir / "config.yaml"), "-o", name],
+            cwd=REPO, capture_output=True, text=True, check=False)
+        assert shown.returncode == 1, f"{name}: {shown.stderr}"
+        assert "disallow-latest-tag" in shown.stdout and SECRET not in shown.stdout, name
 
 
 def failures_of(plane: ControlPlane, namespace: str, name: str) -> set[str]:
@@ -308,6 +315,39 @@ def test_switching_a_policy_to_enforce_in_the_config_rescans(world: Any) -> None
         (workdir / "config.yaml").write_text(config())
         audit.stop()
     assert len(audit.events("scanned")) >= 2
+
+
+def latest_tag_of_db(plane: ControlPlane) -> str:
+    report = reports(plane).get(B) or {}
+    return next((r["result"] for r in report.get("results") or ()
+                 if r["policy"] == "disallow-latest-tag"
+                 and r["resources"][0]["name"] == "db"), "")
+
+
+def test_an_exception_granted_then_expired_changes_the_results_it_covers(world: Any) -> None:
+    plane, workdir = world
+    audit = start(plane, workdir)
+    expires = datetime.now(UTC) + timedelta(seconds=12)
+    grant = {"apiVersion": "quickq.io/v1", "kind": "PolicyException",
+             "metadata": {"name": "db-tag", "namespace": GRANTS},
+             "spec": {"policies": [{"id": "disallow-latest-tag"}],
+                      "match": {"namespaces": [B], "names": ["db"]},
+                      "expires": expires.strftime("%Y-%m-%dT%H:%M:%SZ"),
+                      "reason": "the database image is pinned next week"}}
+    try:
+        wait_until(lambda: bool(audit.events("scanned")), timeout=20,
+                   what="a first scan")
+        assert latest_tag_of_db(plane) == "fail"
+        plane.apply(grant, check=True)
+        wait_until(lambda: latest_tag_of_db(plane) == "skip", timeout=10,
+                   what="the exception to except the StatefulSet")
+        wait_until(lambda: latest_tag_of_db(plane) == "fail", timeout=20,
+                   what="the expired exception to except it no more")
+        assert datetime.now(UTC) >= expires
+    finally:
+        plane.kubectl("delete", "policyexception", "db-tag", "-n", GRANTS,
+                      "--ignore-not-found")
+        audit.stop()
 
 
 def test_a_deleted_namespace_takes_its_report_with_it(world: Any) -> None:

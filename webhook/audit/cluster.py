@@ -177,7 +177,9 @@ class Namespaces:
         ignored, terminating = set(self.ignored), set(self.terminating)
         ignored.discard(name)
         terminating.discard(name)
-        if event == "DELETED" or metadata.get("deletionTimestamp"):
+        if event == "DELETED":
+            pass  # gone: its name may come back as a new namespace
+        elif metadata.get("deletionTimestamp"):
             terminating.add(name)
         elif (metadata.get("labels") or {}).get(IGNORE_LABEL) == "true":
             ignored.add(name)

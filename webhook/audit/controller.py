@@ -221,6 +221,8 @@ class Controller:
                 self.namespaces = before.seen(event, item)
                 for gone in self.namespaces.terminating - before.terminating:
                     self.results.drop_namespace(gone)
+                if event == "DELETED":
+                    self.results.drop_namespace(str((item.get("metadata") or {}).get("name")))
                 if self.namespaces.ignored != before.ignored:
                     self.rescan.set()
                     return
