@@ -364,6 +364,25 @@ def test_a_deleted_namespace_takes_its_report_with_it(world: Any) -> None:
     assert A in reports(plane)
 
 
+def test_the_older_report_api_holds_the_same_results(world: Any) -> None:
+    plane, workdir = world
+    audit = start(plane, workdir, "--report-api", "wgpolicyk8s")
+    try:
+        wait_until(lambda: {A, B, ""} <= set(reports(plane, "wgpolicyk8s")), timeout=20,
+                   what="PolicyReports")
+        wait_until(lambda: report_rows(reports(plane, "wgpolicyk8s"))
+                   == report_rows(reports(plane)), timeout=10,
+                   what="the PolicyReports to say what the Reports say")
+        older = reports(plane, "wgpolicyk8s")
+    finally:
+        audit.stop()
+    assert older[A]["apiVersion"] == "wgpolicyk8s.io/v1alpha2"
+    assert older[A]["kind"] == "PolicyReport" and older[""]["kind"] == "ClusterPolicyReport"
+    assert "source" not in older[A]
+    plane.kubectl("delete", "policyreports.wgpolicyk8s.io,clusterpolicyreports.wgpolicyk8s.io",
+                  "-A", "-l", "app.kubernetes.io/managed-by=quickq-guard")
+
+
 def holder(plane: ControlPlane) -> str:
     done = plane.kubectl("get", "lease", "quickq-guard-audit", "-n", "default", "-o", "json",
                          check=False)

@@ -30,9 +30,10 @@ from webhook.audit import cluster, metrics, reports, scan, sweep
 from webhook.audit.cluster import Kind, Namespaces
 from webhook.audit.lease import Lease, pod_namespace
 from webhook.audit.state import Results
-from webhook.engine.claims import ClaimLookup
+from webhook.engine.claims import CLAIM_KINDS, DRA_GROUP, NO_CLAIMS, ClaimLookup, claims_from
 from webhook.engine.policy import PolicyError, PolicySet
 from webhook.engine.review import Review
+from webhook.server.claim_view import WHERE
 from webhook.server.logs import log_config
 from webhook.server.reload import PolicySource
 
@@ -63,6 +64,10 @@ class Controller:
         self.scanned = False  # a full scan ended: until then no report is written or deleted
         self.namespaces = Namespaces()
         self.in_force = sweep.InForce()
+        # The DRA claims of the last scan, kept current by their watches: what pods judged
+        # on a watch event resolve theirs against.
+        self.claim_objects: dict[tuple[str, str, str], Any] = {}
+        self.claims: ClaimLookup = NO_CLAIMS
         self.lease: Lease | None = None
         # What this replica knows the cluster holds: report namespace ("" for the cluster
         # report) -> (resourceVersion, fingerprint); None until read as the leader.
@@ -159,6 +164,7 @@ class Controller:
             subject = self._keep(item)
             seen.add(subject.uid)
         self.results.keep_only(seen)
+        self.claim_objects, self.claims = found.claim_objects, found.claims
         self.scanned = True
         metrics.JUDGED.labels("scan").inc(found.judged)
         metrics.SCAN_SECONDS.observe(time.monotonic() - started)
@@ -169,7 +175,7 @@ class Controller:
             "withResults": len(self.results.objects),
             "seconds": round(time.monotonic() - started, 3)}})
         watches: list[Coroutine[Any, Any, None]] = [
-            self.watch(of, version, found.claims) for of, version in found.versions.items()
+            self.watch(of, version) for of, version in found.versions.items()
             if version]
         watches.append(self.watch_namespaces(namespaces))
         watches.append(self.watch_for_rescan(cluster.CRDS, None, crds))
@@ -184,21 +190,24 @@ class Controller:
         self.results.put(subject, scan.entries(decision), int(time.time()))
         return subject
 
-    async def watch(self, of: Kind, version: str, claims: ClaimLookup) -> None:
+    async def watch(self, of: Kind, version: str) -> None:
         """Judge each change of one kind as it comes; a watch that fails ends in a
-        re-scan (a 410 Gone: the events since the list are no longer there)."""
+        re-scan (a 410 Gone: the events since the list are no longer there). A DRA claim
+        changed is looked up by the pods judged after it."""
         try:
             async for event, item in self.api.watch(
                     of.resource, namespace=ALL_NS if of.namespaced else None,
                     resource_version=version, server_timeout=WATCH_SECONDS):
                 obj = cluster.plain(item, of)
                 subject = scan.subject(obj)
+                if of.group == DRA_GROUP and of.kind in CLAIM_KINDS:
+                    self._claim_changed(event, obj)
                 if event == "DELETED" or not cluster.judged_namespace(
                         subject.namespace, self.policies.config, self.namespaces.skipped):
                     self.results.drop(subject.uid)
                 else:
                     moment = Review(exceptions=self.in_force.exceptions,
-                                    claims=claims, now=datetime.now(UTC))
+                                    claims=self.claims, now=datetime.now(UTC))
                     judged = scan.judged(obj, of.plural, self.policies, moment)
                     self.results.put(subject, scan.entries(judged.decision), int(time.time()))
                     metrics.JUDGED.labels("watch").inc()
@@ -209,6 +218,14 @@ class Controller:
             log.warning("watch ended; re-scanning", extra={"fields": {
                 "event": "watch-failed", "kind": of.kind, "problem": _problem(error)}})
             self.rescan.set()
+
+    def _claim_changed(self, event: str, obj: dict[str, Any]) -> None:
+        key = sweep.claim_key(obj)
+        if event == "DELETED":
+            self.claim_objects.pop(key, None)
+        else:
+            self.claim_objects[key] = sweep.claim_view(obj)
+        self.claims = claims_from(self.claim_objects.values(), WHERE)
 
     async def watch_namespaces(self, version: str) -> None:
         """Namespaces labelled quickq.io/ignore=true (or no longer) re-scan; a namespace
