@@ -294,6 +294,36 @@ def test_a_fixed_deployment_leaves_the_report_within_10_s(world: Any) -> None:
     assert "disallow-latest-tag" in failures_of(plane, B, "db")  # the others stay
 
 
+RAY = {"apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+       "metadata": {"name": "rayclusters.ray.io"},
+       "spec": {"group": "ray.io", "scope": "Namespaced",
+                "names": {"kind": "RayCluster", "plural": "rayclusters",
+                          "singular": "raycluster", "listKind": "RayClusterList"},
+                "versions": [{"name": "v1", "served": True, "storage": True, "schema": {
+                    "openAPIV3Schema": {"type": "object",
+                                        "x-kubernetes-preserve-unknown-fields": True}}}]}}
+
+
+def test_a_judged_kind_installed_later_is_audited(world: Any) -> None:
+    plane, workdir = world
+    audit = start(plane, workdir)
+    try:
+        wait_until(lambda: bool(audit.events("scanned")), timeout=20, what="a first scan")
+        plane.apply(RAY, check=True)
+        plane.kubectl("wait", "--for=condition=established", "--timeout=30s",
+                      "crd/rayclusters.ray.io")
+        ray = {"apiVersion": "ray.io/v1", "kind": "RayCluster",
+               "metadata": {"name": "llm", "namespace": B},
+               "spec": {"headGroupSpec": {"template": {
+                   "metadata": {"labels": {"app": "llm"}},
+                   "spec": pod_spec(latest("head"))}}}}
+        plane.apply(ray, check=True)
+        wait_until(lambda: "disallow-latest-tag" in failures_of(plane, B, "llm"),
+                   timeout=15, what="the RayCluster in the report")
+    finally:
+        audit.stop()
+
+
 def require_labels_of(plane: ControlPlane) -> str:
     report = reports(plane).get(A) or {}
     return next((r["result"] for r in report.get("results") or ()

@@ -178,11 +178,17 @@ class Controller:
             self.watch(of, version) for of, version in found.versions.items()
             if version]
         watches.append(self.watch_namespaces(namespaces))
-        watches.append(self.watch_for_rescan(cluster.CRDS, None, crds))
+        watches.append(self.watch_for_rescan(cluster.CRDS, None, crds, self._judged_crd))
         for namespace, version in self.in_force.versions.items():
             watches.append(self.watch_for_rescan(sweep.EXCEPTIONS.resource, namespace,
                                                  version))
         return watches
+
+    def _judged_crd(self, crd: Any) -> bool:
+        spec = crd.get("spec") or {}
+        return cluster.judged_custom_kind(str(spec.get("group", "")),
+                                          str((spec.get("names") or {}).get("kind", "")),
+                                          self.policies.config)
 
     def _keep(self, item: Any) -> scan.Subject:
         decision = item.decision
@@ -250,15 +256,17 @@ class Controller:
                 "event": "watch-failed", "kind": "Namespace", "problem": _problem(error)}})
             self.rescan.set()
 
-    async def watch_for_rescan(self, resource: Any, namespace: str | None,
-                               version: str) -> None:
-        """Any change of these objects (PolicyExceptions, CRDs) re-scans."""
+    async def watch_for_rescan(self, resource: Any, namespace: str | None, version: str,
+                               matters: Callable[[Any], bool] = lambda _: True) -> None:
+        """A change of these objects (PolicyExceptions; the CRDs of judged kinds, which are
+        served only once established) re-scans."""
         try:
-            async for _ in self.api.watch(resource, namespace=namespace,
-                                          resource_version=version,
-                                          server_timeout=WATCH_SECONDS):
-                self.rescan.set()
-                return
+            async for _, item in self.api.watch(resource, namespace=namespace,
+                                                resource_version=version,
+                                                server_timeout=WATCH_SECONDS):
+                if matters(item):
+                    self.rescan.set()
+                    return
         except asyncio.CancelledError:
             raise
         except Exception as error:
