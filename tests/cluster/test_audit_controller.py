@@ -276,7 +276,7 @@ def failures_of(plane: ControlPlane, namespace: str, name: str) -> set[str]:
             if result["result"] == "fail" and result["resources"][0]["name"] == name}
 
 
-def test_a_fixed_deployment_leaves_the_report_within_10_s(world: Any) -> None:
+def test_a_fixed_or_deleted_object_leaves_the_report_within_10_s(world: Any) -> None:
     plane, workdir = world
     audit = start(plane, workdir)
     try:
@@ -288,6 +288,10 @@ def test_a_fixed_deployment_leaves_the_report_within_10_s(world: Any) -> None:
         wait_until(lambda: not failures_of(plane, B, "api"), timeout=10,
                    what="the fixed Deployment's failures to leave the report", interval=0.1)
         took = time.monotonic() - began
+        assert "disallow-latest-tag" in failures_of(plane, B, "nightly")
+        plane.kubectl("delete", "cronjob", "nightly", "-n", B)
+        wait_until(lambda: not failures_of(plane, B, "nightly"), timeout=10,
+                   what="the deleted CronJob's failures to leave the report")
     finally:
         audit.stop()
     assert took < 10
