@@ -264,9 +264,27 @@ def audit(*args: str) -> subprocess.CompletedProcess[str]:
                           capture_output=True, text=True, check=False)
 
 
+def test_a_metrics_port_in_use_is_said_clearly(tmp_path):
+    import socket
+
+    with socket.socket() as taken:
+        taken.bind(("0.0.0.0", 0))
+        taken.listen()
+        config = tmp_path / "kubeconfig"
+        config.write_text("apiVersion: v1\nkind: Config\nclusters: [{name: c, cluster: {server: "
+                          "'https://127.0.0.1:1'}}]\nusers: [{name: u, user: {token: t}}]\n"
+                          "contexts: [{name: c, context: {cluster: c, user: u}}]\n"
+                          "current-context: c\n")
+        done = audit("--kubeconfig", str(config), "--metrics-port",
+                     str(taken.getsockname()[1]))
+    assert done.returncode == 2, done.stderr
+    assert "cannot serve metrics on port" in done.stderr and "Traceback" not in done.stderr
+
+
 @pytest.mark.parametrize("args, says", [
     (("--namespace", "team"), "--namespace is for --once"),
     (("--once", "--kubeconfig", "/nonexistent/kubeconfig"), "no cluster to audit"),
+    (("--kubeconfig", "/nonexistent/kubeconfig"), "no cluster to audit"),
     (("--once", "--max-results", "0"), "must be 1 or more"),
     (("--resync", "-1"), "must be more than 0"),
 ])

@@ -30,6 +30,7 @@ from webhook.audit import cluster, metrics, reports, scan, sweep
 from webhook.audit.cluster import Kind, Namespaces
 from webhook.audit.lease import Lease, pod_namespace
 from webhook.audit.state import Results
+from webhook.cli.exits import CliError
 from webhook.engine.claims import CLAIM_KINDS, DRA_GROUP, NO_CLAIMS, ClaimLookup, claims_from
 from webhook.engine.policy import PolicyError, PolicySet
 from webhook.engine.review import Review
@@ -45,15 +46,22 @@ WRITES_PER_SECOND = 20.0
 WATCH_SECONDS = 300  # a watch request's server-side timeout; lightkube opens the next one
 
 
-def run(args: argparse.Namespace) -> int:
+def run(args: argparse.Namespace, api: AsyncClient) -> int:
     logging.config.dictConfig(log_config())
-    audit = Controller(args)
+    audit = Controller(args, api)
+    try:
+        metrics.serve(args.metrics_port)
+    except OSError as problem:
+        raise CliError(f"cannot serve metrics on port {args.metrics_port}: "
+                       f"{problem.strerror or problem}; pass another --metrics-port, or 0 "
+                       "for none") from None
     return asyncio.run(audit.main())
 
 
 class Controller:
-    def __init__(self, args: argparse.Namespace) -> None:
+    def __init__(self, args: argparse.Namespace, api: AsyncClient) -> None:
         self.args = args
+        self.api = api
         self.source = PolicySource(args.policies, args.config)
         loaded = self.source.load()  # PolicyError: the command fails, naming file and field
         self.policies: PolicySet = loaded.full
@@ -75,8 +83,6 @@ class Controller:
         self._said = ""  # the last write error logged, so a lasting one is logged once
 
     async def main(self) -> int:
-        self.api: AsyncClient = cluster.client(self.args.kubeconfig)
-        metrics.serve(self.args.metrics_port)
         loop = asyncio.get_running_loop()
         main = asyncio.current_task()
         assert main is not None
