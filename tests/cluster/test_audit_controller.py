@@ -384,6 +384,19 @@ def test_an_exception_granted_then_expired_changes_the_results_it_covers(world: 
         audit.stop()
 
 
+def test_a_report_deleted_by_hand_is_written_again_after_the_next_scan(world: Any) -> None:
+    plane, workdir = world
+    audit = start(plane, workdir, "--resync", "2")
+    try:
+        wait_until(lambda: len(audit.events("scanned")) >= 1 and A in reports(plane),
+                   timeout=20, what="the report")
+        plane.kubectl("delete", "reports.openreports.io", "quickq-guard", "-n", A)
+        assert A not in reports(plane)
+        wait_until(lambda: A in reports(plane), timeout=10, what="the report to be back")
+    finally:
+        audit.stop()
+
+
 def test_a_deleted_namespace_takes_its_report_with_it(world: Any) -> None:
     plane, workdir = world
     audit = start(plane, workdir)

@@ -172,6 +172,7 @@ class Controller:
         self.results.keep_only(seen)
         self.claim_objects, self.claims = found.claim_objects, found.claims
         self.scanned = True
+        self.written = None  # read the reports again: one edited or deleted by hand is mended
         metrics.JUDGED.labels("scan").inc(found.judged)
         metrics.SCAN_SECONDS.observe(time.monotonic() - started)
         metrics.scanned()
@@ -252,6 +253,7 @@ class Controller:
                     self.results.drop_namespace(gone)
                 if event == "DELETED":
                     self.results.drop_namespace(str((item.get("metadata") or {}).get("name")))
+                metrics.set_results(self.results.counts)
                 if self.namespaces.ignored != before.ignored:
                     self.rescan.set()
                     return
@@ -319,8 +321,8 @@ class Controller:
                     if not self.leading():  # lost the Lease meanwhile: stop at once
                         self.results.mark([namespace])
                         continue
-                    await self.write_one(namespace)
-                    await asyncio.sleep(1 / WRITES_PER_SECOND)
+                    if await self.write_one(namespace):
+                        await asyncio.sleep(1 / WRITES_PER_SECOND)
             except asyncio.CancelledError:
                 raise
             except Exception as error:
@@ -349,9 +351,10 @@ class Controller:
                     str(metadata.get("resourceVersion")), reports.fingerprint(body))
         return found
 
-    async def write_one(self, namespace: str) -> None:
+    async def write_one(self, namespace: str) -> bool:
         """Bring one report in line with the results: create, replace or delete it, or
-        nothing when it says so already. A failure leaves the namespace dirty."""
+        nothing when it says so already; whether a request was made. A failure leaves the
+        namespace dirty."""
         assert self.written is not None
         of = self._report_kind(bool(namespace))
         held = list(self.results.held(namespace))
@@ -359,25 +362,27 @@ class Controller:
         operation = "delete" if not held else "replace" if known else "create"
         try:
             if not held:
-                if known is not None:
-                    await self._delete(of, namespace)
-                    metrics.WRITES.labels("delete").inc()
+                if known is None:
+                    return False
+                await self._delete(of, namespace)
+                metrics.WRITES.labels("delete").inc()
                 self.written.pop(namespace, None)
-                return
+                return True
             body = reports.report(self.api_kind, namespace, held, self.args.max_results)
             fingerprint = reports.fingerprint(body)
             if known is not None and known[1] == fingerprint:
-                return
+                return False
             version = await self._put(of, body, known[0] if known else None)
             metrics.WRITES.labels(operation).inc()
             self.written[namespace] = (version, fingerprint)
         except Exception as error:
             if _gone(error, namespace):  # the namespace is being deleted: its report too
                 self.written.pop(namespace, None)
-                return
+                return True
             self.results.mark([namespace])
             metrics.WRITE_ERRORS.labels(operation).inc()
             self._failed(operation, error)
+        return True
 
     async def _put(self, of: Kind, body: dict[str, Any], version: str | None) -> str:
         """Create the report, or replace it at `version`; on a conflict read it and replace
