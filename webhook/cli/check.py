@@ -197,7 +197,7 @@ def check(args: argparse.Namespace) -> int:
     if args.in_place and not args.fix:
         raise CliError("--in-place writes what --fix makes: pass --fix --in-place")
     if args.fix:
-        if _outputs(args) != [("table", None)]:
+        if report_outputs(args) != [("table", None)]:
             raise CliError("--fix prints YAML manifests, not a report: leave out --output "
                            "(run check -o FORMAT separately for a report)")
         from webhook.cli import fix
@@ -206,11 +206,12 @@ def check(args: argparse.Namespace) -> int:
     policies = check_policies(args)
     stdin = sys.stdin.buffer.read() if "-" in args.paths else None
     with contextlib.ExitStack() as files:
-        writers = [_writer(name, file, args, files) for name, file in _outputs(args)]
+        writers = [output_writer(name, file, args, files)
+                   for name, file in report_outputs(args)]
         return _check(args, policies, stdin, writers)
 
 
-def _outputs(args: argparse.Namespace) -> list[tuple[str, str | None]]:
+def report_outputs(args: argparse.Namespace) -> list[tuple[str, str | None]]:
     """Each report asked for: its format and the file it goes to (None: stdout)."""
     outputs: list[tuple[str, str | None]] = getattr(args, "outputs", None) or [("table", None)]
     if args.output_file:
@@ -221,8 +222,8 @@ def _outputs(args: argparse.Namespace) -> list[tuple[str, str | None]]:
     return outputs
 
 
-def _writer(name: str, file: str | None, args: argparse.Namespace,
-            files: contextlib.ExitStack) -> Format:
+def output_writer(name: str, file: str | None, args: argparse.Namespace,
+                  files: contextlib.ExitStack) -> Format:
     if file is None:
         out: TextIO = sys.stdout
     else:
@@ -270,7 +271,7 @@ def _check(args: argparse.Namespace, policies: PolicySet, stdin: bytes | None,
     for writer in writers:
         writer.finish(counts)
         writer.out.flush()
-    shows_table = any(name == "table" and file is None for name, file in _outputs(args))
+    shows_table = any(name == "table" and file is None for name, file in report_outputs(args))
     if counts["skipped"] and shows_table and not args.show_skipped and not args.quiet:
         note(f"{counts['skipped']} object{'s' * (counts['skipped'] != 1)} not judged (a kind "
              "quickq-guard does not judge, an excluded namespace): --show-skipped lists them")

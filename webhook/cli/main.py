@@ -10,7 +10,18 @@ from collections.abc import Sequence
 from typing import NoReturn
 
 from webhook import __version__
-from webhook.cli import certs, check, cluster, crd, export, nodetemplates, policies, serve, test
+from webhook.cli import (
+    audit,
+    certs,
+    check,
+    cluster,
+    crd,
+    export,
+    nodetemplates,
+    policies,
+    serve,
+    test,
+)
 from webhook.cli.exits import EXIT_ERROR, EXIT_OK, CliError, error
 from webhook.engine.policy import PolicyError
 
@@ -77,4 +88,5 @@ def parser() -> argparse.ArgumentParser:
     export.add_parser(commands)
     cluster.add_parser(commands)
     crd.add_parser(commands)
+    audit.add_parser(commands)
     return top

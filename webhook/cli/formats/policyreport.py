@@ -60,7 +60,7 @@ class PolicyReport(Format):
             for result in decision.results:
                 if quiet and not failing(decision, result, self.options.fail_on):
                     continue
-                outcome, message = _result(decision, result)
+                outcome, message = report_result(decision, result)
                 counts[outcome] += 1
                 properties = {"file": item.document.file, "line": str(item.document.line),
                               "action": result.action}
@@ -111,8 +111,9 @@ class PolicyReport(Format):
             body.close()
 
 
-def _result(decision: Decision, result: Result) -> tuple[str, str]:
-    """The PolicyReport result and message of one policy's result."""
+def report_result(decision: Decision, result: Result) -> tuple[str, str]:
+    """The PolicyReport result and message of one policy's result (the audit's reports
+    say the same: webhook.audit.scan)."""
     if result.status in ("pass", "skip"):
         return result.status, result.reason or f"{result.policy}: {result.status}"
     if result.status == "error":
