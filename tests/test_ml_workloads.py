@@ -90,11 +90,19 @@ CONTAINERS = {
         "spec.template.spec.headGroupSpec.template.spec.containers[0]",
         "spec.template.spec.workerGroupSpecs[0].template.spec.containers[0]"],
     "ome-inferenceservice.yaml": ["spec.engine.runner", "spec.router.runner"],
+    # Composed kinds: a missing amount belongs in the service's own resources (Dynamo), in
+    # spec.resources (NIM); a NIM sidecar's resources are the operator's (not listed).
+    "dynamo-graphdeployment.yaml": ["spec.services.Frontend",
+                                    "spec.services.VllmDecodeWorker"],
+    "nim-service.yaml": ["spec"],
 }
+# Composed kinds whose requests come from elsewhere when missing (KubeAI's resource
+# profile, llm-d's base Deployments): tested apart below.
+REQUESTS_ELSEWHERE = ["kubeai-model.yaml", "llmd-modelservice.yaml"]
 
 
 def test_every_manifest_is_listed():
-    assert sorted([*CONTAINERS, "trainer-trainjob.yaml"]) == names()
+    assert sorted([*CONTAINERS, *REQUESTS_ELSEWHERE, "trainer-trainjob.yaml"]) == names()
 
 
 def _without_requests(node: Any) -> None:
@@ -217,23 +225,123 @@ def test_an_ome_inference_service_is_not_taken_for_a_kserve_one():
     assert paths(judge(ome), "disallow-latest-tag") == ["spec.router.runner.image"]
 
 
-@pytest.mark.parametrize(("api_version", "kind", "start"), [
-    ("nvidia.com/v1alpha1", "DynamoGraphDeployment", "Dynamo builds each service's pods"),
-    ("apps.nvidia.com/v1alpha1", "NIMService", "the NIM operator builds its pods"),
-    ("kubeai.org/v1", "Model", "KubeAI builds a Model's pods from spec.image"),
-    ("llm-d.ai/v1alpha1", "ModelService", "llm-d builds its prefill, decode"),
-])
-def test_an_inference_platforms_kind_without_a_pod_template_says_where_its_pods_come_from(
-        api_version, kind, start):
-    obj = {"apiVersion": api_version, "kind": kind,
-           "metadata": {"name": "m", "namespace": "ml"},
-           "spec": {"image": "vllm/vllm-openai:latest", "env": {"HF_TOKEN": "hf_x"}}}
+def test_a_dynamo_graph_judges_each_services_main_container_where_its_fields_are_written():
+    decision = judge(load("dynamo-graphdeployment.yaml"))
+    assert not decision.allowed
+    service = "spec.services.VllmDecodeWorker"
+    assert findings(decision, "disallow-latest-tag") == [(
+        f"{service}.extraPodSpec.mainContainer.image",
+        "container 'main' in services.VllmDecodeWorker: image "
+        "'nvcr.io/nvidia/ai-dynamo/vllm-runtime:latest' uses the 'latest' tag; pin it to a "
+        "version (nvcr.io/nvidia/ai-dynamo/vllm-runtime:1.2.3) or a digest "
+        "(nvcr.io/nvidia/ai-dynamo/vllm-runtime@sha256:...)")]
+    # The service's envs, probes and resources (its gpu field) are the main container's.
+    assert paths(decision, "no-plaintext-secrets") == [f"{service}.envs[0].value"]
+    assert "hf_dynamo_plaintext_token_not_for_logs" not in json.dumps(
+        [decision.message, decision.warnings, dict(decision.audit_annotations)])
+    assert paths(decision, "liveness-probe-tolerance") == [
+        f"{service}.livenessProbe.failureThreshold"]
+    assert paths(decision, "require-gpu-limits") == [f"{service}.resources.limits.gpu"]
+    # The operator writes the pods: nothing in the graph is patched.
+    assert not decision.patch
+    assert {r.status for r in decision.results if r.policy in (
+        "inject-startup-probe", "inject-gpu-toleration")} == {"skip"}
+
+
+def test_a_dynamo_gpu_type_and_the_main_containers_own_resources_are_read():
+    obj = load("dynamo-graphdeployment.yaml")
+    worker = obj["spec"]["services"]["VllmDecodeWorker"]
+    worker["resources"]["limits"] = {"gpu": "1", "gpuType": "amd.com/gpu"}
+    worker["resources"]["requests"].update(gpu="1", gpuType="amd.com/gpu")
+    frontend = obj["spec"]["services"]["Frontend"]
+    del frontend["resources"]
+    frontend["extraPodSpec"]["mainContainer"]["resources"] = {
+        "requests": {"cpu": "1", "memory": "0"}}
     decision = judge(obj)
-    assert decision.outcome == "allowed"
-    [reason] = {r.reason for r in decision.results}
-    group = api_version.partition("/")[0]
-    assert reason.startswith(f"kind {kind} ({group}) is not judged: {start}")
-    assert reason.endswith("when they are created")
+    assert "require-gpu-limits" not in {p for p, _ in _failed(decision)}
+    assert paths(decision, "require-requests") == [
+        "spec.services.Frontend.extraPodSpec.mainContainer.resources.requests.memory"]
+
+
+def _failed(decision: Any) -> list[tuple[str | None, str]]:
+    return [(r.policy, f.path) for r in decision.results if r.status == "fail"
+            for f in r.findings]
+
+
+def test_a_nim_service_is_judged_as_the_pod_the_operator_writes():
+    decision = judge(load("nim-service.yaml"))
+    assert not decision.allowed
+    # spec.userID is the pods' uid: 0 is root, for the sidecar too.
+    assert findings(decision, "disallow-root-user") == [
+        ("spec.userID", "container 'llama3-8b-ctr': runs as root (runAsUser: 0); set "
+         "spec.userID to a non-zero uid"),
+        ("spec.userID", "container 'log-shipper': runs as root (runAsUser: 0); set "
+         "spec.userID to a non-zero uid")]
+    # The image is repository:tag, as the operator joins them.
+    assert findings(decision, "disallow-latest-tag") == [(
+        "spec.sidecarContainers[0].image",
+        "container 'log-shipper': image 'registry.example.com/log-shipper:' has an empty tag; "
+        "pin it to a version (registry.example.com/log-shipper:1.2.3) or a digest "
+        "(registry.example.com/log-shipper@sha256:...)")]
+    assert paths(decision, "liveness-probe-tolerance") == [
+        "spec.livenessProbe.probe.failureThreshold"]
+    assert paths(decision, "gpu-priority-class") == ["spec.priorityClassName"]
+    assert not decision.patch
+
+
+def test_a_nim_service_without_a_user_id_runs_as_the_operators_uid():
+    obj = load("nim-service.yaml")
+    del obj["spec"]["userID"]
+    obj["spec"]["livenessProbe"]["enabled"] = False
+    decision = judge(obj)
+    assert result(decision, "disallow-root-user").status == "pass"
+    assert result(decision, "liveness-probe-tolerance").status == "pass"
+
+
+def test_a_kubeai_model_judges_its_image_and_env_and_says_what_its_profile_hides():
+    decision = judge(load("kubeai-model.yaml"))
+    assert not decision.allowed
+    assert paths(decision, "disallow-latest-tag") == ["spec.image"]
+    assert paths(decision, "no-plaintext-secrets") == ["spec.env.HF_TOKEN"]
+    assert "hf_kubeai_plaintext_token_not_for_logs" not in json.dumps(
+        [decision.message, decision.warnings, dict(decision.audit_annotations)])
+    # Requests, GPUs, the security context: KubeAI's resource profile and configuration.
+    for policy in ("require-requests", "disallow-root-user", "require-gpu-limits",
+                   "require-labels"):
+        assert result(decision, policy).status == "pass", policy
+    [warning] = decision.warnings
+    assert warning.startswith("spec.resourceProfile 'nvidia-gpu-l4:1': the pods' requests, "
+                              "limits, GPUs, node selector and tolerations come from this "
+                              "resource profile in KubeAI's configuration")
+    # No image: KubeAI's configuration picks one for the engine.
+    obj = load("kubeai-model.yaml")
+    del obj["spec"]["image"]
+    assert result(judge(obj), "disallow-latest-tag").status == "pass"
+
+
+def test_an_llmd_model_service_judges_what_its_containers_write():
+    decision = judge(load("llmd-modelservice.yaml"))
+    assert not decision.allowed
+    assert findings(decision, "require-gpu-limits") == [(
+        "spec.decode.containers[0].resources.limits[nvidia.com/gpu]",
+        "container 'vllm' in decode: set resources.limits[nvidia.com/gpu] equal to "
+        "resources.requests[nvidia.com/gpu] (2 != 1)")]
+    # The base ConfigMap's Deployments give the image, security context, priority class
+    # and any missing request: not faults of this object.
+    for policy in ("require-requests", "disallow-root-user", "disallow-latest-tag",
+                   "gpu-priority-class"):
+        assert result(decision, policy).status == "pass", policy
+    [warning] = decision.warnings
+    assert warning.startswith("spec.baseConfigMapRef: llm-d merges the containers")
+    # What a container writes is judged: a zero request, a pinned-nowhere image.
+    obj = load("llmd-modelservice.yaml")
+    prefill = obj["spec"]["prefill"]["containers"][0]
+    prefill["resources"]["requests"]["memory"] = "0"
+    prefill["image"] = "ghcr.io/llm-d/llm-d:latest"
+    decision = judge(obj)
+    assert paths(decision, "require-requests") == [
+        "spec.prefill.containers[0].resources.requests.memory"]
+    assert paths(decision, "disallow-latest-tag") == ["spec.prefill.containers[0].image"]
 
 
 def test_another_projects_kind_is_skipped_naming_custom_kinds():

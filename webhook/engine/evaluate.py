@@ -294,6 +294,8 @@ def _not_mutated(workload: Workload, operation: str) -> str:
         return "a Pod is mutated on CREATE only"
     if workload.is_config_map:
         return "a ConfigMap is judged, never mutated"
+    if workload.unpatched:
+        return workload.unpatched
     if workload.kind == "ReplicaSet" and api_group(str(workload.obj.get("apiVersion"))) == "apps":
         owner = _controller_owner(workload.obj)
         if owner == ("apps", "Deployment"):

@@ -43,7 +43,9 @@ def api_group(api_version: str) -> str:
 #   pods'; the pod spec is checked as the Kubernetes PodSpec it is.
 # inline: the pod spec's fields sit among a component's own (a KServe predictor, a
 #   ServingRuntime spec), with the pods' labels in the component's `labels`.
-Style = Literal["pod", "template", "inline"]
+# composed: no pod spec at all; the kind's operator composes the pods from fields of its own
+#   (webhook.engine.composed reads them as the pod spec they become).
+Style = Literal["pod", "template", "inline", "composed"]
 ANY = "*"  # a path segment that stands for every key of a mapping or item of a list
 
 
@@ -196,6 +198,14 @@ WORKLOAD_KINDS: dict[tuple[str, str], tuple[PodSite, ...]] = {
         *(PodSite(("spec", component, *part), "inline", ("runner",), "runner", OME_CONTAINER)
           for component in ("engine", "decoder", "router")
           for part in ((), ("leader",), ("worker",)) if component != "router" or not part)),
+    # NVIDIA Dynamo, NVIDIA's NIM operator, KubeAI and llm-d: no pod template; each operator
+    # composes the pods from fields of its own, read by webhook.engine.composed as the pod
+    # specs they become (a Dynamo graph's services, an llm-d ModelService's roles)
+    ("nvidia.com", "DynamoGraphDeployment"): (PodSite(("spec", "services", ANY), "composed"),),
+    ("apps.nvidia.com", "NIMService"): (PodSite(("spec",), "composed"),),
+    ("kubeai.org", "Model"): (PodSite(("spec",), "composed"),),
+    ("llm-d.ai", "ModelService"): tuple(PodSite(("spec", role), "composed")
+                                        for role in ("prefill", "decode", "endpointPicker")),
     # Dynamic Resource Allocation: no pod spec, judged by the GPU claim policy
     ("resource.k8s.io", "ResourceClaimTemplate"): (),
     ("resource.k8s.io", "ResourceClaim"): (),
@@ -220,38 +230,6 @@ NOT_JUDGED = {
        "not a pod spec's, and override a pod template's; quickq-guard judges the Pods Spark "
        "creates, when they are created"
        for kind in ("SparkApplication", "ScheduledSparkApplication")},
-    # The inference platforms whose objects carry no pod template: each operator composes the
-    # pods' containers from fields of its own, which a pod spec's rules would misjudge.
-    # Dynamo (nvidia.com/v1alpha1; ai-dynamo/dynamo's deploy/cloud/operator/api/v1alpha1/
-    # dynamographdeployment_types.go and internal/dynamo/graph.go): a service's main container
-    # is its extraPodSpec.mainContainer merged with the service's envs and probes, and its
-    # resources come from the service's `resources` (cpu, memory, gpu, gpuType).
-    ("nvidia.com", "DynamoGraphDeployment"): "Dynamo builds each service's pods from "
-    "spec.services.<name>: extraPodSpec and its mainContainer merged with the service's own "
-    "resources (cpu, memory, gpu), envs and probes, which are not a pod template; "
-    "quickq-guard judges the pods Dynamo creates, when they are created",
-    # NIM operator (apps.nvidia.com/v1alpha1; NVIDIA/k8s-nim-operator's config/crd/bases/
-    # apps.nvidia.com_nimservices.yaml): image is {repository, tag}, probes {enabled, probe},
-    # the user a userID.
-    ("apps.nvidia.com", "NIMService"): "the NIM operator builds its pods from fields of its "
-    "own (spec.image's repository and tag, resources, env, probes with an `enabled` switch, "
-    "userID), which are not a pod template; quickq-guard judges the Deployments and pods it "
-    "creates, when they are created",
-    # KubeAI (kubeai.org/v1; substratusai/kubeai's manifests/crds/kubeai.org_models.yaml): a
-    # Model names an image, env (a map) and a resource profile (nvidia-gpu-l4:1) that KubeAI's
-    # own configuration turns into requests, limits, node selectors and tolerations.
-    ("kubeai.org", "Model"): "KubeAI builds a Model's pods from spec.image, spec.env and a "
-    "resource profile (spec.resourceProfile) defined in KubeAI's own configuration, so the "
-    "pods' requests, limits, tolerations, probes and security context are not in the object; "
-    "quickq-guard judges the pods KubeAI creates, when they are created",
-    # llm-d's ModelService (llm-d.ai/v1alpha1; llm-d/llm-d-model-service's config/crd/bases/
-    # llm-d.ai_modelservices.yaml): containers of name, image, env and resources, merged into
-    # the Deployments of a base ConfigMap, which holds the pod-level fields and probes.
-    ("llm-d.ai", "ModelService"): "llm-d builds its prefill, decode and endpoint-picker "
-    "pods from the Deployments of its base ConfigMap (spec.baseConfigMapRef), which hold the "
-    "security context, tolerations and probes, merged with the containers of spec.prefill, "
-    "spec.decode and spec.endpointPicker; quickq-guard judges the Deployments llm-d creates, "
-    "when they are created",
 }
 MAX_PROBLEMS = schema.MAX_PROBLEMS
 # How a skip reason starts to say the kind looks like a typo of a judged one.
@@ -324,6 +302,14 @@ class Container:
     # The DRA claims it consumes, resolved (webhook.engine.claims.with_claims); empty until
     # then, and for almost every container.
     claims: tuple[ClaimUse, ...] = field(default=(), repr=False, compare=False)
+    # Where a kind whose operator composes the container (webhook.engine.composed) writes its
+    # fields: a prefix of a field's path in the container -> the object's path for it (an
+    # env entry from the service's `envs`, Dynamo's resources.limits.gpu for
+    # resources.limits[nvidia.com/gpu]). The longest prefix wins; unmapped, below `path`.
+    fields: Mapping[Path, Path] | None = field(default=None, repr=False, compare=False)
+    # Fields the operator fills from elsewhere when the object leaves them out (its own
+    # configuration, a base template): their absence here is no fault.
+    elsewhere: frozenset[str] = field(default=frozenset(), repr=False, compare=False)
 
     @property
     def label(self) -> str:
@@ -343,6 +329,8 @@ class Container:
         NodeTemplate."""
         if self.group == "nodeTemplate" and names and names[0] in NODE_TEMPLATE_PROBES:
             return (*self.path, "health", NODE_TEMPLATE_PROBES[str(names[0])], *names[1:])
+        if self.fields:
+            return _mapped(self.fields, names) or (*self.path, *names)
         return (*self.path, *names)
 
     def probe(self, name: str) -> Mapping[str, Any] | None:
@@ -370,6 +358,25 @@ class PodSpec:
     # KServe component's `labels`.
     labels_path: Path
     security_context: Mapping[str, Any]  # the pod-level one; empty in a NodeTemplate
+    # As Container.fields and Container.elsewhere, for the pod-level fields of a composed
+    # kind (NIM's spec.userID for securityContext.runAsUser).
+    fields: Mapping[Path, Path] | None = field(default=None, repr=False, compare=False)
+    elsewhere: frozenset[str] = field(default=frozenset(), repr=False, compare=False)
+
+    def field_path(self, *names: str | int) -> Path:
+        """The path of a pod-level field (tolerations, securityContext.runAsUser)."""
+        if self.fields:
+            return _mapped(self.fields, names) or (*self.path, *names)
+        return (*self.path, *names)
+
+
+def _mapped(fields: Mapping[Path, Path], names: Path) -> Path | None:
+    """The object's path of a field whose longest prefix `fields` maps, or None."""
+    for size in range(len(names), 0, -1):
+        where = fields.get(names[:size])
+        if where is not None:
+            return (*where, *names[size:])
+    return None
 
 
 @dataclass(slots=True)
@@ -387,6 +394,9 @@ class Workload:
     unseen: tuple[str, ...] = ()
     # A ConfigMap: no pods, its data judged by no-plaintext-secrets.
     is_config_map: bool = False
+    # Why mutate policies leave it alone: an operator composes its pods from its fields
+    # (webhook.engine.composed), so the pods are patched where they are created.
+    unpatched: str = ""
 
     @property
     def is_node_template(self) -> bool:
@@ -446,6 +456,10 @@ def read_workload(obj: Any, node_template_groups: Sequence[str], *,
              if not site.holder_kind or _holder_kind(obj, path) == site.holder_kind]
     if sites and not found and (group, kind) not in SERVED_API_VERSIONS:
         return None  # a kind of another project without its pod templates: see not_judged
+    if sites[0].style == "composed":
+        from webhook.engine.composed import composed
+
+        return composed(obj, group, kind, [(path, data) for _, path, data in found], labels)
     if check and not checked:
         problems: list[schema.Problem] = []
         for site, path, _ in found:

@@ -216,6 +216,18 @@ rule: a namespaceSelector does not apply to them.
 {{- if $kinds.ome -}}
 {{- $groups = append $groups (dict "group" "ome.io" "namespaced" (list "inferenceservices")) -}}
 {{- end -}}
+{{- if $kinds.dynamo -}}
+{{- $groups = append $groups (dict "group" "nvidia.com" "namespaced" (list "dynamographdeployments")) -}}
+{{- end -}}
+{{- if $kinds.nim -}}
+{{- $groups = append $groups (dict "group" "apps.nvidia.com" "namespaced" (list "nimservices")) -}}
+{{- end -}}
+{{- if $kinds.kubeai -}}
+{{- $groups = append $groups (dict "group" "kubeai.org" "namespaced" (list "models")) -}}
+{{- end -}}
+{{- if $kinds.llmd -}}
+{{- $groups = append $groups (dict "group" "llm-d.ai" "namespaced" (list "modelservices")) -}}
+{{- end -}}
 {{- range .Values.customKinds -}}
 {{- if eq (default "Namespaced" .scope) "Cluster" -}}
 {{- $groups = append $groups (dict "group" .group "cluster" (list .resource)) -}}

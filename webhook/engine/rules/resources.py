@@ -37,11 +37,14 @@ def require_requests(workload: Workload, params: RequireRequestsParams) -> list[
                     and not container.requests and not container.limits:
                 continue  # its TrainJobs give them: a warning says so (workload.py)
             requests, limits = container.requests, container.limits
+            # A composed kind's operator fills what its containers leave out (llm-d's base
+            # Deployments): only what they write is judged (webhook.engine.composed).
+            given = "resources" in container.elsewhere
             for name in params.resources:
                 amount = requests.get(name)
                 if amount is None:
                     amount = limits.get(name)
-                if amount is None and name not in shared:
+                if amount is None and name not in shared and not given:
                     findings.append(finding(
                         container, f"add {resource_field(container, 'requests', name)}",
                         container.field_path("resources", "requests", name)))
