@@ -261,11 +261,10 @@ def _kubeai(obj: Mapping[str, Any], path: Path,
         pod_data["priorityClassName"] = spec["priorityClassName"]
     profile = spec.get("resourceProfile")
     shown = f" '{profile}'" if isinstance(profile, str) and profile else ""
-    note = (f"{dotted((*path, 'resourceProfile'))}{shown}: the pods' requests, limits, GPUs, "
-            "node selector and tolerations come from this resource profile in KubeAI's "
-            "configuration, and their probes and security context from KubeAI, none of "
-            "them in this object; quickq-guard judged its image, env and args, and judges "
-            "the Pods KubeAI creates when they are created")
+    # At most 256 characters: the API server cuts a webhook's warning there.
+    note = (f"{dotted((*path, 'resourceProfile'))}{shown}: requests, limits, GPUs, "
+            "tolerations, probes and security context come from KubeAI's configuration, not "
+            "this object: not judged here; the Pods KubeAI creates are judged when created")
     return PodSpec(path, pod_data, (container,), path, (), {}), note
 
 
@@ -287,12 +286,10 @@ def _llmd(obj: Mapping[str, Any], path: Path,
     inits = _containers(role, path, "initContainers", label, _LLMD_ELSEWHERE)
     pod_data = {"containers": [c.data for c in containers],
                 "initContainers": [c.data for c in inits]}
-    note = ("spec.baseConfigMapRef: llm-d merges the containers of spec.prefill, "
-            "spec.decode and spec.endpointPicker into the Deployments of this base ConfigMap, "
-            "whose security context, tolerations, probes, priority class, and any image or "
-            "resources a container leaves out, are not in this object; quickq-guard judged "
-            "what the containers write, and judges the Deployments llm-d creates when they "
-            "are created")
+    note = ("spec.baseConfigMapRef: the security context, tolerations, probes, priority "
+            "class, and any image or resources a container leaves out come from the base "
+            "ConfigMap's Deployments: not judged here; the Deployments llm-d creates are "
+            "judged when created")
     return PodSpec(path, pod_data, (*containers, *inits), path, (), {},
                    elsewhere=frozenset({"priorityClassName", "tolerations"})), note
 
