@@ -18,6 +18,7 @@ from builders import container, gpu_container, judge, result, with_config
 from webhook import Review, decode, evaluate, load_policies
 from webhook.cli import main
 from webhook.engine.policy import PolicyError
+from webhook.engine.trainjobs import train_jobs_from
 from webhook.loader import load_config
 from webhook.manifests import read_file
 
@@ -140,7 +141,8 @@ def test_a_train_job_is_skipped_saying_where_its_pods_come_from():
     assert {r.reason for r in decision.results} == {
         "kind TrainJob (trainer.kubeflow.org) is not judged: a TrainJob carries no pod "
         "template: its pods come from its TrainingRuntime or ClusterTrainingRuntime, which "
-        "quickq-guard judges"}
+        "quickq-guard judges as this TrainJob runs it (its resourcesPerNode, image and env) "
+        "when both are in the input"}
 
 
 def test_a_spark_application_is_skipped_saying_its_pods_are_judged_instead():
@@ -575,10 +577,12 @@ def test_check_judges_the_ml_kinds_as_the_engine_does(capsys):
     assert main(["check", "--output", "json", str(ML)]) == 1
     report = json.loads(capsys.readouterr().out)
     policies = load_policies()
+    # A Trainer runtime is judged with the TrainJobs of the same input.
+    review = Review(train_jobs=train_jobs_from(load(name) for name in names()))
     for name in names():
         rows = [row for row in report["results"] if row["resource"]["source"].startswith(
             str(ML / name))]
-        decision = evaluate(decode(load(name)), policies)
+        decision = evaluate(decode(load(name)), policies, review)
         # An object not judged at all (a TrainJob) is one skip row, of no policy.
         results = ((None, "skip", ""),) if decision.skipped else tuple(
             (r.policy, r.status, r.findings[0].path if r.findings else "")

@@ -4,8 +4,8 @@ AIBrix's StormService and RayClusterFleet and OME's InferenceService installed, 
 `workloadKinds` switches send them to the webhooks, which judge and patch their pod specs (an
 AppWrapper's wrapped bare Pod too, an OME component's inlined one); without the switches the
 API server never asks. The kinds whose operators compose their pods (Dynamo, NIM, KubeAI,
-llm-d: webhook.engine.composed), installed from minimal schemas of our own, are judged through
-the API server as `check` judges them offline, and never patched."""
+llm-d: webhook.engine.workload.composed), installed from minimal schemas of our own, are
+judged through the API server as `check` judges them offline, and never patched."""
 
 from __future__ import annotations
 

@@ -76,7 +76,7 @@ def disallow_latest_tag(workload: Workload, params: LatestTagParams) -> list[Fin
         if image is None and (container.group in IMAGE_FROM_RUNTIME
                               or "image" in container.elsewhere):
             continue  # a KServe model spec or OME runner runs its serving runtime's image;
-            # a composed kind's operator picks one (webhook.engine.composed)
+            # a composed kind's operator picks one (webhook.engine.workload.composed)
         problem = _image_problem(image, "image", params.tags)
         if problem:
             findings.append(finding(container, problem, container.field_path("image")))

@@ -76,7 +76,7 @@ def require_labels(workload: Workload, params: RequireLabelsParams) -> list[Find
     for pod_spec in workload.pod_specs:
         path = pod_spec.labels_path
         if not path:
-            continue  # the pods' labels are not in the object (webhook.engine.composed)
+            continue  # the pods' labels are not in the object (webhook.engine.workload.composed)
         labels = workload.labels if path == _OBJECT_LABELS else _pod_labels(workload, path)
         for keys in params.labels:
             for key in keys:

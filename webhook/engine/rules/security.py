@@ -48,7 +48,7 @@ def disallow_root_user(workload: Workload, params: NoParams) -> list[Finding]:
                     container, f"runs as root (runAsUser: 0){refused}; set {field} to a "
                     "non-zero uid", where))
             elif "securityContext" in container.elsewhere:
-                continue  # its operator sets the security context (webhook.engine.composed)
+                continue  # its operator sets it (webhook.engine.workload.composed)
             elif user is None and non_root is not True:
                 findings.append(finding(
                     container, "may run as root; set securityContext.runAsNonRoot: true "

@@ -44,7 +44,7 @@ def api_group(api_version: str) -> str:
 # inline: the pod spec's fields sit among a component's own (a KServe predictor, a
 #   ServingRuntime spec), with the pods' labels in the component's `labels`.
 # composed: no pod spec at all; the kind's operator composes the pods from fields of its own
-#   (webhook.engine.composed reads them as the pod spec they become).
+#   (webhook.engine.workload.composed reads them as the pod spec they become).
 Style = Literal["pod", "template", "inline", "composed"]
 ANY = "*"  # a path segment that stands for every key of a mapping or item of a list
 
@@ -199,7 +199,7 @@ WORKLOAD_KINDS: dict[tuple[str, str], tuple[PodSite, ...]] = {
           for component in ("engine", "decoder", "router")
           for part in ((), ("leader",), ("worker",)) if component != "router" or not part)),
     # NVIDIA Dynamo, NVIDIA's NIM operator, KubeAI and llm-d: no pod template; each operator
-    # composes the pods from fields of its own, read by webhook.engine.composed as the pod
+    # composes the pods from fields of its own, read by webhook.engine.workload.composed as the pod
     # specs they become (a Dynamo graph's services, an llm-d ModelService's roles)
     ("nvidia.com", "DynamoGraphDeployment"): (PodSite(("spec", "services", ANY), "composed"),),
     ("apps.nvidia.com", "NIMService"): (PodSite(("spec",), "composed"),),
@@ -221,7 +221,8 @@ UNSEEN_FIELDS = {
 # Kinds that look like workloads but carry no pod template, and why they are not judged.
 NOT_JUDGED = {
     ("trainer.kubeflow.org", "TrainJob"): "a TrainJob carries no pod template: its pods come "
-    "from its TrainingRuntime or ClusterTrainingRuntime, which quickq-guard judges",
+    "from its TrainingRuntime or ClusterTrainingRuntime, which quickq-guard judges as this "
+    "TrainJob runs it (its resourcesPerNode, image and env) when both are in the input",
     # Spark sets the driver's and executors' image, resources and env from spec.driver and
     # spec.executor (SparkPodSpec: cores, memory, gpu...), overwriting a pod template's;
     # judged as a pod spec, it would be judged wrong.
@@ -302,27 +303,32 @@ class Container:
     # The DRA claims it consumes, resolved (webhook.engine.claims.with_claims); empty until
     # then, and for almost every container.
     claims: tuple[ClaimUse, ...] = field(default=(), repr=False, compare=False)
-    # Where a kind whose operator composes the container (webhook.engine.composed) writes its
-    # fields: a prefix of a field's path in the container -> the object's path for it (an
+    # Where a kind whose operator composes the container (webhook.engine.workload.composed)
+    # writes its fields: a prefix of a field's path in the container -> the object's path for it (an
     # env entry from the service's `envs`, Dynamo's resources.limits.gpu for
     # resources.limits[nvidia.com/gpu]). The longest prefix wins; unmapped, below `path`.
     fields: Mapping[Path, Path] | None = field(default=None, repr=False, compare=False)
     # Fields the operator fills from elsewhere when the object leaves them out (its own
     # configuration, a base template): their absence here is no fault.
     elsewhere: frozenset[str] = field(default=frozenset(), repr=False, compare=False)
+    # The object it is judged as run by, when another object completes it (a Trainer
+    # runtime's `node` container as a TrainJob runs it: webhook.engine.trainjobs).
+    run_by: str = ""
 
     @property
     def label(self) -> str:
         if self.group == "nodeTemplate":
             return "spec"
         where = f" in {self.pod}" if self.pod else ""
-        return f"{_LABELS[self.group]} '{self.name}'{where}"
+        by = f" as {self.run_by} runs it" if self.run_by else ""
+        return f"{_LABELS[self.group]} '{self.name}'{where}{by}"
 
     @property
     def key(self) -> str:
         """The container's name, with its pod spec's when the workload has several: what an
         UPDATE compares with the old object's findings."""
-        return f"{self.name} in {self.pod}" if self.pod else self.name
+        key = f"{self.name} in {self.pod}" if self.pod else self.name
+        return f"{key} by {self.run_by}" if self.run_by else key
 
     def field_path(self, *names: str | int) -> Path:
         """The path of a field of this container; a probe name maps to spec.health.* in a
@@ -395,7 +401,7 @@ class Workload:
     # A ConfigMap: no pods, its data judged by no-plaintext-secrets.
     is_config_map: bool = False
     # Why mutate policies leave it alone: an operator composes its pods from its fields
-    # (webhook.engine.composed), so the pods are patched where they are created.
+    # (webhook.engine.workload.composed), so the pods are patched where they are created.
     unpatched: str = ""
 
     @property
@@ -457,7 +463,7 @@ def read_workload(obj: Any, node_template_groups: Sequence[str], *,
     if sites and not found and (group, kind) not in SERVED_API_VERSIONS:
         return None  # a kind of another project without its pod templates: see not_judged
     if sites[0].style == "composed":
-        from webhook.engine.composed import composed
+        from webhook.engine.workload.composed import composed
 
         return composed(obj, group, kind, [(path, data) for _, path, data in found], labels)
     if check and not checked:
@@ -490,42 +496,35 @@ def read_workload(obj: Any, node_template_groups: Sequence[str], *,
 
 
 # Kubeflow Trainer v2 (trainer.kubeflow.org/v1alpha1): the trainer container of a runtime is
-# named `node`, and the TrainJob that uses the runtime sets its resources at run time
-# (TrainJob spec.trainer.resourcesPerNode replaces them; Trainer's constants.Node). Read from
-# kubeflow/trainer's manifests/base/runtimes and pkg/constants (v2.0).
+# named `node`, and each TrainJob that runs the runtime sets its resources (webhook.engine.
+# trainjobs judges it with them).
 TRAINER_RUNTIMES = frozenset({("trainer.kubeflow.org", "TrainingRuntime"),
                               ("trainer.kubeflow.org", "ClusterTrainingRuntime")})
 TRAINER_NODE = "node"
-FROM_TRAIN_JOB = ("{container} of this {kind} sets no resources.requests of its own: "
-                  "Kubeflow Trainer sets them from each TrainJob's "
-                  "spec.trainer.resourcesPerNode at run time, which is not in this object; "
-                  "give every TrainJob that uses it resourcesPerNode.requests (cpu, memory)")
-
-
-def from_train_job(workload: Workload, container: Container) -> bool:
-    """Whether a container's resources come from the TrainJob at run time (a Trainer
-    runtime's `node` container), so a runtime without requests there is not at fault."""
-    return container.name == TRAINER_NODE and container.group == "containers" \
-        and workload.kind in ("TrainingRuntime", "ClusterTrainingRuntime") \
-        and api_group(str(workload.obj.get("apiVersion", ""))) == "trainer.kubeflow.org"
 
 
 def _trainer_runtime(obj: Mapping[str, Any], kind: str, pods: list[PodSpec],
                      labels: Mapping[str, Any]) -> Workload:
     """A Trainer runtime: its pod specs, each named by its replicated job's path from the
     object's root (`spec.template.spec.replicatedJobs[1]`, the convention its findings' fields
-    use), and a warning for each `node` container whose requests its TrainJobs give (see
-    FROM_TRAIN_JOB)."""
-    if len(pods) != 1:
-        pods = [replace(pod, containers=tuple(
-            replace(container, pod=dotted(pod.template_path[:5]))
-            for container in pod.containers)) for pod in pods]
+    use); a `node` container without resources has them from its TrainJobs, with which
+    webhook.engine.trainjobs judges it."""
+    pods = [replace(pod, containers=tuple(
+        replace(container,
+                pod=dotted(pod.template_path[:5]) if len(pods) != 1 else container.pod,
+                elsewhere=_FROM_TRAIN_JOB if _node_without_resources(container)
+                else container.elsewhere)
+        for container in pod.containers)) for pod in pods]
     containers = tuple(container for pod in pods for container in pod.containers)
-    unseen = tuple(FROM_TRAIN_JOB.format(container=container.label, kind=kind)
-                   for container in containers
-                   if container.name == TRAINER_NODE and container.group == "containers"
-                   and not container.requests and not container.limits)
-    return Workload(obj, kind, tuple(pods), containers, labels, unseen=unseen)
+    return Workload(obj, kind, tuple(pods), containers, labels)
+
+
+_FROM_TRAIN_JOB = frozenset({"resources"})
+
+
+def _node_without_resources(container: Container) -> bool:
+    return container.name == TRAINER_NODE and container.group == "containers" \
+        and not container.requests and not container.limits
 
 
 def _shared(obj: Mapping[str, Any], site: PodSite, pod: PodSpec) -> PodSpec:
