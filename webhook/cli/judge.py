@@ -211,8 +211,11 @@ def count(decision: Decision, counts: Counter[str]) -> None:
     counts["resources"] += 1
     if decision.skipped:  # not judged at all: neither allowed by the policies nor denied
         counts["skipped"] += 1
-    else:
-        counts["outcome:" + decision.outcome] += 1
+        # One skip result for the object, as the reports write it, not one per policy: a
+        # repository of many objects not judged would read as thousands of policy skips.
+        counts["skip"] += 1
+        return
+    counts["outcome:" + decision.outcome] += 1
     if decision.warnings:
         counts["level:warn"] += 1
     if decision.audit_annotations:
