@@ -300,6 +300,28 @@ def test_a_nim_service_without_a_user_id_runs_as_the_operators_uid():
     assert result(decision, "liveness-probe-tolerance").status == "pass"
 
 
+def test_a_nim_services_pods_have_the_operators_labels_and_its_own():
+    # The operator labels every pod app and app.kubernetes.io/name (GetSelectorLabels,
+    # GetStandardLabels): the shipped require-labels is met without spec.labels.
+    decision = judge(load("nim-service.yaml"))
+    assert result(decision, "require-labels").status == "pass"
+    team = with_config(policies={"require-labels": {"params": {"labels": [["team"]]}}})
+    assert paths(judge(load("nim-service.yaml"), team), "require-labels") == [
+        "spec.labels.team"]
+    obj = load("nim-service.yaml")
+    obj["spec"]["labels"] = {"team": "inference"}
+    assert result(judge(obj, team), "require-labels").status == "pass"
+
+
+def test_a_nim_image_tag_written_as_a_number_is_refused_naming_the_field():
+    obj = load("nim-service.yaml")
+    obj["spec"]["image"]["tag"] = 1.8  # `tag: 1.8` in YAML: the CRD's schema wants a string
+    decision = judge(obj)
+    assert decision.outcome == "error"
+    assert "spec.image.tag: expected a string, got a number (quote the value)" in \
+        decision.message
+
+
 def test_a_kubeai_model_judges_its_image_and_env_and_says_what_its_profile_hides():
     decision = judge(load("kubeai-model.yaml"))
     assert not decision.allowed

@@ -368,6 +368,9 @@ class PodSpec:
     # kind (NIM's spec.userID for securityContext.runAsUser).
     fields: Mapping[Path, Path] | None = field(default=None, repr=False, compare=False)
     elsewhere: frozenset[str] = field(default=frozenset(), repr=False, compare=False)
+    # The pods' labels when an operator composes them (a NIMService's own and the
+    # operator's), instead of those at labels_path.
+    labels: Mapping[str, Any] | None = field(default=None, repr=False, compare=False)
 
     def field_path(self, *names: str | int) -> Path:
         """The path of a pod-level field (tolerations, securityContext.runAsUser)."""

@@ -21,10 +21,12 @@ from dataclasses import replace
 from typing import Any
 
 from webhook.engine.patch import Path, dotted
+from webhook.engine.schema import Problem, type_name
 from webhook.engine.workload import (
     PROBES,
     Container,
     PodSpec,
+    RefusedObject,
     Workload,
     _container,
     _list_of_mappings,
@@ -198,17 +200,35 @@ def _nim(obj: Mapping[str, Any], path: Path, spec: Mapping[str, Any]) -> tuple[P
                     initContainers=[c.data for c in inits], securityContext=security)
     pod_fields: dict[Path, Path] = {("securityContext", "runAsUser"): (*path, "userID"),
                   ("securityContext", "runAsGroup"): (*path, "groupID")}
+    own = _mapping(spec.get("labels"), path, "labels")
+    labels = {**_nim_labels(str(metadata.get("name"))), **own}
     return PodSpec(path, pod_data, (main, *sidecars, *inits), path, (*path, "labels"),
-                   security, fields=pod_fields), ""
+                   security, fields=pod_fields, labels=labels), ""
+
+
+def _nim_labels(name: str) -> dict[str, str]:
+    """The labels the operator gives every pod of a NIMService (GetSelectorLabels,
+    GetStandardLabels), under spec.labels."""
+    return {"app": name, "app.kubernetes.io/name": name, "app.kubernetes.io/instance": name,
+            "app.kubernetes.io/part-of": "nim-service",
+            "app.kubernetes.io/managed-by": "k8s-nim-operator"}
 
 
 def _nim_image(value: Any, path: Path) -> str | None:
-    """A NIM image {repository, tag} as the operator writes it into the pod: repository:tag."""
+    """A NIM image {repository, tag} as the operator writes it into the pod: repository:tag.
+    Both are strings in the CRD's schema: `tag: 1.8` (a number in YAML) is refused by the
+    API server, and so it is here, naming the field."""
     image = _mapping(value, path)
     repository, tag = image.get("repository"), image.get("tag")
-    if not isinstance(repository, str) or not repository:
+    problems: list[Problem] = [
+        ((*path, key), f"expected a string, got {type_name(found)} (quote the value)")
+        for key, found in (("repository", repository), ("tag", tag))
+        if found is not None and not isinstance(found, str)]
+    if problems:
+        raise RefusedObject(problems)
+    if not repository:
         return None
-    return f"{repository}:{tag if isinstance(tag, str) else ''}"
+    return f"{repository}:{tag or ''}"
 
 
 def _nim_containers(spec: Mapping[str, Any], path: Path, key: str,
