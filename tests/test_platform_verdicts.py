@@ -288,6 +288,7 @@ def test_a_training_runtime_is_judged_as_each_trainjob_in_the_input_runs_it():
     jobs = train_jobs_from([
         train_job("sized", resourcesPerNode=SIZED),
         train_job("unsized", image="docker.io/kubeflow/pytorch-mnist:latest"),
+        train_job("sized"),  # the same TrainJob again (another copy of an example): once
         {**train_job("elsewhere"), "spec": {"runtimeRef": {"name": "other"}}}])
     decision = judge(training_runtime(), review=Review(train_jobs=jobs))
     # The TrainJob that gives resourcesPerNode passes; the one that does not is denied, as

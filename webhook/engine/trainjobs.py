@@ -59,8 +59,10 @@ AT_ADMISSION = TrainJobs({}, "at admission")
 
 def train_jobs_from(objects: Iterable[Any], where: str = "in the input") -> TrainJobs:
     """The lookup over the TrainJobs among `objects`; malformed ones are left out (they are
-    reported, or skipped, where they are judged)."""
+    reported, or skipped, where they are judged), and so is a TrainJob of the same namespace
+    and name as one before it (the same example in two places of a repository)."""
     uses: dict[tuple[str, str], list[TrainJobUse]] = {}
+    seen: set[tuple[str, str]] = set()
     for obj in objects:
         if not isinstance(obj, Mapping) or obj.get("kind") != "TrainJob" \
                 or api_group(str(obj.get("apiVersion"))) != TRAINER_GROUP:
@@ -76,9 +78,13 @@ def train_jobs_from(objects: Iterable[Any], where: str = "in the input") -> Trai
         kind = ref.get("kind") or DEFAULT_RUNTIME_KIND
         trainer = spec.get("trainer")
         namespace = metadata.get("namespace")
-        uses.setdefault((str(kind), ref["name"]), []).append(TrainJobUse(
-            namespace if isinstance(namespace, str) else "", str(metadata.get("name")),
-            trainer if isinstance(trainer, Mapping) else {}))
+        job = TrainJobUse(namespace if isinstance(namespace, str) else "",
+                          str(metadata.get("name")),
+                          trainer if isinstance(trainer, Mapping) else {})
+        if (job.namespace, job.name) in seen:
+            continue
+        seen.add((job.namespace, job.name))
+        uses.setdefault((str(kind), ref["name"]), []).append(job)
     return TrainJobs({key: tuple(found) for key, found in uses.items()}, where)
 
 
