@@ -91,6 +91,7 @@ CONTAINERS = {
         "spec.template.spec.headGroupSpec.template.spec.containers[0]",
         "spec.template.spec.workerGroupSpecs[0].template.spec.containers[0]"],
     "ome-inferenceservice.yaml": ["spec.engine.runner", "spec.router.runner"],
+    "ome-clusterservingruntime.yaml": ["spec.engineConfig.runner", "spec.routerConfig.runner"],
     # Composed kinds: a missing amount belongs in the service's own resources (Dynamo), in
     # spec.resources (NIM); a NIM sidecar's resources are the operator's (not listed).
     "dynamo-graphdeployment.yaml": ["spec.services.Frontend",
@@ -215,6 +216,20 @@ def test_a_multi_node_ome_engine_judges_its_leader_and_workers():
         "spec.engine.leader.runner.env[0].value", "spec.engine.worker.runner.env[0].value"]
     assert pointers(decision) == ["/spec/engine/leader/tolerations",
                                   "/spec/engine/worker/tolerations"]
+
+
+def test_an_ome_serving_runtime_judges_each_components_runner():
+    decision = judge(load("ome-clusterservingruntime.yaml"))
+    assert not decision.allowed
+    assert findings(decision, "disallow-latest-tag") == [(
+        "spec.routerConfig.runner.image",
+        "container 'router' in routerConfig: image "
+        "'docker.io/lmsysorg/sgl-model-gateway:latest' uses the 'latest' tag; pin it to a "
+        "version (docker.io/lmsysorg/sgl-model-gateway:1.2.3) or a digest "
+        "(docker.io/lmsysorg/sgl-model-gateway@sha256:...)")]
+    # The spec itself holds no containers: no pod of its own, so no labels asked of it.
+    assert result(decision, "require-labels").status == "pass"
+    assert not decision.patch
 
 
 def test_an_ome_inference_service_is_not_taken_for_a_kserve_one():

@@ -39,7 +39,8 @@ CRDS = [("batch.volcano.sh", "Job", "jobs"), ("argoproj.io", "Workflow", "workfl
         ("workload.codeflare.dev", "AppWrapper", "appwrappers"),
         ("orchestration.aibrix.ai", "StormService", "stormservices"),
         ("orchestration.aibrix.ai", "RayClusterFleet", "rayclusterfleets"),
-        ("ome.io", "InferenceService", "inferenceservices", "v1beta1")]
+        ("ome.io", "InferenceService", "inferenceservices", "v1beta1"),
+        ("ome.io", "ServingRuntime", "servingruntimes", "v1beta1")]
 
 
 def crd(group: str, kind: str, plural: str, version: str = "v1alpha1") -> dict[str, Any]:
@@ -169,6 +170,18 @@ def ome_service(name: str, runner: dict[str, Any]) -> dict[str, Any]:
                 "runner": runner}}}
 
 
+def ome_runtime(name: str, runner: dict[str, Any]) -> dict[str, Any]:
+    """An OME ServingRuntime (ome.io/v1beta1) whose engineConfig inlines its pod spec around a
+    runner."""
+    return {"apiVersion": "ome.io/v1beta1", "kind": "ServingRuntime",
+            "metadata": {"name": name, "namespace": NAMESPACE, "labels": {"app": name}},
+            "spec": {"supportedModelFormats": [{"modelFormat": {"name": "safetensors"}}],
+                     "engineConfig": {
+                         "labels": {"app": name},
+                         "securityContext": {"runAsNonRoot": True, "runAsUser": 10001},
+                         "runner": {**runner, "name": "ome-container"}}}}
+
+
 @pytest.fixture(scope="module")
 def kube(guard: Guard) -> ControlPlane:
     plane = guard.plane
@@ -199,7 +212,8 @@ def test_off_by_default_the_api_server_never_asks(kube: ControlPlane) -> None:
                 wrapped_pod("latest", container("worker", image="nginx:latest")),
                 storm_service("latest", container("decode", image="nginx:latest")),
                 ray_cluster_fleet("latest", container("worker", image="nginx:latest")),
-                ome_service("latest", container(image="nginx:latest"))):
+                ome_service("latest", container(image="nginx:latest")),
+                ome_runtime("latest", container(image="nginx:latest"))):
         code, stderr, _ = server_dry_run(kube, obj)
         assert code == 0, stderr
 
@@ -241,7 +255,9 @@ def test_switched_on_the_inference_platforms_pods_are_judged_and_patched_where_w
             (ray_cluster_fleet("latest", container("worker", image="nginx:latest")),
              "spec.template.spec.workerGroupSpecs[0].template.spec.containers[0].image"),
             (ome_service("latest", container(image="nginx:latest")),
-             "spec.engine.runner.image")):
+             "spec.engine.runner.image"),
+            (ome_runtime("latest", container(image="nginx:latest")),
+             "spec.engineConfig.runner.image")):
         code, stderr, _ = server_dry_run(kube, obj)
         assert code != 0, obj["kind"]
         assert "[disallow-latest-tag]" in stderr and where in stderr, stderr
@@ -260,6 +276,9 @@ def test_switched_on_the_inference_platforms_pods_are_judged_and_patched_where_w
     engine = admitted["spec"]["engine"]
     assert engine["tolerations"] == [GPU_TOLERATION]
     assert "startupProbe" in engine["runner"]
+    code, stderr, admitted = server_dry_run(kube, ome_runtime("gpu", gpu_container()))
+    assert code == 0, stderr
+    assert admitted["spec"]["engineConfig"]["tolerations"] == [GPU_TOLERATION]
 
 
 def test_the_composed_kinds_are_judged_through_the_api_server_as_offline(

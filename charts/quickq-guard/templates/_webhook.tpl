@@ -214,7 +214,7 @@ rule: a namespaceSelector does not apply to them.
 {{- $groups = append $groups (dict "group" "orchestration.aibrix.ai" "namespaced" (list "stormservices" "rayclusterfleets")) -}}
 {{- end -}}
 {{- if $kinds.ome -}}
-{{- $groups = append $groups (dict "group" "ome.io" "namespaced" (list "inferenceservices")) -}}
+{{- $groups = append $groups (dict "group" "ome.io" "namespaced" (list "inferenceservices" "servingruntimes") "cluster" (list "clusterservingruntimes")) -}}
 {{- end -}}
 {{- if $kinds.dynamo -}}
 {{- $groups = append $groups (dict "group" "nvidia.com" "namespaced" (list "dynamographdeployments")) -}}

@@ -90,6 +90,17 @@ OME_CONTAINER = "ome-container"  # the name OME gives a runner's or model spec's
 IMAGE_FROM_RUNTIME = frozenset({"model", "runner"})
 _RAY_CLUSTER = ("headGroupSpec",), ("workerGroupSpecs", ANY)
 
+def _ome_components(*components: str) -> tuple[PodSite, ...]:
+    """OME's engine, decoder and router (or a runtime's engineConfig...): each inlines its
+    pod spec around its `runner`, and a multi-node engine or decoder has a `leader` and a
+    `worker` of their own (not the router)."""
+    return tuple(PodSite(("spec", component, *part), "inline", ("runner",), "runner",
+                         OME_CONTAINER)
+                 for component in components
+                 for part in ((), ("leader",), ("worker",))
+                 if not component.startswith("router") or not part)
+
+
 class BuiltIn(NamedTuple):
     """A built-in kind quickq-guard judges: its apiVersion, its resource (plural) and the
     path of its pod spec. The one table the export, the test builders and the cluster tests
@@ -195,9 +206,17 @@ WORKLOAD_KINDS: dict[tuple[str, str], tuple[PodSite, ...]] = {
     ("ome.io", "InferenceService"): (
         PodSite(("spec", "predictor"), "inline", ("model",), model_name=OME_CONTAINER),
         PodSite(("spec", "predictor", "workerSpec"), "inline"),
-        *(PodSite(("spec", component, *part), "inline", ("runner",), "runner", OME_CONTAINER)
-          for component in ("engine", "decoder", "router")
-          for part in ((), ("leader",), ("worker",)) if component != "router" or not part)),
+        *_ome_components("engine", "decoder", "router")),
+    # OME's serving runtimes (ome.io/v1beta1, pkg/apis/ome/v1beta1/servingruntime_types.go):
+    # like KServe's, the spec inlines a pod spec (`containers`) and `workers` another; and
+    # engineConfig, decoderConfig and routerConfig each inline one around its runner, as an
+    # InferenceService's components do
+    # (a spec or workers without containers makes no pod of its own)
+    **{("ome.io", kind): (
+        PodSite(("spec",), "inline", only_with_containers=True),
+        PodSite(("spec", "workers"), "inline", only_with_containers=True),
+        *_ome_components("engineConfig", "decoderConfig", "routerConfig"))
+       for kind in ("ServingRuntime", "ClusterServingRuntime")},
     # NVIDIA Dynamo, NVIDIA's NIM operator, KubeAI and llm-d: no pod template; each operator
     # composes the pods from fields of its own, read by webhook.engine.workload.composed as the pod
     # specs they become (a Dynamo graph's services, an llm-d ModelService's roles)
