@@ -359,6 +359,20 @@ def test_a_kubeai_model_judges_its_image_and_env_and_says_what_its_profile_hides
     assert result(judge(obj), "disallow-latest-tag").status == "pass"
 
 
+def test_what_a_composed_kind_leaves_unjudged_is_shown_and_fails_no_run(tmp_path, capsys):
+    obj = load("kubeai-model.yaml")
+    obj["spec"]["image"] = "ollama/ollama:0.9.0"
+    del obj["spec"]["env"]["HF_TOKEN"]
+    manifest = tmp_path / "model.json"
+    manifest.write_text(json.dumps(obj))
+    assert main(["check", "--fail-on", "warn", str(manifest)]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith("WARN        -                          Model.kubeai.org "
+                          "kubeai/qwen2-500m-cpu  spec.resourceProfile 'nvidia-gpu-l4:1': ")
+    assert main(["check", "--quiet", "--fail-on", "warn", str(manifest)]) == 0
+    assert "WARN" not in capsys.readouterr().out
+
+
 def test_an_llmd_model_service_judges_what_its_containers_write():
     decision = judge(load("llmd-modelservice.yaml"))
     assert not decision.allowed

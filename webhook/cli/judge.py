@@ -216,7 +216,10 @@ def count(decision: Decision, counts: Counter[str]) -> None:
         counts["skip"] += 1
         return
     counts["outcome:" + decision.outcome] += 1
-    if decision.warnings:
+    # A warning of no policy says what quickq-guard could not judge (a podSpecPatch, a KubeAI
+    # Model's resource profile): shown, but nothing the object's author can fix, so it fails
+    # no run, not even under --fail-on warn.
+    if any(warning.startswith("[") for warning in decision.warnings):
         counts["level:warn"] += 1
     if decision.audit_annotations:
         counts["level:audit"] += 1
