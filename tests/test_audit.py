@@ -264,9 +264,27 @@ def audit(*args: str) -> subprocess.CompletedProcess[str]:
                           capture_output=True, text=True, check=False)
 
 
+def test_a_metrics_port_in_use_is_said_clearly(tmp_path):
+    import socket
+
+    with socket.socket() as taken:
+        taken.bind(("0.0.0.0", 0))
+        taken.listen()
+        config = tmp_path / "kubeconfig"
+        config.write_text("apiVersion: v1\nkind: Config\nclusters: [{name: c, cluster: {server: "
+                          "'https://127.0.0.1:1'}}]\nusers: [{name: u, user: {token: t}}]\n"
+                          "contexts: [{name: c, context: {cluster: c, user: u}}]\n"
+                          "current-context: c\n")
+        done = audit("--kubeconfig", str(config), "--metrics-port",
+                     str(taken.getsockname()[1]))
+    assert done.returncode == 2, done.stderr
+    assert "cannot serve metrics on port" in done.stderr and "Traceback" not in done.stderr
+
+
 @pytest.mark.parametrize("args, says", [
     (("--namespace", "team"), "--namespace is for --once"),
     (("--once", "--kubeconfig", "/nonexistent/kubeconfig"), "no cluster to audit"),
+    (("--kubeconfig", "/nonexistent/kubeconfig"), "no cluster to audit"),
     (("--once", "--max-results", "0"), "must be 1 or more"),
     (("--resync", "-1"), "must be more than 0"),
 ])
@@ -274,3 +292,37 @@ def test_the_command_refuses_bad_input_clearly(args, says):
     done = audit(*args)
     assert done.returncode == 2
     assert says in done.stderr and "Traceback" not in done.stderr
+
+
+def test_namespaces_the_webhook_never_judges_are_left_alone():
+    from webhook.audit.cluster import Namespaces, judged_namespace
+
+    config = Config(excludeNamespaces=("kube-*", "platform"))
+    seen = Namespaces().seen("ADDED", {"metadata": {"name": "quiet",
+                                                    "labels": {"quickq.io/ignore": "true"}}})
+    seen = seen.seen("MODIFIED", {"metadata": {"name": "old",
+                                               "deletionTimestamp": "2026-12-07T00:00:00Z"}})
+    assert seen.skipped == {"quiet", "old"}
+    assert [judged_namespace(name, config, seen.skipped) for name in
+            ("team", "", "kube-system", "platform", "quiet", "old")] == \
+        [True, True, False, False, False, False]
+    seen = seen.seen("MODIFIED", {"metadata": {"name": "quiet", "labels": {}}})
+    seen = seen.seen("DELETED", {"metadata": {"name": "old"}})
+    assert seen.skipped == frozenset()  # a namespace made again with that name is judged
+
+
+def test_the_kinds_audited_are_those_the_webhook_judges():
+    from webhook.audit.cluster import built_in_kinds, judged_custom_kind
+
+    config = Config(customKinds=({"group": "example.com", "kind": "Trainer",
+                                  "podTemplates": ["spec.template"]},))
+    assert judged_custom_kind("ray.io", "RayCluster", config)
+    assert judged_custom_kind("example.com", "Trainer", config)
+    assert judged_custom_kind("quickq.io", "NodeTemplate", config)
+    assert not judged_custom_kind("apps", "Deployment", config)  # a built-in one
+    assert not judged_custom_kind("example.com", "Other", config)
+    names = [kind.kind for kind in built_in_kinds(load_policies(None, config))]
+    assert names[:2] == ["ResourceClaim", "ResourceClaimTemplate"]  # before the pods
+    assert {"Pod", "Deployment", "CronJob", "ConfigMap"} <= set(names)
+    off = Config(policies={"no-plaintext-secrets": {"action": "off"}})
+    assert "ConfigMap" not in [kind.kind for kind in built_in_kinds(load_policies(None, off))]

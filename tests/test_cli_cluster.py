@@ -33,6 +33,7 @@ class Stub:
         self.answers: list[tuple[int, dict[str, Any], list[str]]] = []
         self.configs: dict[str, dict[str, Any]] = {}
         self.requests: list[tuple[str, str, Any]] = []
+        self.authorizations: list[str | None] = []
 
     def config(self, resource: str, name: str, hook: str) -> None:
         self.configs[f"{CONFIGS}{resource}/{name}"] = {
@@ -56,6 +57,12 @@ def handler(stub: Stub) -> type[BaseHTTPRequestHandler]:
             length = int(self.headers.get("Content-Length") or 0)
             body = json.loads(self.rfile.read(length)) if length else None
             stub.requests.append((self.command, self.path, body))
+            stub.authorizations.append(self.headers.get("Authorization"))
+            if self.path.startswith("/behind-a-proxy/"):  # a bare answer, not the API's
+                self.send_response(502)
+                self.send_header("Content-Length", "0")
+                self.end_headers()
+                return None
             if self.command == "POST":
                 status, answer, warnings = stub.answers.pop(0) if len(stub.answers) > 1 \
                     else stub.answers[0]
@@ -181,11 +188,41 @@ def test_remove_deletes_both_and_a_missing_one_is_fine(capsys: Any,
                                                        stub: tuple[Stub, str]) -> None:
     state, url = stub
     state.config("validatingwebhookconfigurations", "qg", "validate.quickq-guard.quickq.io")
-    code, out, _ = run_cli(capsys, "cluster", "remove", "--validating", "qg",
+    code, out, err = run_cli(capsys, "cluster", "remove", "--validating", "qg",
                            "--mutating", "qg", "--server", url)
-    assert code == 0
+    assert code == 0, err
     assert state.configs == {}
     assert "mutatingwebhookconfigurations/qg: gone already" in out
+
+
+def test_a_kubeconfig_names_the_server_and_the_credentials(capsys: Any, tmp_path: Any,
+                                                           stub: tuple[Stub, str]) -> None:
+    state, url = stub
+    state.answers = [admitted(probe_warning("validate", "ns/qg"))]
+    kubeconfig = tmp_path / "config"
+    kubeconfig.write_text(json.dumps({
+        "apiVersion": "v1", "kind": "Config", "current-context": "hooks",
+        "clusters": [{"name": "stub", "cluster": {"server": url}}],
+        "users": [{"name": "hooks", "user": {"token": "hooks-token"}}],
+        "contexts": [{"name": "hooks", "context": {"cluster": "stub", "user": "hooks"}}]}))
+    code, out, err = run_cli(capsys, "cluster", "probe", "--namespace", "team-a",
+                             "--instance", "ns/qg", "--kubeconfig", str(kubeconfig))
+    assert code == 0, out + err
+    assert state.authorizations == ["Bearer hooks-token"]
+
+
+def test_a_refusal_without_a_status_object_is_still_a_refusal(capsys: Any,
+                                                              stub: tuple[Stub, str]) -> None:
+    """What a proxy or a load balancer in front of the API server answers: no JSON, maybe
+    no Content-Type."""
+    state, url = stub
+    state.answers = [(503, None, [])]  # the stub sends `null`, as application/json
+    code, out, err = run_cli(capsys, "cluster", "probe", "--namespace", "team-a",
+                             "--server", url)
+    assert code == 1 and "null" in out and "expected the probe to be answered" in err
+    code, _, err = run_cli(capsys, "cluster", "remove", "--validating", "qg",
+                           "--server", url + "/behind-a-proxy")
+    assert code == 2 and "cannot delete validatingwebhookconfigurations/qg: HTTP 502" in err
 
 
 def test_bad_arguments_and_no_cluster_are_clear_errors(capsys: Any,
@@ -198,6 +235,13 @@ def test_bad_arguments_and_no_cluster_are_clear_errors(capsys: Any,
     code, _, err = run_cli(capsys, "cluster", "remove", "--validating", "qg",
                            "--server", "http://127.0.0.1:9")
     assert code == 2 and "cannot reach the API server" in err
+    code, _, err = run_cli(capsys, "cluster", "remove", "--validating", "qg",
+                           "--kubeconfig", "/nonexistent/config")
+    assert code == 2 and "cannot read the Kubernetes configuration" in err
+    code, _, err = run_cli(capsys, "cluster", "remove", "--validating", "qg",
+                           "--server", "https://127.0.0.1:9", "--certificate-authority",
+                           "/nonexistent/ca.crt")
+    assert code == 2 and "cannot load the TLS files" in err
 
 
 def test_the_probe_pod_passes_the_shipped_policies_and_only_the_tag_denies_it() -> None:

@@ -45,8 +45,12 @@ def test_the_ci_commands_need_no_server_dependency(args):
     assert done.returncode in (0, 1), done.stderr[-3000:]
 
 
-def test_the_blocker_blocks():
-    done = without_server("serve", "--cert", "x", "--key", "y")
+@pytest.mark.parametrize("args", [
+    ("serve", "--cert", "x", "--key", "y"),
+    ("cluster", "remove", "--validating", "x", "--server", "http://127.0.0.1:9"),
+])
+def test_the_blocker_blocks(args):
+    done = without_server(*args)
     assert done.returncode == 2
     assert "pip install 'quickq-guard[server]'" in done.stderr
     assert "Traceback" not in done.stderr

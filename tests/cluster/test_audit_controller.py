@@ -261,6 +261,13 @@ def test_once_prints_what_check_prints_for_a_dump(world: Any) -> None:
     assert "DENY" in table.stdout and "/apis/apps/v1/namespaces/audit-a/deployments/web" \
         in table.stdout
     assert SECRET not in table.stdout + once.stdout
+    for name in ("sarif", "junit", "github", "gitlab", "policyreport", "html"):
+        shown = subprocess.run(
+            [sys.executable, "-m", "webhook.cli", "audit", "--once", "--kubeconfig",
+             str(plane.kubeconfig), "--config", str(workdir / "config.yaml"), "-o", name],
+            cwd=REPO, capture_output=True, text=True, check=False)
+        assert shown.returncode == 1, f"{name}: {shown.stderr}"
+        assert "disallow-latest-tag" in shown.stdout and SECRET not in shown.stdout, name
 
 
 def failures_of(plane: ControlPlane, namespace: str, name: str) -> set[str]:
@@ -269,7 +276,7 @@ def failures_of(plane: ControlPlane, namespace: str, name: str) -> set[str]:
             if result["result"] == "fail" and result["resources"][0]["name"] == name}
 
 
-def test_a_fixed_deployment_leaves_the_report_within_10_s(world: Any) -> None:
+def test_a_fixed_or_deleted_object_leaves_the_report_within_10_s(world: Any) -> None:
     plane, workdir = world
     audit = start(plane, workdir)
     try:
@@ -281,10 +288,44 @@ def test_a_fixed_deployment_leaves_the_report_within_10_s(world: Any) -> None:
         wait_until(lambda: not failures_of(plane, B, "api"), timeout=10,
                    what="the fixed Deployment's failures to leave the report", interval=0.1)
         took = time.monotonic() - began
+        assert "disallow-latest-tag" in failures_of(plane, B, "nightly")
+        plane.kubectl("delete", "cronjob", "nightly", "-n", B)
+        wait_until(lambda: not failures_of(plane, B, "nightly"), timeout=10,
+                   what="the deleted CronJob's failures to leave the report")
     finally:
         audit.stop()
     assert took < 10
     assert "disallow-latest-tag" in failures_of(plane, B, "db")  # the others stay
+
+
+RAY = {"apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+       "metadata": {"name": "rayclusters.ray.io"},
+       "spec": {"group": "ray.io", "scope": "Namespaced",
+                "names": {"kind": "RayCluster", "plural": "rayclusters",
+                          "singular": "raycluster", "listKind": "RayClusterList"},
+                "versions": [{"name": "v1", "served": True, "storage": True, "schema": {
+                    "openAPIV3Schema": {"type": "object",
+                                        "x-kubernetes-preserve-unknown-fields": True}}}]}}
+
+
+def test_a_judged_kind_installed_later_is_audited(world: Any) -> None:
+    plane, workdir = world
+    audit = start(plane, workdir)
+    try:
+        wait_until(lambda: bool(audit.events("scanned")), timeout=20, what="a first scan")
+        plane.apply(RAY, check=True)
+        plane.kubectl("wait", "--for=condition=established", "--timeout=30s",
+                      "crd/rayclusters.ray.io")
+        ray = {"apiVersion": "ray.io/v1", "kind": "RayCluster",
+               "metadata": {"name": "llm", "namespace": B},
+               "spec": {"headGroupSpec": {"template": {
+                   "metadata": {"labels": {"app": "llm"}},
+                   "spec": pod_spec(latest("head"))}}}}
+        plane.apply(ray, check=True)
+        wait_until(lambda: "disallow-latest-tag" in failures_of(plane, B, "llm"),
+                   timeout=15, what="the RayCluster in the report")
+    finally:
+        audit.stop()
 
 
 def require_labels_of(plane: ControlPlane) -> str:
@@ -310,6 +351,52 @@ def test_switching_a_policy_to_enforce_in_the_config_rescans(world: Any) -> None
     assert len(audit.events("scanned")) >= 2
 
 
+def latest_tag_of_db(plane: ControlPlane) -> str:
+    report = reports(plane).get(B) or {}
+    return next((r["result"] for r in report.get("results") or ()
+                 if r["policy"] == "disallow-latest-tag"
+                 and r["resources"][0]["name"] == "db"), "")
+
+
+def test_an_exception_granted_then_expired_changes_the_results_it_covers(world: Any) -> None:
+    plane, workdir = world
+    audit = start(plane, workdir)
+    expires = datetime.now(UTC) + timedelta(seconds=12)
+    grant = {"apiVersion": "quickq.io/v1", "kind": "PolicyException",
+             "metadata": {"name": "db-tag", "namespace": GRANTS},
+             "spec": {"policies": [{"id": "disallow-latest-tag"}],
+                      "match": {"namespaces": [B], "names": ["db"]},
+                      "expires": expires.strftime("%Y-%m-%dT%H:%M:%SZ"),
+                      "reason": "the database image is pinned next week"}}
+    try:
+        wait_until(lambda: bool(audit.events("scanned")), timeout=20,
+                   what="a first scan")
+        assert latest_tag_of_db(plane) == "fail"
+        plane.apply(grant, check=True)
+        wait_until(lambda: latest_tag_of_db(plane) == "skip", timeout=10,
+                   what="the exception to except the StatefulSet")
+        wait_until(lambda: latest_tag_of_db(plane) == "fail", timeout=20,
+                   what="the expired exception to except it no more")
+        assert datetime.now(UTC) >= expires
+    finally:
+        plane.kubectl("delete", "policyexception", "db-tag", "-n", GRANTS,
+                      "--ignore-not-found")
+        audit.stop()
+
+
+def test_a_report_deleted_by_hand_is_written_again_after_the_next_scan(world: Any) -> None:
+    plane, workdir = world
+    audit = start(plane, workdir, "--resync", "2")
+    try:
+        wait_until(lambda: len(audit.events("scanned")) >= 1 and A in reports(plane),
+                   timeout=20, what="the report")
+        plane.kubectl("delete", "reports.openreports.io", "quickq-guard", "-n", A)
+        assert A not in reports(plane)
+        wait_until(lambda: A in reports(plane), timeout=10, what="the report to be back")
+    finally:
+        audit.stop()
+
+
 def test_a_deleted_namespace_takes_its_report_with_it(world: Any) -> None:
     plane, workdir = world
     audit = start(plane, workdir)
@@ -322,6 +409,25 @@ def test_a_deleted_namespace_takes_its_report_with_it(world: Any) -> None:
     finally:
         audit.stop()
     assert A in reports(plane)
+
+
+def test_the_older_report_api_holds_the_same_results(world: Any) -> None:
+    plane, workdir = world
+    audit = start(plane, workdir, "--report-api", "wgpolicyk8s")
+    try:
+        wait_until(lambda: {A, B, ""} <= set(reports(plane, "wgpolicyk8s")), timeout=20,
+                   what="PolicyReports")
+        wait_until(lambda: report_rows(reports(plane, "wgpolicyk8s"))
+                   == report_rows(reports(plane)), timeout=10,
+                   what="the PolicyReports to say what the Reports say")
+        older = reports(plane, "wgpolicyk8s")
+    finally:
+        audit.stop()
+    assert older[A]["apiVersion"] == "wgpolicyk8s.io/v1alpha2"
+    assert older[A]["kind"] == "PolicyReport" and older[""]["kind"] == "ClusterPolicyReport"
+    assert "source" not in older[A]
+    plane.kubectl("delete", "policyreports.wgpolicyk8s.io,clusterpolicyreports.wgpolicyk8s.io",
+                  "-A", "-l", "app.kubernetes.io/managed-by=quickq-guard")
 
 
 def holder(plane: ControlPlane) -> str:

@@ -30,9 +30,11 @@ from webhook.audit import cluster, metrics, reports, scan, sweep
 from webhook.audit.cluster import Kind, Namespaces
 from webhook.audit.lease import Lease, pod_namespace
 from webhook.audit.state import Results
-from webhook.engine.claims import ClaimLookup
+from webhook.cli.exits import CliError
+from webhook.engine.claims import CLAIM_KINDS, DRA_GROUP, NO_CLAIMS, ClaimLookup, claims_from
 from webhook.engine.policy import PolicyError, PolicySet
 from webhook.engine.review import Review
+from webhook.server.claim_view import WHERE
 from webhook.server.logs import log_config
 from webhook.server.reload import PolicySource
 
@@ -44,15 +46,22 @@ WRITES_PER_SECOND = 20.0
 WATCH_SECONDS = 300  # a watch request's server-side timeout; lightkube opens the next one
 
 
-def run(args: argparse.Namespace) -> int:
+def run(args: argparse.Namespace, api: AsyncClient) -> int:
     logging.config.dictConfig(log_config())
-    audit = Controller(args)
+    audit = Controller(args, api)
+    try:
+        metrics.serve(args.metrics_port)
+    except OSError as problem:
+        raise CliError(f"cannot serve metrics on port {args.metrics_port}: "
+                       f"{problem.strerror or problem}; pass another --metrics-port, or 0 "
+                       "for none") from None
     return asyncio.run(audit.main())
 
 
 class Controller:
-    def __init__(self, args: argparse.Namespace) -> None:
+    def __init__(self, args: argparse.Namespace, api: AsyncClient) -> None:
         self.args = args
+        self.api = api
         self.source = PolicySource(args.policies, args.config)
         loaded = self.source.load()  # PolicyError: the command fails, naming file and field
         self.policies: PolicySet = loaded.full
@@ -63,6 +72,10 @@ class Controller:
         self.scanned = False  # a full scan ended: until then no report is written or deleted
         self.namespaces = Namespaces()
         self.in_force = sweep.InForce()
+        # The DRA claims of the last scan, kept current by their watches: what pods judged
+        # on a watch event resolve theirs against.
+        self.claim_objects: dict[tuple[str, str, str], Any] = {}
+        self.claims: ClaimLookup = NO_CLAIMS
         self.lease: Lease | None = None
         # What this replica knows the cluster holds: report namespace ("" for the cluster
         # report) -> (resourceVersion, fingerprint); None until read as the leader.
@@ -70,8 +83,6 @@ class Controller:
         self._said = ""  # the last write error logged, so a lasting one is logged once
 
     async def main(self) -> int:
-        self.api: AsyncClient = cluster.client(self.args.kubeconfig)
-        metrics.serve(self.args.metrics_port)
         loop = asyncio.get_running_loop()
         main = asyncio.current_task()
         assert main is not None
@@ -159,7 +170,9 @@ class Controller:
             subject = self._keep(item)
             seen.add(subject.uid)
         self.results.keep_only(seen)
+        self.claim_objects, self.claims = found.claim_objects, found.claims
         self.scanned = True
+        self.written = None  # read the reports again: one edited or deleted by hand is mended
         metrics.JUDGED.labels("scan").inc(found.judged)
         metrics.SCAN_SECONDS.observe(time.monotonic() - started)
         metrics.scanned()
@@ -169,14 +182,20 @@ class Controller:
             "withResults": len(self.results.objects),
             "seconds": round(time.monotonic() - started, 3)}})
         watches: list[Coroutine[Any, Any, None]] = [
-            self.watch(of, version, found.claims) for of, version in found.versions.items()
+            self.watch(of, version) for of, version in found.versions.items()
             if version]
         watches.append(self.watch_namespaces(namespaces))
-        watches.append(self.watch_for_rescan(cluster.CRDS, None, crds))
+        watches.append(self.watch_for_rescan(cluster.CRDS, None, crds, self._judged_crd))
         for namespace, version in self.in_force.versions.items():
             watches.append(self.watch_for_rescan(sweep.EXCEPTIONS.resource, namespace,
                                                  version))
         return watches
+
+    def _judged_crd(self, crd: Any) -> bool:
+        spec = crd.get("spec") or {}
+        return cluster.judged_custom_kind(str(spec.get("group", "")),
+                                          str((spec.get("names") or {}).get("kind", "")),
+                                          self.policies.config)
 
     def _keep(self, item: Any) -> scan.Subject:
         decision = item.decision
@@ -184,21 +203,24 @@ class Controller:
         self.results.put(subject, scan.entries(decision), int(time.time()))
         return subject
 
-    async def watch(self, of: Kind, version: str, claims: ClaimLookup) -> None:
+    async def watch(self, of: Kind, version: str) -> None:
         """Judge each change of one kind as it comes; a watch that fails ends in a
-        re-scan (a 410 Gone: the events since the list are no longer there)."""
+        re-scan (a 410 Gone: the events since the list are no longer there). A DRA claim
+        changed is looked up by the pods judged after it."""
         try:
             async for event, item in self.api.watch(
                     of.resource, namespace=ALL_NS if of.namespaced else None,
                     resource_version=version, server_timeout=WATCH_SECONDS):
                 obj = cluster.plain(item, of)
                 subject = scan.subject(obj)
+                if of.group == DRA_GROUP and of.kind in CLAIM_KINDS:
+                    self._claim_changed(event, obj)
                 if event == "DELETED" or not cluster.judged_namespace(
                         subject.namespace, self.policies.config, self.namespaces.skipped):
                     self.results.drop(subject.uid)
                 else:
                     moment = Review(exceptions=self.in_force.exceptions,
-                                    claims=claims, now=datetime.now(UTC))
+                                    claims=self.claims, now=datetime.now(UTC))
                     judged = scan.judged(obj, of.plural, self.policies, moment)
                     self.results.put(subject, scan.entries(judged.decision), int(time.time()))
                     metrics.JUDGED.labels("watch").inc()
@@ -209,6 +231,14 @@ class Controller:
             log.warning("watch ended; re-scanning", extra={"fields": {
                 "event": "watch-failed", "kind": of.kind, "problem": _problem(error)}})
             self.rescan.set()
+
+    def _claim_changed(self, event: str, obj: dict[str, Any]) -> None:
+        key = sweep.claim_key(obj)
+        if event == "DELETED":
+            self.claim_objects.pop(key, None)
+        else:
+            self.claim_objects[key] = sweep.claim_view(obj)
+        self.claims = claims_from(self.claim_objects.values(), WHERE)
 
     async def watch_namespaces(self, version: str) -> None:
         """Namespaces labelled quickq.io/ignore=true (or no longer) re-scan; a namespace
@@ -221,6 +251,9 @@ class Controller:
                 self.namespaces = before.seen(event, item)
                 for gone in self.namespaces.terminating - before.terminating:
                     self.results.drop_namespace(gone)
+                if event == "DELETED":
+                    self.results.drop_namespace(str((item.get("metadata") or {}).get("name")))
+                metrics.set_results(self.results.counts)
                 if self.namespaces.ignored != before.ignored:
                     self.rescan.set()
                     return
@@ -231,15 +264,17 @@ class Controller:
                 "event": "watch-failed", "kind": "Namespace", "problem": _problem(error)}})
             self.rescan.set()
 
-    async def watch_for_rescan(self, resource: Any, namespace: str | None,
-                               version: str) -> None:
-        """Any change of these objects (PolicyExceptions, CRDs) re-scans."""
+    async def watch_for_rescan(self, resource: Any, namespace: str | None, version: str,
+                               matters: Callable[[Any], bool] = lambda _: True) -> None:
+        """A change of these objects (PolicyExceptions; the CRDs of judged kinds, which are
+        served only once established) re-scans."""
         try:
-            async for _ in self.api.watch(resource, namespace=namespace,
-                                          resource_version=version,
-                                          server_timeout=WATCH_SECONDS):
-                self.rescan.set()
-                return
+            async for _, item in self.api.watch(resource, namespace=namespace,
+                                                resource_version=version,
+                                                server_timeout=WATCH_SECONDS):
+                if matters(item):
+                    self.rescan.set()
+                    return
         except asyncio.CancelledError:
             raise
         except Exception as error:
@@ -286,8 +321,8 @@ class Controller:
                     if not self.leading():  # lost the Lease meanwhile: stop at once
                         self.results.mark([namespace])
                         continue
-                    await self.write_one(namespace)
-                    await asyncio.sleep(1 / WRITES_PER_SECOND)
+                    if await self.write_one(namespace):
+                        await asyncio.sleep(1 / WRITES_PER_SECOND)
             except asyncio.CancelledError:
                 raise
             except Exception as error:
@@ -316,9 +351,10 @@ class Controller:
                     str(metadata.get("resourceVersion")), reports.fingerprint(body))
         return found
 
-    async def write_one(self, namespace: str) -> None:
+    async def write_one(self, namespace: str) -> bool:
         """Bring one report in line with the results: create, replace or delete it, or
-        nothing when it says so already. A failure leaves the namespace dirty."""
+        nothing when it says so already; whether a request was made. A failure leaves the
+        namespace dirty."""
         assert self.written is not None
         of = self._report_kind(bool(namespace))
         held = list(self.results.held(namespace))
@@ -326,25 +362,27 @@ class Controller:
         operation = "delete" if not held else "replace" if known else "create"
         try:
             if not held:
-                if known is not None:
-                    await self._delete(of, namespace)
-                    metrics.WRITES.labels("delete").inc()
+                if known is None:
+                    return False
+                await self._delete(of, namespace)
+                metrics.WRITES.labels("delete").inc()
                 self.written.pop(namespace, None)
-                return
+                return True
             body = reports.report(self.api_kind, namespace, held, self.args.max_results)
             fingerprint = reports.fingerprint(body)
             if known is not None and known[1] == fingerprint:
-                return
+                return False
             version = await self._put(of, body, known[0] if known else None)
             metrics.WRITES.labels(operation).inc()
             self.written[namespace] = (version, fingerprint)
         except Exception as error:
             if _gone(error, namespace):  # the namespace is being deleted: its report too
                 self.written.pop(namespace, None)
-                return
+                return True
             self.results.mark([namespace])
             metrics.WRITE_ERRORS.labels(operation).inc()
             self._failed(operation, error)
+        return True
 
     async def _put(self, of: Kind, body: dict[str, Any], version: str | None) -> str:
         """Create the report, or replace it at `version`; on a conflict read it and replace

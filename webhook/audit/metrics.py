@@ -1,6 +1,5 @@
-"""Prometheus metrics of the audit, in the registry the webhook's metrics use (so the
-cluster view's age, quickq_guard_cluster_view_age_seconds, is there too), served on
---metrics-port by prometheus-client's own HTTP server.
+"""Prometheus metrics of the audit, in a registry of their own (as the webhook's are, in
+webhook/server/metrics.py), served on --metrics-port by prometheus-client's HTTP server.
 
 Every label value comes from a fixed set: policy ids of the loaded policies, the five
 report results, the few write operations.
@@ -11,9 +10,17 @@ from __future__ import annotations
 import time
 from collections import Counter as Counts
 
-from prometheus_client import Counter, Gauge, Histogram, start_http_server
+from prometheus_client import (
+    CollectorRegistry,
+    Counter,
+    Gauge,
+    Histogram,
+    disable_created_metrics,
+    start_http_server,
+)
 
-from webhook.server.metrics import REGISTRY
+disable_created_metrics()  # type: ignore[no-untyped-call] # the *_created series only add noise
+REGISTRY = CollectorRegistry(auto_describe=True)
 
 SCAN_SECONDS = Histogram(
     "quickq_guard_audit_scan_duration_seconds", "Time a full scan took: every kind listed "

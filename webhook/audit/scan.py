@@ -8,6 +8,7 @@ that did not pass silently; the object itself is dropped once judged. Pure: no I
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -65,9 +66,10 @@ class Entry:
 
 def subject(obj: Mapping[str, Any]) -> Subject:
     metadata = obj.get("metadata") or {}
-    return Subject(str(obj.get("apiVersion") or ""), str(obj.get("kind") or ""),
-                   str(metadata.get("namespace") or ""), str(metadata.get("name") or ""),
-                   str(metadata.get("uid") or ""))
+    return Subject(sys.intern(str(obj.get("apiVersion") or "")),
+                   sys.intern(str(obj.get("kind") or "")),
+                   sys.intern(str(metadata.get("namespace") or "")),
+                   str(metadata.get("name") or ""), str(metadata.get("uid") or ""))
 
 
 def address(obj: Mapping[str, Any], plural: str) -> str:
@@ -101,8 +103,11 @@ def entries(decision: Decision) -> tuple[Entry, ...]:
         exception = "; ".join(dict.fromkeys(f.exception for f in result.findings
                                             if f.exception))
         patch = orjson.dumps(result.shown_patch).decode() if result.status == "patch" else ""
-        kept.append(Entry(result.policy or "readable", outcome, message, _SEVERITY[verdict],
-                          result.type, result.action, verdict, exception, patch))
+        # Many objects say the same (a container named `web` with a `latest` image): the
+        # audit keeps one copy of each text, however many objects it holds it for.
+        kept.append(Entry(result.policy or "readable", outcome, sys.intern(message),
+                          _SEVERITY[verdict], result.type, result.action, verdict,
+                          sys.intern(exception), sys.intern(patch)))
     return tuple(kept)
 
 

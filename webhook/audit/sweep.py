@@ -35,6 +35,8 @@ class Pass:
     versions: dict[Kind, str]
     judged: int = 0
     claims: ClaimLookup = NO_CLAIMS  # the claims listed, which pods resolved theirs against
+    # What of each claim the lookup reads (claim_view.spec_only), by claim_key
+    claim_objects: dict[tuple[str, str, str], Any] = field(default_factory=dict)
 
 
 async def judge_all(api: AsyncClient, policies: PolicySet, kinds: Sequence[Kind],
@@ -43,14 +45,13 @@ async def judge_all(api: AsyncClient, policies: PolicySet, kinds: Sequence[Kind]
     """Each object of `kinds` in a namespace the webhook judges (only `namespaces`, when
     named), with its verdict. `review` is the pass's (exceptions, time); claims are added
     once the claim kinds are listed."""
-    claims: list[Any] = []
     resolved = False
     config = policies.config
     for of in kinds:
         if namespaces and not of.namespaced:
             continue
         if not resolved and of.kind not in CLAIM_KINDS:
-            found.claims = claims_from(claims, WHERE)
+            found.claims = claims_from(found.claim_objects.values(), WHERE)
             review = replace(review, claims=found.claims)
             resolved = True
         for namespace in namespaces or (None,):
@@ -60,11 +61,20 @@ async def judge_all(api: AsyncClient, policies: PolicySet, kinds: Sequence[Kind]
                 if not cluster.judged_namespace(where, config, skipped):
                     continue
                 if not resolved:
-                    claims.append({**spec_only(obj), "apiVersion": of.api_version,
-                                   "kind": of.kind})
+                    found.claim_objects[claim_key(obj)] = claim_view(obj)
                 found.judged += 1
                 yield of, scan.judged(obj, of.plural, policies, review)
             found.versions[of] = listing.version
+
+
+def claim_key(obj: Mapping[str, Any]) -> tuple[str, str, str]:
+    metadata = obj.get("metadata") or {}
+    return (str(obj.get("kind")), str(metadata.get("namespace")), str(metadata.get("name")))
+
+
+def claim_view(obj: Mapping[str, Any]) -> dict[str, Any]:
+    """What a claim's lookup reads of a claim object (its spec, not its status)."""
+    return {**spec_only(dict(obj)), "apiVersion": obj.get("apiVersion"), "kind": obj.get("kind")}
 
 
 EXCEPTIONS = cluster.kind(exception_view.KIND.group, exception_view.KIND.version,

@@ -108,7 +108,7 @@ def run(args: argparse.Namespace) -> int:
                                "namespace the webhook judges and writes reports")
         from webhook.audit import controller
 
-        return controller.run(args)
+        return controller.run(args, connect(args.kubeconfig))
     policies = load_policies(args.policies, load_config(args.config))
     with contextlib.ExitStack() as files:
         writers = [check.output_writer(name, file, args, files)

@@ -206,7 +206,8 @@ def check(args: argparse.Namespace) -> int:
     policies = check_policies(args)
     stdin = sys.stdin.buffer.read() if "-" in args.paths else None
     with contextlib.ExitStack() as files:
-        writers = [output_writer(name, file, args, files) for name, file in report_outputs(args)]
+        writers = [output_writer(name, file, args, files)
+                   for name, file in report_outputs(args)]
         return _check(args, policies, stdin, writers)
 
 
@@ -222,7 +223,7 @@ def report_outputs(args: argparse.Namespace) -> list[tuple[str, str | None]]:
 
 
 def output_writer(name: str, file: str | None, args: argparse.Namespace,
-            files: contextlib.ExitStack) -> Format:
+                  files: contextlib.ExitStack) -> Format:
     if file is None:
         out: TextIO = sys.stdout
     else:
@@ -250,7 +251,7 @@ def _check(args: argparse.Namespace, policies: PolicySet, stdin: bytes | None,
         for line in notes:
             note(line)
     review = Review(exceptions=exceptions, claims=judge.input_claims([found.claims], found.read),
-                    now=now)
+                    train_jobs=judge.input_train_jobs([found.train_jobs], found.read), now=now)
     counts: Counter[str] = Counter()
     skipped_files = kustomizations = 0
     for writer in writers:

@@ -18,10 +18,12 @@ from __future__ import annotations
 
 import argparse
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from webhook.cli import kubeapi
 from webhook.cli.exits import EXIT_FAILED, EXIT_OK, CliError, note
+
+if TYPE_CHECKING:
+    from webhook.cli.kubeapi import Answer, Api
 
 ARMED_ANNOTATION = "quickq.io/failure-policy-armed"
 VALIDATING = "validatingwebhookconfigurations"
@@ -37,7 +39,7 @@ def add_parser(commands: Any) -> None:
     parser = commands.add_parser(
         "cluster", help="arm, probe or remove the webhooks through the API server",
         description="What the Helm chart's hook Jobs run. In a Pod the ServiceAccount's "
-                    "token is used; elsewhere pass --server and credentials.")
+                    "token is used; elsewhere pass --kubeconfig, or --server and credentials.")
     actions = parser.add_subparsers(title="actions", required=True, metavar="ACTION")
     arm = actions.add_parser(
         "arm", help="switch failurePolicy once the webhooks answer",
@@ -84,6 +86,7 @@ def _probe_options(parser: argparse.ArgumentParser) -> None:
 
 
 def _connection(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--kubeconfig", help="a kubeconfig file (its current context)")
     parser.add_argument("--server", help="API server URL (default: the Pod's)")
     parser.add_argument("--token-file", help="bearer token file")
     parser.add_argument("--certificate-authority", help="CA bundle of the API server")
@@ -91,9 +94,12 @@ def _connection(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--client-key", help="client key (PEM)")
 
 
-def _api(args: argparse.Namespace) -> kubeapi.Api:
-    return kubeapi.connect(args.server, args.token_file, args.certificate_authority,
-                           args.client_certificate, args.client_key)
+def _api(args: argparse.Namespace) -> Api:
+    from webhook.cli import kubeapi  # lightkube: here, every other command starts without it
+
+    return kubeapi.Api(kubeapi.config(args.kubeconfig, args.server, args.token_file,
+                                      args.certificate_authority, args.client_certificate,
+                                      args.client_key))
 
 
 def _targets(args: argparse.Namespace, with_policy: bool) -> list[tuple[str, str, str]]:
@@ -139,12 +145,7 @@ def probe_pod(namespace: str, image: str) -> dict[str, Any]:
     }
 
 
-def dry_run_create(api: kubeapi.Api, namespace: str, image: str) -> kubeapi.Answer:
-    return kubeapi.call(api, "POST", f"/api/v1/namespaces/{namespace}/pods?dryRun=All",
-                        probe_pod(namespace, image))
-
-
-def answered(answer: kubeapi.Answer, resource: str, instance: str) -> bool:
+def answered(answer: Answer, resource: str, instance: str) -> bool:
     """Whether this install's webhook of `resource` judged the probe (and did not fail open):
     its warning comes with a denial too."""
     from webhook.server.admission import probe_warning
@@ -158,12 +159,13 @@ def run_arm(args: argparse.Namespace) -> int:
     deadline = time.monotonic() + args.timeout
     last = ""
     while True:
-        answer = dry_run_create(api, args.namespace, "registry.invalid/quickq-guard-probe:1.0")
+        answer = api.dry_run_create(probe_pod(args.namespace,
+                                              "registry.invalid/quickq-guard-probe:1.0"))
         waiting = [resource for resource in {t[0] for t in targets}
                    if not answered(answer, resource, args.instance)]
         if not waiting:
             break
-        said = kubeapi.message(answer) if answer.status >= 400 else "admitted, no answer"
+        said = answer.refusal or "admitted, no answer"
         status = f"{', '.join(sorted(ENDPOINT[r] for r in waiting))} not answering: {said}"
         if status != last:
             note(status)
@@ -179,40 +181,36 @@ def run_arm(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-def set_failure_policy(api: kubeapi.Api, resource: str, name: str, policy: str) -> None:
+def set_failure_policy(api: Api, resource: str, name: str, policy: str) -> None:
     """JSON-patch every webhook of the configuration to `policy` and mark it armed; each
     `test` guards against a configuration changed since it was read."""
-    path = f"/apis/admissionregistration.k8s.io/v1/{resource}/{name}"
-    got = kubeapi.call(api, "GET", path)
-    if got.status != 200 or not isinstance(got.body, dict):
-        raise CliError(f"cannot read {resource}/{name}: {kubeapi.message(got)}")
+    got = api.get(resource, name)
     ops: list[dict[str, Any]] = []
-    for index, webhook in enumerate(got.body.get("webhooks") or []):
+    for index, webhook in enumerate(got.get("webhooks") or []):
         if str(webhook.get("name", "")).startswith(ALWAYS_IGNORE):
             continue  # ConfigMaps: never held up by a webhook that is down
         ops += [{"op": "test", "path": f"/webhooks/{index}/name", "value": webhook["name"]},
                 {"op": "replace", "path": f"/webhooks/{index}/failurePolicy", "value": policy}]
-    if "annotations" in (got.body.get("metadata") or {}):
+    if "annotations" in (got.get("metadata") or {}):
         ops.append({"op": "add", "path": "/metadata/annotations/"
                     + ARMED_ANNOTATION.replace("~", "~0").replace("/", "~1"), "value": "true"})
     else:
         ops.append({"op": "add", "path": "/metadata/annotations",
                     "value": {ARMED_ANNOTATION: "true"}})
-    done = kubeapi.call(api, "PATCH", path, ops, "application/json-patch+json")
-    if done.status != 200:
-        raise CliError(f"cannot patch {resource}/{name}: {kubeapi.message(done)}")
+    api.json_patch(resource, name, ops)
 
 
 def run_probe(args: argparse.Namespace) -> int:
-    answer = dry_run_create(_api(args), args.namespace, args.image)
-    said = kubeapi.message(answer) if answer.status >= 400 else "admitted"
+    answer = _api(args).dry_run_create(probe_pod(args.namespace, args.image))
+    said = answer.refusal or "admitted"
     tag = f"[{args.policy}]" if args.policy else "["
     if args.expect == "answered":
         good = answered(answer, VALIDATING, args.instance)
     elif args.expect == "denied":
-        good = answered(answer, VALIDATING, args.instance) and answer.status >= 400 and tag in said
+        good = (answered(answer, VALIDATING, args.instance) and answer.refusal is not None
+                and tag in said)
     else:
-        good = (answered(answer, VALIDATING, args.instance) and answer.status < 400
+        good = (answered(answer, VALIDATING, args.instance) and answer.refusal is None
                 and any(w.startswith(tag) for w in answer.warnings))
     for warning in answer.warnings:
         print(f"Warning: {warning}")
@@ -226,9 +224,6 @@ def run_probe(args: argparse.Namespace) -> int:
 def run_remove(args: argparse.Namespace) -> int:
     api = _api(args)
     for resource, name, _ in _targets(args, with_policy=False):
-        done = kubeapi.call(api, "DELETE",
-                            f"/apis/admissionregistration.k8s.io/v1/{resource}/{name}")
-        if done.status not in (200, 202, 404):
-            raise CliError(f"cannot delete {resource}/{name}: {kubeapi.message(done)}")
-        print(f"{resource}/{name}: {'gone already' if done.status == 404 else 'deleted'}")
+        deleted = api.delete(resource, name)
+        print(f"{resource}/{name}: {'deleted' if deleted else 'gone already'}")
     return EXIT_OK

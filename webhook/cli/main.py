@@ -47,8 +47,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         return EXIT_OK
 
 
-# What the `server` extra installs (pyproject.toml): serve, certs and cluster import them.
-SERVER_MODULES = frozenset({"uvicorn", "starlette", "cryptography", "lightkube",
+# What the `server` extra installs (pyproject.toml): serve, certs and cluster import them
+# (httpx2 with lightkube: the HTTP client under it, whose transport `cluster` gives it).
+SERVER_MODULES = frozenset({"uvicorn", "starlette", "cryptography", "lightkube", "httpx2",
                             "prometheus_client"})
 
 

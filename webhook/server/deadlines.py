@@ -1,4 +1,4 @@
-"""Deadlines and bounds uvicorn does not set: for the TLS handshake and each request's
+"""Deadlines and bounds uvicorn has no setting for: the TLS handshake, and each request's
 headers and body.
 
 Without them a client that opens TCP and never finishes the handshake holds its socket and
@@ -7,26 +7,34 @@ TLS state (about 50 KB) for asyncio's default 60 s, however many there are (3,00
 slowloris) holds one of `--max-connections` for ever; 64 MiB of unfinished headers took
 +197 MiB; one that sends its headers and then stalls its body held a connection, and with
 a large Content-Length one of the two large-review turns (app.LARGE_AT_ONCE), for ever:
-two such connections made every large review wait, 256 made every request 503. uvicorn's
-own settings bound none of these (timeout_keep_alive only runs between requests,
-limit_concurrency answers 503 once headers are in, h11_max_incomplete_event_size is not
-read by httptools). All go through uvicorn's documented extension points and asyncio's
-documented API, not uvicorn's internals:
+two such connections made every large review wait, 256 made every request 503.
+
+What uvicorn's Config offers instead (0.51-0.54, the range pyproject allows), per part:
+- handshake deadline: none (uvicorn calls create_server without ssl_handshake_timeout);
+- handshakes in progress and connections per listener: none before a request's headers
+  are in (`backlog` is the kernel's accept queue; `limit_concurrency` answers 503 only
+  then, so a client that never sends them is never refused);
+- request deadline, headers and body: none (`timeout_keep_alive` runs only between
+  requests);
+- header size: none with httptools (`h11_max_incomplete_event_size` is h11's only);
+- TLS read-ahead of a paused connection: none.
+
+All go through uvicorn's documented extension points and asyncio's documented API, not
+uvicorn's internals:
 
 - an event loop (the worker's uvicorn Config returns its factory) whose `create_server`
   accepts TLS connections as plain TCP, admits at most HANDSHAKES_MAX handshakes in
   progress and `connections_max` connections in all per listener (the next connection is
-  reset at once: uvicorn's own limit answers 503 only once a request's headers are in, so a
-  client that never sends them was never counted), and upgrades each with `loop.start_tls`
-  under a HANDSHAKE_SECONDS deadline before handing it to uvicorn's protocol;
+  reset at once), and upgrades each with `loop.start_tls` under a HANDSHAKE_SECONDS
+  deadline before handing it to uvicorn's protocol;
 - between the TLS transport and uvicorn's protocol, a _Watch that passes everything on
   (asyncio's Protocol interface only) and times each request, headers and body: from the
   connection, or the first byte after the previous answer, until the app has read the
   whole body or answered (told by `watched`, an ASGI wrapper of the app), within the
   request deadline (`serve --request-timeout`, REQUEST_SECONDS unless told), or the
   connection is aborted and whatever it held (a large-review turn among them) is freed; its
-  headers within HEADERS_MAX bytes (httptools has no limit). Judging is not timed: it is
-  linear in the object and within the CEL cost budget.
+  headers within HEADERS_MAX bytes. Judging is not timed: it is linear in the object and
+  within the CEL cost budget.
 """
 
 from __future__ import annotations
