@@ -8,7 +8,7 @@ import subprocess
 
 import pytest
 import yaml
-from chart_helpers import REPO, find, helm_template, kubectl_dry_run
+from chart_helpers import FULLNAME, REPO, find, helm_template, kubectl_dry_run
 
 from webhook.cli import main
 from webhook.cli.main import parser
@@ -73,7 +73,7 @@ def test_the_secret_mode_example_names_the_charts_service():
     docs = helm_template(sets=["certs.mode=secret",
                                f"certs.secret.name={certificate['spec']['secretName']}",
                                "certs.secret.caBundle=Zm9v"])
-    mounted = [v for v in find(docs, "Deployment")["spec"]["template"]["spec"]["volumes"]
+    mounted = [v for v in find(docs, "Deployment", FULLNAME)["spec"]["template"]["spec"]["volumes"]
                if "secret" in v]
     assert certificate["spec"]["secretName"] in {v["secret"]["secretName"] for v in mounted}
 

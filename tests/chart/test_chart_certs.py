@@ -116,7 +116,7 @@ def test_secret_mode_uses_given_secret_and_bundle(external_ca_bundle: str) -> No
     docs = helm_template({"certs": {"mode": "secret", "secret": {
         "name": "corp-webhook-tls", "caBundle": external_ca_bundle}}})
     assert not [d for d in docs if d["kind"] in ("Secret", "Certificate")]
-    volumes = find(docs, "Deployment")["spec"]["template"]["spec"]["volumes"]
+    volumes = find(docs, "Deployment", FULLNAME)["spec"]["template"]["spec"]["volumes"]
     assert {"name": "tls", "secret": {"secretName": "corp-webhook-tls"}} in volumes
     for kind in WEBHOOK_KINDS:
         assert find(docs, kind)["webhooks"][0]["clientConfig"]["caBundle"] == \

@@ -20,7 +20,7 @@ def test_the_webhook_may_read_claims_and_nothing_else() -> None:
                               "resources": ["resourceclaims", "resourceclaimtemplates"],
                               "verbs": ["get", "list", "watch"]}]
     binding = find(docs, "ClusterRoleBinding", READER)
-    pod = find(docs, "Deployment")["spec"]["template"]["spec"]
+    pod = find(docs, "Deployment", FULLNAME)["spec"]["template"]["spec"]
     assert binding["roleRef"] == {"apiGroup": "rbac.authorization.k8s.io",
                                   "kind": "ClusterRole", "name": READER}
     assert binding["subjects"] == [{"kind": "ServiceAccount", "name": pod["serviceAccountName"],
@@ -34,9 +34,9 @@ def test_the_webhook_may_read_claims_and_nothing_else() -> None:
 def test_off_means_no_role_no_watch_and_no_token() -> None:
     docs: list[dict[str, Any]] = helm_template({"dra": {"watchClaims": False}})
     assert not [d for d in docs if d["metadata"]["name"] == READER]
-    pod = find(docs, "Deployment")["spec"]["template"]["spec"]
+    pod = find(docs, "Deployment", FULLNAME)["spec"]["template"]["spec"]
     assert "--watch-claims" not in pod["containers"][0]["args"]
     assert pod["automountServiceAccountToken"] is False
     both = find(helm_template({"dra": {"watchClaims": False}, "exceptions": {"enabled": True}}),
-                "Deployment")["spec"]["template"]["spec"]
+                "Deployment", FULLNAME)["spec"]["template"]["spec"]
     assert both["automountServiceAccountToken"] is True

@@ -6,11 +6,11 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from chart_helpers import find, helm_template, helm_template_raw
+from chart_helpers import FULLNAME, find, helm_template, helm_template_raw
 
 
 def _container(docs: list[dict[str, Any]]) -> tuple[dict[str, Any], dict[str, Any]]:
-    pod = find(docs, "Deployment")["spec"]["template"]["spec"]
+    pod = find(docs, "Deployment", FULLNAME)["spec"]["template"]["spec"]
     (container,) = pod["containers"]
     return pod, container
 

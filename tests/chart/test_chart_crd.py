@@ -100,7 +100,7 @@ def test_schema_is_structural(schema: dict[str, Any]) -> None:
 
 def test_rendered_crd(schema: dict[str, Any]) -> None:
     docs = helm_template({"crd": {"install": True}})
-    definition = find(docs, "CustomResourceDefinition")
+    definition = find(docs, "CustomResourceDefinition", "nodetemplates.quickq.io")
     kubernetes_validate.validate(definition, KUBE_VERSION, strict=True)
     spec = definition["spec"]
     assert definition["metadata"]["name"] == "nodetemplates.quickq.io"
@@ -111,7 +111,7 @@ def test_rendered_crd(schema: dict[str, Any]) -> None:
     assert version["schema"]["openAPIV3Schema"] == schema
     assert definition["metadata"]["annotations"]["helm.sh/resource-policy"] == "keep"
     dropped = find(helm_template({"crd": {"install": True, "keep": False}}),
-                   "CustomResourceDefinition")
+                   "CustomResourceDefinition", "nodetemplates.quickq.io")
     assert "annotations" not in dropped["metadata"]
 
 

@@ -8,7 +8,7 @@ from typing import Any
 import kubernetes_validate
 import pytest
 import yaml
-from chart_helpers import KUBE_VERSION, NAMESPACE, find, helm_lint, helm_template
+from chart_helpers import FULLNAME, KUBE_VERSION, NAMESPACE, find, helm_lint, helm_template
 
 from webhook.engine.policy import Config
 from webhook.export import crd
@@ -31,7 +31,7 @@ def test_off_by_default() -> None:
     docs = helm_template()
     assert not [d for d in docs if "exceptions" in d["metadata"]["name"]]
     assert config_of(docs).exceptionNamespaces == ()
-    deployment = find(docs, "Deployment")
+    deployment = find(docs, "Deployment", FULLNAME)
     assert "--watch-exceptions" not in deployment["spec"]["template"]["spec"]["containers"][0][
         "args"]
     webhooks = find(docs, "ValidatingWebhookConfiguration")["webhooks"]
@@ -47,7 +47,7 @@ def test_every_object_is_valid_kubernetes(docs: list[dict[str, Any]]) -> None:
 
 
 def test_the_crd_carries_the_generated_schema(docs: list[dict[str, Any]]) -> None:
-    definition = find(docs, "CustomResourceDefinition")
+    definition = find(docs, "CustomResourceDefinition", "policyexceptions.quickq.io")
     assert definition["metadata"]["name"] == "policyexceptions.quickq.io"
     version, old = definition["spec"]["versions"]
     assert (version["name"], version["storage"]) == ("v1", True)
@@ -59,7 +59,7 @@ def test_the_crd_carries_the_generated_schema(docs: list[dict[str, Any]]) -> Non
     assert "use quickq.io/v1" in old["deprecationWarning"]
     assert definition["metadata"]["annotations"]["helm.sh/resource-policy"] == "keep"
     assert not [d for d in helm_template({"exceptions": {"enabled": True, "installCrd": False}})
-                if d["kind"] == "CustomResourceDefinition"]
+                if d["metadata"]["name"] == "policyexceptions.quickq.io"]
 
 
 def test_exceptions_are_honoured_from_the_release_namespace(docs: list[dict[str, Any]]) -> None:
@@ -77,7 +77,7 @@ def test_the_webhook_reads_exceptions_and_nothing_else(docs: list[dict[str, Any]
     assert reader["metadata"]["namespace"] == NAMESPACE
     assert reader["rules"] == [{"apiGroups": ["quickq.io"], "resources": ["policyexceptions"],
                                 "verbs": ["get", "list", "watch"]}]
-    pod = find(docs, "Deployment")["spec"]["template"]["spec"]
+    pod = find(docs, "Deployment", FULLNAME)["spec"]["template"]["spec"]
     assert pod["automountServiceAccountToken"] is True
     assert "--watch-exceptions" in pod["containers"][0]["args"]
     bindings = [d for d in docs if d["kind"] == "RoleBinding"

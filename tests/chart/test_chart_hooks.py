@@ -89,7 +89,8 @@ def test_the_hooks_account_may_touch_only_this_releases_webhooks_and_probe(
     assert probe["rules"] == [{"apiGroups": [""], "resources": ["pods"], "verbs": ["create"]}]
     for kind in ("ClusterRoleBinding", "RoleBinding"):
         binding = [d for d in docs if d["kind"] == kind
-                   and not d["metadata"]["name"].endswith("-claims-reader")]
+                   and not d["metadata"]["name"].endswith("-claims-reader")
+                   and not d["metadata"]["name"].startswith(f"{FULLNAME}-audit")]
         assert [b["subjects"] for b in binding] == [[{
             "kind": "ServiceAccount", "name": f"{FULLNAME}-hooks", "namespace": NAMESPACE}]]
     # They exist only while a hook runs.
@@ -105,7 +106,7 @@ def test_the_hooks_account_may_touch_only_this_releases_webhooks_and_probe(
 
 
 def test_the_webhook_server_has_no_token_the_hooks_could_use(docs: list[dict[str, Any]]) -> None:
-    pod = find(docs, "Deployment")["spec"]["template"]["spec"]
+    pod = find(docs, "Deployment", FULLNAME)["spec"]["template"]["spec"]
     # Its token (for the claims watch) is its own account's, never the hooks'.
     assert pod["serviceAccountName"] != f"{FULLNAME}-hooks"
     # The name its answers to a probe carry: the one the hooks wait for.
@@ -116,7 +117,7 @@ def test_the_webhook_server_has_no_token_the_hooks_could_use(docs: list[dict[str
 def test_every_hook_can_be_switched_off() -> None:
     docs = helm_template({"webhook": {"failSafe": {"enabled": False}},
                           "cleanup": {"enabled": False}, "test": {"enabled": False},
-                          "dra": {"watchClaims": False}})
+                          "dra": {"watchClaims": False}, "audit": {"enabled": False}})
     assert not [d for d in docs if d["kind"] in ("Job", "Pod", "ClusterRole", "Role")
                 or d["metadata"]["name"].endswith("-hooks")]
 

@@ -14,7 +14,7 @@ from typing import Any
 
 import httpx
 import pytest
-from chart_helpers import find, helm_template
+from chart_helpers import FULLNAME, find, helm_template
 
 from webhook.server.certs import ensure_certs, load_ca
 from webhook.testing import NAMESPACE, SERVICE, Server, client_cert, free_port
@@ -27,7 +27,7 @@ PROBES = ("startupProbe", "readinessProbe", "livenessProbe")
 
 
 def _container(docs: list[dict[str, Any]]) -> dict[str, Any]:
-    (container,) = find(docs, "Deployment")["spec"]["template"]["spec"]["containers"]
+    (container,) = find(docs, "Deployment", FULLNAME)["spec"]["template"]["spec"]["containers"]
     return container
 
 
@@ -44,9 +44,9 @@ def test_client_ca_moves_probes_metrics_and_policy_to_the_probe_port() -> None:
     for probe in PROBES:
         assert container[probe]["httpGet"]["port"] == "probes"
         assert container[probe]["httpGet"]["scheme"] == "HTTPS"
-    ports = find(docs, "Service")["spec"]["ports"]
+    ports = find(docs, "Service", FULLNAME)["spec"]["ports"]
     assert {"name": "probes", "port": 8444, "targetPort": "probes", "protocol": "TCP"} in ports
-    (endpoint,) = find(docs, "ServiceMonitor")["spec"]["endpoints"]
+    (endpoint,) = find(docs, "ServiceMonitor", FULLNAME)["spec"]["endpoints"]
     assert endpoint["port"] == "probes"
     (rule,) = find(docs, "NetworkPolicy")["spec"]["ingress"]
     assert {p["port"] for p in rule["ports"]} == {8443, 8444}
@@ -59,8 +59,8 @@ def test_without_client_ca_everything_stays_on_the_https_port() -> None:
     assert [p["name"] for p in container["ports"]] == ["https"]
     for probe in PROBES:
         assert container[probe]["httpGet"]["port"] == "https"
-    assert [p["name"] for p in find(docs, "Service")["spec"]["ports"]] == ["https"]
-    (endpoint,) = find(docs, "ServiceMonitor")["spec"]["endpoints"]
+    assert [p["name"] for p in find(docs, "Service", FULLNAME)["spec"]["ports"]] == ["https"]
+    (endpoint,) = find(docs, "ServiceMonitor", FULLNAME)["spec"]["endpoints"]
     assert endpoint["port"] == "https"
 
 
@@ -135,8 +135,8 @@ def test_rendered_probes_and_scrape_reach_the_server_and_validate_needs_a_cert(
             answer = _kubelet_get(port, get["path"], get["scheme"])
             assert answer.status_code == 200, (probe, answer.text)
         # The ServiceMonitor: Service port by name, its targetPort, verified as configured.
-        (endpoint,) = find(docs, "ServiceMonitor")["spec"]["endpoints"]
-        (service_port,) = [p for p in find(docs, "Service")["spec"]["ports"]
+        (endpoint,) = find(docs, "ServiceMonitor", FULLNAME)["spec"]["endpoints"]
+        (service_port,) = [p for p in find(docs, "Service", FULLNAME)["spec"]["ports"]
                            if p["name"] == endpoint["port"]]
         scrape_port = ports[_container_port(container, service_port["targetPort"])]
         context = ssl.create_default_context(cafile=str(certs / "ca.crt"))

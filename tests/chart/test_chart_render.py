@@ -76,7 +76,8 @@ def test_render_is_valid_kubernetes(cert_mode: str, mode: str, crd: bool,
     # Only CRD-defined kinds may go unvalidated, and only in the mode that uses them.
     expected_skips = {"Certificate", "Issuer"} if cert_mode == "cert-manager" else set()
     assert skipped == expected_skips, f"kinds without a Kubernetes schema: {skipped}"
-    assert ("CustomResourceDefinition" in kinds(docs)) is crd
+    crds = {d["metadata"]["name"] for d in docs if d["kind"] == "CustomResourceDefinition"}
+    assert ("nodetemplates.quickq.io" in crds) is crd
     assert ("Secret" in kinds(docs)) is (cert_mode == "helm")
 
 
@@ -94,7 +95,8 @@ def test_kubectl_loads_render(cert_mode: str, mode: str, crd: bool,
 def test_mode_reaches_server_and_config() -> None:
     for mode in MODES:
         docs = helm_template({"mode": mode})
-        args = find(docs, "Deployment")["spec"]["template"]["spec"]["containers"][0]["args"]
+        pod = find(docs, "Deployment", FULLNAME)["spec"]["template"]["spec"]
+        args = pod["containers"][0]["args"]
         assert f"--mode={mode}" in args
         config = yaml.safe_load(find(docs, "ConfigMap", f"{FULLNAME}-config")["data"]
                                 ["config.yaml"])
@@ -113,14 +115,14 @@ def test_optional_objects_render_valid() -> None:
     assert kubectl_dry_run(docs).returncode == 0
     hpa = find(docs, "HorizontalPodAutoscaler")
     assert (hpa["spec"]["minReplicas"], hpa["spec"]["maxReplicas"]) == (3, 6)
-    deployment = find(docs, "Deployment")
+    deployment = find(docs, "Deployment", FULLNAME)
     assert "replicas" not in deployment["spec"], "the HPA owns the replica count"
     assert deployment["spec"]["template"]["spec"]["priorityClassName"] == \
         "system-cluster-critical"
     policy = find(docs, "NetworkPolicy")["spec"]
     assert policy["policyTypes"] == ["Ingress"]
     assert policy["ingress"] == [{"ports": [{"port": 8443, "protocol": "TCP"}]}]
-    endpoint = find(docs, "ServiceMonitor")["spec"]["endpoints"][0]
+    endpoint = find(docs, "ServiceMonitor", FULLNAME)["spec"]["endpoints"][0]
     assert (endpoint["scheme"], endpoint["path"], endpoint["port"]) == \
         ("https", "/metrics", "https")
     assert endpoint["tlsConfig"]["ca"]["secret"] == {"name": f"{FULLNAME}-tls",
@@ -129,9 +131,12 @@ def test_optional_objects_render_valid() -> None:
 
 def test_optional_objects_off_by_default() -> None:
     rendered = kinds(helm_template())
-    for kind in ("HorizontalPodAutoscaler", "NetworkPolicy", "ServiceMonitor",
-                 "CustomResourceDefinition"):
+    for kind in ("HorizontalPodAutoscaler", "NetworkPolicy", "ServiceMonitor"):
         assert kind not in rendered
+    # The only CRDs by default are the audit's reports' (audit.installCRDs: auto).
+    assert {d["metadata"]["name"] for d in helm_template()
+            if d["kind"] == "CustomResourceDefinition"} == {"reports.openreports.io",
+                                                             "clusterreports.openreports.io"}
 
 
 def test_single_replica_gets_no_blocking_pdb() -> None:

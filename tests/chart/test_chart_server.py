@@ -104,7 +104,7 @@ def rendered_files(docs: list[dict[str, Any]]) -> dict[str, dict[str, str | byte
 
 def chart_args(docs: list[dict[str, Any]], root: Path, port: int) -> list[str]:
     """The container's args with in-container paths moved under `root`."""
-    container = find(docs, "Deployment")["spec"]["template"]["spec"]["containers"][0]
+    container = find(docs, "Deployment", FULLNAME)["spec"]["template"]["spec"]["containers"][0]
     assert container["ports"][0]["containerPort"] == 8443
     args = [a.replace(ETC, str(root)) for a in container["args"]]
     return [f"--port={port}" if a.startswith("--port=") else

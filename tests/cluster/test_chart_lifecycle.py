@@ -120,7 +120,7 @@ def hook_command(kube: ControlPlane, flags: list[str], name: str) -> list[str]:
 def instance_arg(kube: ControlPlane, flags: list[str]) -> str:
     """The chart's `--instance=` server argument: the webhook here runs as its pods do."""
     for doc in rendered(kube, RELEASE, NAMESPACE, flags):
-        if doc["kind"] == "Deployment":
+        if doc["kind"] == "Deployment" and doc["metadata"]["name"] == NAME:
             args: list[str] = doc["spec"]["template"]["spec"]["containers"][0]["args"]
             [instance] = [arg for arg in args if arg.startswith("--instance=")]
             return instance

@@ -128,7 +128,8 @@ def account(guard: Guard) -> str:
     plane = guard.plane
     documents = rendered(plane, RELEASE, RELEASE_NAMESPACE,
                          release_values("https://127.0.0.1:1", guard.ca_bundle))
-    [deployment] = [d for d in documents if d["kind"] == "Deployment"]
+    [deployment] = [d for d in documents if d["kind"] == "Deployment"
+                    and d["metadata"]["name"] == RELEASE]  # the webhook's, not the audit's
     name = str(deployment["spec"]["template"]["spec"]["serviceAccountName"])
     assert "--watch-claims" in deployment["spec"]["template"]["spec"]["containers"][0]["args"]
     rbac = [d for d in documents if d["kind"] in ("ServiceAccount", "ClusterRole",

@@ -19,6 +19,7 @@ from webhook.cli import (
     export,
     nodetemplates,
     policies,
+    report,
     serve,
     test,
 )
@@ -87,6 +88,7 @@ def parser() -> argparse.ArgumentParser:
     certs.add_parser(commands)
     export.add_parser(commands)
     cluster.add_parser(commands)
+    report.add_parser(commands)
     crd.add_parser(commands)
     audit.add_parser(commands)
     return top

@@ -183,3 +183,56 @@ containers:
     securityContext:
       {{- toYaml $root.Values.securityContext | nindent 6 }}
 {{- end -}}
+
+{{/* The audit controller's name (its Deployment, ServiceAccount, RBAC and Lease). */}}
+{{- define "quickq-guard.auditName" -}}
+{{- printf "%s-audit" (include "quickq-guard.fullname" .) | trunc 63 | trimSuffix "-" -}}
+{{- end -}}
+
+{{/* The audit pods' selector labels: not the webhook pods', so the webhook's Service,
+PodDisruptionBudget and anti-affinity never count them. */}}
+{{- define "quickq-guard.auditSelectorLabels" -}}
+app.kubernetes.io/name: {{ include "quickq-guard.name" . }}-audit
+app.kubernetes.io/instance: {{ .Release.Name }}
+{{- end -}}
+
+{{- define "quickq-guard.auditLabels" -}}
+{{- $labels := mergeOverwrite (include "quickq-guard.labelMap" . | fromJson) (include "quickq-guard.auditSelectorLabels" . | fromYaml) -}}
+{{- $_ := set $labels "app.kubernetes.io/component" "audit" -}}
+{{- toYaml $labels -}}
+{{- end -}}
+
+{{/* The report kinds of audit.reportApi: the API group, the namespaced kind's plural and the
+cluster-scoped one's. */}}
+{{- define "quickq-guard.reportKinds" -}}
+{{- if eq .Values.audit.reportApi "wgpolicyk8s" -}}
+{{- dict "group" "wgpolicyk8s.io" "namespaced" "policyreports" "cluster" "clusterpolicyreports" | toJson -}}
+{{- else -}}
+{{- dict "group" "openreports.io" "namespaced" "reports" "cluster" "clusterreports" | toJson -}}
+{{- end -}}
+{{- end -}}
+
+{{/*
+What the audit controller may read: every kind the validating webhook judges (its rules, as
+_webhook.tpl renders them, so the two never drift apart; subresources left out) and the
+ConfigMaps when their webhook entry judges them, with get, list and watch only.
+*/}}
+{{- define "quickq-guard.auditReadRules" -}}
+{{- $bodies := list (include "quickq-guard.webhookBody" (dict "root" . "path" "/validate" "failurePolicy" "Fail" "svc" "audit" "ns" .Release.Namespace "configMaps" false) | fromYaml) -}}
+{{- if .Values.webhook.configMaps -}}
+{{- $bodies = append $bodies (include "quickq-guard.webhookBody" (dict "root" . "path" "/validate" "failurePolicy" "Ignore" "svc" "audit" "ns" .Release.Namespace "configMaps" true) | fromYaml) -}}
+{{- end -}}
+{{- $rules := list -}}
+{{- range $body := $bodies -}}
+{{- range $body.rules -}}
+{{- $resources := list -}}
+{{- range .resources -}}
+{{- if not (contains "/" .) -}}
+{{- $resources = append $resources . -}}
+{{- end -}}
+{{- end -}}
+{{- $rules = append $rules (dict "apiGroups" .apiGroups "resources" $resources "verbs" (list "get" "list" "watch")) -}}
+{{- end -}}
+{{- end -}}
+{{- toYaml $rules -}}
+{{- end -}}

@@ -25,6 +25,7 @@ class Options:
     fail_on: str = "deny"
     show_skipped: bool = False  # the table: a line for each object not judged
     docs_url: str = ""  # where the docs site is served: SARIF rules link their policy's section
+    made_by: str = "quickq-guard check -o html"  # the HTML page's footer: what wrote it
 
 
 class Format:

@@ -118,7 +118,7 @@ class Html(Format):
 
     def finish(self, counts: Counter[str]) -> None:
         self.out.write(page(self.policies, self.rows, self.skipped, counts,
-                            self.options.fail_on))
+                            self.options.fail_on, made_by=self.options.made_by))
 
 
 def _row(item: Judged, result: Result, verdict: str, message: str,
@@ -153,8 +153,9 @@ def suggested_fix(message: str) -> str:
 
 
 def page(policies: PolicySet, rows: Sequence[Row], skipped: Sequence[Skipped],
-         counts: Counter[str], fail_on: str = "deny", now: datetime | None = None) -> str:
-    """The whole page."""
+         counts: Counter[str], fail_on: str = "deny", now: datetime | None = None,
+         made_by: str = "quickq-guard check -o html") -> str:
+    """The whole page; `made_by` the command that wrote it."""
     totals = summary(counts)
     by_policy: dict[str, Counter[str]] = {}
     by_namespace: dict[str, Counter[str]] = {}
@@ -174,7 +175,7 @@ def page(policies: PolicySet, rows: Sequence[Row], skipped: Sequence[Skipped],
     template = _environment().get_template("report.html.j2")
     style, script = _asset("report.css"), _asset("report.js")
     return template.render(
-        version=__version__,
+        version=__version__, made_by=made_by,
         generated=(now or datetime.now(UTC)).strftime("%Y-%m-%d %H:%M:%S UTC"),
         mode=policies.config.mode, fail_on=fail_on, code=code, summary=totals,
         legend=[(tone, ", ".join(v for v in VERDICTS if TONES[v] == tone))
