@@ -31,7 +31,15 @@ from node_helpers import (
 from support.controlplane import ApiClient
 from support.node import BRIDGE, GUARD_IMAGE, NODE_IP, SERVICE_IP, Node
 
-from webhook.testing import bad_pod, container, gpu_container, pod, probe, wait_until
+from webhook.testing import (
+    bad_pod,
+    container,
+    gpu_container,
+    pod,
+    probe,
+    wait_until,
+    workload,
+)
 
 WORKLOADS = "workloads"
 
@@ -104,28 +112,30 @@ def _audit_port(node: Node, path: str, pod_name: str) -> str:
                         f"http:{pod_name}:9090/proxy{path}").stdout
 
 
-def _legacy_results(node: Node) -> list[dict[str, Any]]:
+def _results(node: Node, name: str = "legacy") -> list[dict[str, Any]]:
+    """The results of the audit's report in BEFORE about the object `name`."""
     done = node.kubectl("get", "reports.openreports.io", "quickq-guard", "-n", BEFORE,
                         "-o", "json", check=False)
     if done.returncode != 0:
         return []
     return [result for result in json.loads(done.stdout).get("results") or ()
-            if result["resources"][0]["name"] == "legacy"]
+            if result["resources"][0]["name"] == name]
 
 
 def test_audit_pod_reports_what_ran_before_the_install(installed: Node) -> None:
     """The audit pod, Ready through its probes, finds the Deployment that was there before
     quickq-guard and writes its namespace's OpenReports Report with the chart's
     ServiceAccount (the pod's only credential) and RBAC; its metrics say it leads and wrote;
-    /report shows the same finding."""
+    /report shows the same finding. A Deployment admitted afterwards with a finding of an
+    audit policy joins the report through the pod's watch."""
     [name] = ready_pods(installed, NAMESPACE, AUDIT_PODS)
     spec = installed.get("pod", name, NAMESPACE)["spec"]
     assert spec["serviceAccountName"] == AUDIT
     assert spec["containers"][0]["securityContext"]["readOnlyRootFilesystem"] is True
     wait_until(lambda: any(r["policy"] == "disallow-latest-tag" for r in
-                           _legacy_results(installed)),
+                           _results(installed)),
                timeout=120, interval=2, what=f"the audit's report of {BEFORE}/legacy")
-    [result] = [r for r in _legacy_results(installed) if r["policy"] == "disallow-latest-tag"]
+    [result] = [r for r in _results(installed) if r["policy"] == "disallow-latest-tag"]
     assert result["source"] == "quickq-guard" and result["result"] == "fail", result
     assert "nginx:latest" in result["message"]
     reference = result["resources"][0]
@@ -151,6 +161,13 @@ def test_audit_pod_reports_what_ran_before_the_install(installed: Node) -> None:
     page = _audit_port(installed, "/report", name)
     assert "<!doctype html>" in page
     assert "disallow-latest-tag" in page and f"{BEFORE}/Deployment/legacy" in page
+    # Admitted now with a finding an audit policy only records: its watch sees it.
+    model = workload("Deployment", gpu_container(), name="model", namespace=BEFORE)
+    model["spec"]["replicas"] = 0
+    installed.kubectl("create", "-f", "-", input=json.dumps(model))
+    wait_until(lambda: any(r["policy"] == "gpu-priority-class" and r["result"] == "warn"
+                           for r in _results(installed, "model")),
+               timeout=60, interval=2, what=f"the audit's result for {BEFORE}/model")
 
 
 def test_pods_deny_and_patch_through_the_service(installed: Node) -> None:
@@ -336,4 +353,4 @@ def test_uninstall_runs_pre_delete_and_leaves_nothing(installed: Node) -> None:
     assert f"{RELEASE}-cleanup" in jobs, jobs
     # The report CRDs stay (reports other tools wrote live under them), and so do the reports.
     installed.kubectl("get", "crd", "reports.openreports.io", "clusterreports.openreports.io")
-    assert any(r["policy"] == "disallow-latest-tag" for r in _legacy_results(installed))
+    assert any(r["policy"] == "disallow-latest-tag" for r in _results(installed))
