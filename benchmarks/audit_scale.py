@@ -107,11 +107,6 @@ class Api:
     def request(self, method: str, path: str, body: Any = None, verb: str = "",
                 resource: str = "", content_type: str = "application/json",
                 accept: str = "") -> tuple[int, bytes]:
-        connection = getattr(self.local, "connection", None)
-        if connection is None:
-            connection = http.client.HTTPSConnection("127.0.0.1", self.port,
-                                                      context=self.context, timeout=120)
-            self.local.connection = connection
         headers = dict(self.headers)
         if accept:
             headers["Accept"] = accept
@@ -119,9 +114,22 @@ class Api:
         if body is not None:
             data = json.dumps(body).encode()
             headers["Content-Type"] = content_type
-        connection.request(method, path, body=data, headers=headers)
-        answer = connection.getresponse()
-        raw = answer.read()
+        for attempt in range(2):  # the server may close a kept-alive connection left idle
+            connection = getattr(self.local, "connection", None)
+            if connection is None:
+                connection = http.client.HTTPSConnection("127.0.0.1", self.port,
+                                                          context=self.context, timeout=120)
+                self.local.connection = connection
+            try:
+                connection.request(method, path, body=data, headers=headers)
+                answer = connection.getresponse()
+                raw = answer.read()
+                break
+            except (http.client.RemoteDisconnected, ConnectionError):
+                connection.close()
+                self.local.connection = None
+                if attempt:
+                    raise
         if resource:
             with self.lock:
                 self.made[(verb, resource)] += 1

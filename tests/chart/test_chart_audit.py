@@ -331,3 +331,16 @@ def test_metrics_port_and_extra_args_reach_the_container_and_the_service() -> No
     assert find(docs, "Service", AUDIT)["spec"]["ports"][0]["port"] == 9191
     if importlib.util.find_spec("webhook.cli.audit"):
         parser().parse_args(container["command"][1:] + container["args"])
+
+
+def test_with_network_policies_only_its_metrics_port_is_reachable() -> None:
+    docs = helm_template({"networkPolicy": {"enabled": True, "from": [
+        {"namespaceSelector": {"matchLabels": {"name": "monitoring"}}}]}})
+    policy = find(docs, "NetworkPolicy", AUDIT)["spec"]
+    labels = find(docs, "Deployment", AUDIT)["spec"]["template"]["metadata"]["labels"]
+    assert policy["podSelector"]["matchLabels"].items() <= labels.items()
+    assert policy["ingress"] == [{"ports": [{"port": 9090, "protocol": "TCP"}],
+                                  "from": [{"namespaceSelector": {
+                                      "matchLabels": {"name": "monitoring"}}}]}]
+    webhook = find(docs, "NetworkPolicy", FULLNAME)["spec"]["podSelector"]["matchLabels"]
+    assert not webhook.items() <= labels.items()

@@ -48,7 +48,7 @@ def test_client_ca_moves_probes_metrics_and_policy_to_the_probe_port() -> None:
     assert {"name": "probes", "port": 8444, "targetPort": "probes", "protocol": "TCP"} in ports
     (endpoint,) = find(docs, "ServiceMonitor", FULLNAME)["spec"]["endpoints"]
     assert endpoint["port"] == "probes"
-    (rule,) = find(docs, "NetworkPolicy")["spec"]["ingress"]
+    (rule,) = find(docs, "NetworkPolicy", FULLNAME)["spec"]["ingress"]
     assert {p["port"] for p in rule["ports"]} == {8443, 8444}
 
 

@@ -119,7 +119,7 @@ def test_optional_objects_render_valid() -> None:
     assert "replicas" not in deployment["spec"], "the HPA owns the replica count"
     assert deployment["spec"]["template"]["spec"]["priorityClassName"] == \
         "system-cluster-critical"
-    policy = find(docs, "NetworkPolicy")["spec"]
+    policy = find(docs, "NetworkPolicy", FULLNAME)["spec"]
     assert policy["policyTypes"] == ["Ingress"]
     assert policy["ingress"] == [{"ports": [{"port": 8443, "protocol": "TCP"}]}]
     endpoint = find(docs, "ServiceMonitor", FULLNAME)["spec"]["endpoints"][0]
