@@ -294,6 +294,18 @@ def test_the_page_at_report_shows_what_audit_once_and_report_show(world: Any) ->
             assert answer.headers["Content-Type"] == "text/html; charset=utf-8"
             return str(answer.read().decode())
 
+    def scanned() -> bool:
+        """The port answers (the process has started) and the first full scan has ended:
+        before it, /report answers 503."""
+        try:
+            served()
+        except urllib.error.HTTPError as error:
+            assert error.code == 503, error
+            return False
+        except urllib.error.URLError:
+            return False
+        return True
+
     def from_reports() -> str:
         return subprocess.run(
             [sys.executable, "-m", "webhook.cli", "report", "--kubeconfig",
@@ -301,6 +313,8 @@ def test_the_page_at_report_shows_what_audit_once_and_report_show(world: Any) ->
             cwd=REPO, capture_output=True, text=True, check=False, timeout=120).stdout
 
     try:
+        wait_until(scanned, timeout=30, interval=0.5,
+                   what=f"the first full scan's page at /report\n{audit.output()}")
         wait_until(lambda: {A, B, GONE, ""} <= set(reports(plane)), timeout=20,
                    what=f"reports for {A}, {B}, {GONE} and the cluster\n{audit.output()}")
         wait_until(lambda: same_page(served()) == same_page(from_reports()), timeout=20,
