@@ -27,7 +27,7 @@ from webhook.engine.apiserver import REFUSED
 from webhook.engine.claims import claims_from
 from webhook.engine.normalize import normalize
 from webhook.engine.policy import PolicySet
-from webhook.engine.workload import BUILT_IN
+from webhook.engine.workload import BUILT_IN, WORKLOAD_KINDS, api_group
 from webhook.export.forms import FORMS_DIR
 from webhook.export.vap import export
 from webhook.loader import default_policies_dir
@@ -215,6 +215,11 @@ API_REFUSED = {"require-gpu-limits"}
 # through $(VAR) references, by a credential's format, in args and command, and in a ConfigMap
 # is the webhook's alone (its findings carry these checks).
 SECRETS_GAP = {"reference", "format", "argument", "configmap"}
+# The kinds whose operators compose their pods (Dynamo, NIM, KubeAI, llm-d; no export covers
+# them): what an operator gives from elsewhere when the object leaves it out (KubeAI's
+# resources, llm-d's image and security context) only the rule knows (Container.elsewhere);
+# these forms read the composed containers as written.
+COMPOSED_GAP = {"require-requests", "disallow-root-user", "disallow-latest-tag"}
 
 
 def _covered(cel: PolicySet, obj: dict[str, Any], rule: Decision | None = None) -> bool:
@@ -225,6 +230,8 @@ def _covered(cel: PolicySet, obj: dict[str, Any], rule: Decision | None = None) 
         return False
     if form == "no-plaintext-secrets" and rule is not None and any(
             found.check in SECRETS_GAP for result in rule.results for found in result.findings):
+        return False
+    if form in COMPOSED_GAP and _composed(obj):
         return False
     if form in NOT_ARGO:
         return not str(obj.get("apiVersion", "")).startswith("argoproj.io/")
@@ -506,6 +513,12 @@ def _not_int_or_string(obj: dict[str, Any]) -> bool:
 
     walk(obj.get("spec"))
     return found
+
+
+def _composed(obj: dict[str, Any]) -> bool:
+    """A kind whose operator composes its pods (webhook.engine.workload.composed)."""
+    sites = WORKLOAD_KINDS.get((api_group(str(obj.get("apiVersion", ""))), str(obj.get("kind"))))
+    return bool(sites) and sites[0].style == "composed"
 
 
 def _exported_kind(obj: dict[str, Any]) -> bool:

@@ -58,12 +58,13 @@ def write(directory: Path, name: str, text: str) -> Path:
 def test_exit_0_when_nothing_enforced_fails(capsys):
     code, out, _ = run(capsys, "check", str(EXAMPLES / "good"))
     assert code == 0
-    # The PriorityClass the GPU example names is a kind no policy judges: skipped, and its 14
-    # policies with it; require-kueue-queue is off and gpu-resource-claims judges no pods (4
-    # skips each), and the NodeTemplate skips gpu-claim-usage and gpu-priority-class.
+    # The PriorityClass the GPU example names is a kind no policy judges: skipped, one skip
+    # for the object (as the reports write it); require-kueue-queue is off and
+    # gpu-resource-claims judges no pods (4 skips each), and the NodeTemplate skips
+    # gpu-claim-usage and gpu-priority-class.
     assert out.splitlines()[-1] == ("5 resources: 2 allowed, 0 denied, 2 patched, 0 error, "
                                     "1 skipped; 4 findings; policy results: 42 pass, 0 fail, "
-                                    "0 warn, 4 patch, 24 skip, 0 error")
+                                    "0 warn, 4 patch, 11 skip, 0 error")
     # Listed only when asked (--show-skipped); counted either way.
     assert "SKIP" not in out
     _, out, _ = run(capsys, "check", "--show-skipped", str(EXAMPLES / "good"))

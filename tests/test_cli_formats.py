@@ -211,14 +211,16 @@ def test_policy_reports_per_namespace_and_cluster_scope(capsys, tmp_path):
         for result in report["results"]:
             counted[result["result"]] += 1
             assert result["source"] == "quickq-guard"
-            assert result["policy"] in {p.id for p in policies}
+            # An object not judged at all is one skip of the policy `judged`.
+            assert result["policy"] in {p.id for p in policies} | {"judged"}
             [resource] = result["resources"]
             assert resource.get("namespace") == report["metadata"].get("namespace")
             assert set(result["properties"]) >= {"file", "line"}
             assert all(isinstance(v, str) for v in result["properties"].values())
         assert report["summary"] == counted
     cluster = reports[0]
-    assert {r["resources"][0]["kind"] for r in cluster["results"]} == {"PriorityClass"}
+    assert [(r["resources"][0]["kind"], r["policy"], r["result"])
+            for r in cluster["results"]] == [("PriorityClass", "judged", "skip")]
     default = reports[1]
     denied = [r for r in default["results"]
               if r["result"] == "fail" and r["resources"][0]["kind"] == "Pod"]

@@ -162,6 +162,15 @@ def test_an_excluded_namespace_and_a_kind_not_judged_are_shown_and_counted(capsy
     _, junit, _ = run(capsys, "check", "-o", "junit", str(tmp_path))
     assert 'tests="2" failures="0" errors="0" skipped="2"' in junit
     assert junit.count('name="not judged"') == 2
+    # The summary counts the skip results the reports write: one per object not judged.
+    assert summary["skip"] == 2
+    assert "policy results: 0 pass, 0 fail, 0 warn, 0 patch, 2 skip, 0 error" in out
+    _, policyreport, _ = run(capsys, "check", "-o", "policyreport", str(tmp_path))
+    entries = [json.loads(line[2:]) for line in policyreport.splitlines()
+               if line.startswith("- {")]
+    assert [(e["resources"][0]["name"], e["policy"], e["result"]) for e in entries] == [
+        ("web", "judged", "skip"), ("agent", "judged", "skip")]
+    assert 'summary: {"pass":0,"fail":0,"warn":0,"error":0,"skip":1}' in policyreport
 
 
 def test_fix_leaves_the_patches_a_kustomization_lists_alone(capsys, tmp_path):

@@ -18,6 +18,7 @@ from builders import container, gpu_container, judge, result, with_config
 from webhook import Review, decode, evaluate, load_policies
 from webhook.cli import main
 from webhook.engine.policy import PolicyError
+from webhook.engine.trainjobs import train_jobs_from
 from webhook.loader import load_config
 from webhook.manifests import read_file
 
@@ -90,11 +91,20 @@ CONTAINERS = {
         "spec.template.spec.headGroupSpec.template.spec.containers[0]",
         "spec.template.spec.workerGroupSpecs[0].template.spec.containers[0]"],
     "ome-inferenceservice.yaml": ["spec.engine.runner", "spec.router.runner"],
+    "ome-clusterservingruntime.yaml": ["spec.engineConfig.runner", "spec.routerConfig.runner"],
+    # Composed kinds: a missing amount belongs in the service's own resources (Dynamo), in
+    # spec.resources (NIM); a NIM sidecar's resources are the operator's (not listed).
+    "dynamo-graphdeployment.yaml": ["spec.services.Frontend",
+                                    "spec.services.VllmDecodeWorker"],
+    "nim-service.yaml": ["spec"],
 }
+# Composed kinds whose requests come from elsewhere when missing (KubeAI's resource
+# profile, llm-d's base Deployments): tested apart below.
+REQUESTS_ELSEWHERE = ["kubeai-model.yaml", "llmd-modelservice.yaml"]
 
 
 def test_every_manifest_is_listed():
-    assert sorted([*CONTAINERS, "trainer-trainjob.yaml"]) == names()
+    assert sorted([*CONTAINERS, *REQUESTS_ELSEWHERE, "trainer-trainjob.yaml"]) == names()
 
 
 def _without_requests(node: Any) -> None:
@@ -132,7 +142,8 @@ def test_a_train_job_is_skipped_saying_where_its_pods_come_from():
     assert {r.reason for r in decision.results} == {
         "kind TrainJob (trainer.kubeflow.org) is not judged: a TrainJob carries no pod "
         "template: its pods come from its TrainingRuntime or ClusterTrainingRuntime, which "
-        "quickq-guard judges"}
+        "quickq-guard judges as this TrainJob runs it (its resourcesPerNode, image and env) "
+        "when both are in the input"}
 
 
 def test_a_spark_application_is_skipped_saying_its_pods_are_judged_instead():
@@ -207,6 +218,20 @@ def test_a_multi_node_ome_engine_judges_its_leader_and_workers():
                                   "/spec/engine/worker/tolerations"]
 
 
+def test_an_ome_serving_runtime_judges_each_components_runner():
+    decision = judge(load("ome-clusterservingruntime.yaml"))
+    assert not decision.allowed
+    assert findings(decision, "disallow-latest-tag") == [(
+        "spec.routerConfig.runner.image",
+        "container 'router' in routerConfig: image "
+        "'docker.io/lmsysorg/sgl-model-gateway:latest' uses the 'latest' tag; pin it to a "
+        "version (docker.io/lmsysorg/sgl-model-gateway:1.2.3) or a digest "
+        "(docker.io/lmsysorg/sgl-model-gateway@sha256:...)")]
+    # The spec itself holds no containers: no pod of its own, so no labels asked of it.
+    assert result(decision, "require-labels").status == "pass"
+    assert not decision.patch
+
+
 def test_an_ome_inference_service_is_not_taken_for_a_kserve_one():
     ome = load("ome-inferenceservice.yaml")
     kserve = dict(ome, apiVersion="serving.kserve.io/v1beta1")
@@ -217,23 +242,161 @@ def test_an_ome_inference_service_is_not_taken_for_a_kserve_one():
     assert paths(judge(ome), "disallow-latest-tag") == ["spec.router.runner.image"]
 
 
-@pytest.mark.parametrize(("api_version", "kind", "start"), [
-    ("nvidia.com/v1alpha1", "DynamoGraphDeployment", "Dynamo builds each service's pods"),
-    ("apps.nvidia.com/v1alpha1", "NIMService", "the NIM operator builds its pods"),
-    ("kubeai.org/v1", "Model", "KubeAI builds a Model's pods from spec.image"),
-    ("llm-d.ai/v1alpha1", "ModelService", "llm-d builds its prefill, decode"),
-])
-def test_an_inference_platforms_kind_without_a_pod_template_says_where_its_pods_come_from(
-        api_version, kind, start):
-    obj = {"apiVersion": api_version, "kind": kind,
-           "metadata": {"name": "m", "namespace": "ml"},
-           "spec": {"image": "vllm/vllm-openai:latest", "env": {"HF_TOKEN": "hf_x"}}}
+def test_a_dynamo_graph_judges_each_services_main_container_where_its_fields_are_written():
+    decision = judge(load("dynamo-graphdeployment.yaml"))
+    assert not decision.allowed
+    service = "spec.services.VllmDecodeWorker"
+    assert findings(decision, "disallow-latest-tag") == [(
+        f"{service}.extraPodSpec.mainContainer.image",
+        "container 'main' in services.VllmDecodeWorker: image "
+        "'nvcr.io/nvidia/ai-dynamo/vllm-runtime:latest' uses the 'latest' tag; pin it to a "
+        "version (nvcr.io/nvidia/ai-dynamo/vllm-runtime:1.2.3) or a digest "
+        "(nvcr.io/nvidia/ai-dynamo/vllm-runtime@sha256:...)")]
+    # The service's envs, probes and resources (its gpu field) are the main container's.
+    assert paths(decision, "no-plaintext-secrets") == [f"{service}.envs[0].value"]
+    assert "hf_dynamo_plaintext_token_not_for_logs" not in json.dumps(
+        [decision.message, decision.warnings, dict(decision.audit_annotations)])
+    assert paths(decision, "liveness-probe-tolerance") == [
+        f"{service}.livenessProbe.failureThreshold"]
+    assert paths(decision, "require-gpu-limits") == [f"{service}.resources.limits.gpu"]
+    # The operator writes the pods: nothing in the graph is patched.
+    assert not decision.patch
+    assert {r.status for r in decision.results if r.policy in (
+        "inject-startup-probe", "inject-gpu-toleration")} == {"skip"}
+
+
+def test_a_dynamo_gpu_type_and_the_main_containers_own_resources_are_read():
+    obj = load("dynamo-graphdeployment.yaml")
+    worker = obj["spec"]["services"]["VllmDecodeWorker"]
+    worker["resources"]["limits"] = {"gpu": "1", "gpuType": "amd.com/gpu"}
+    worker["resources"]["requests"].update(gpu="1", gpuType="amd.com/gpu")
+    frontend = obj["spec"]["services"]["Frontend"]
+    del frontend["resources"]
+    frontend["extraPodSpec"]["mainContainer"]["resources"] = {
+        "requests": {"cpu": "1", "memory": "0"}}
     decision = judge(obj)
-    assert decision.outcome == "allowed"
-    [reason] = {r.reason for r in decision.results}
-    group = api_version.partition("/")[0]
-    assert reason.startswith(f"kind {kind} ({group}) is not judged: {start}")
-    assert reason.endswith("when they are created")
+    assert "require-gpu-limits" not in {p for p, _ in _failed(decision)}
+    assert paths(decision, "require-requests") == [
+        "spec.services.Frontend.extraPodSpec.mainContainer.resources.requests.memory"]
+
+
+def _failed(decision: Any) -> list[tuple[str | None, str]]:
+    return [(r.policy, f.path) for r in decision.results if r.status == "fail"
+            for f in r.findings]
+
+
+def test_a_nim_service_is_judged_as_the_pod_the_operator_writes():
+    decision = judge(load("nim-service.yaml"))
+    assert not decision.allowed
+    # spec.userID is the pods' uid: 0 is root, for the sidecar too.
+    assert findings(decision, "disallow-root-user") == [
+        ("spec.userID", "container 'llama3-8b-ctr': runs as root (runAsUser: 0); set "
+         "spec.userID to a non-zero uid"),
+        ("spec.userID", "container 'log-shipper': runs as root (runAsUser: 0); set "
+         "spec.userID to a non-zero uid")]
+    # The image is repository:tag, as the operator joins them.
+    assert findings(decision, "disallow-latest-tag") == [(
+        "spec.sidecarContainers[0].image",
+        "container 'log-shipper': image 'registry.example.com/log-shipper:' has an empty tag; "
+        "pin it to a version (registry.example.com/log-shipper:1.2.3) or a digest "
+        "(registry.example.com/log-shipper@sha256:...)")]
+    assert paths(decision, "liveness-probe-tolerance") == [
+        "spec.livenessProbe.probe.failureThreshold"]
+    assert paths(decision, "gpu-priority-class") == ["spec.priorityClassName"]
+    assert not decision.patch
+
+
+def test_a_nim_service_without_a_user_id_runs_as_the_operators_uid():
+    obj = load("nim-service.yaml")
+    del obj["spec"]["userID"]
+    obj["spec"]["livenessProbe"]["enabled"] = False
+    decision = judge(obj)
+    assert result(decision, "disallow-root-user").status == "pass"
+    assert result(decision, "liveness-probe-tolerance").status == "pass"
+
+
+def test_a_nim_services_pods_have_the_operators_labels_and_its_own():
+    # The operator labels every pod app and app.kubernetes.io/name (GetSelectorLabels,
+    # GetStandardLabels): the shipped require-labels is met without spec.labels.
+    decision = judge(load("nim-service.yaml"))
+    assert result(decision, "require-labels").status == "pass"
+    team = with_config(policies={"require-labels": {"params": {"labels": [["team"]]}}})
+    assert paths(judge(load("nim-service.yaml"), team), "require-labels") == [
+        "spec.labels.team"]
+    obj = load("nim-service.yaml")
+    obj["spec"]["labels"] = {"team": "inference"}
+    assert result(judge(obj, team), "require-labels").status == "pass"
+
+
+def test_a_nim_image_tag_written_as_a_number_is_refused_naming_the_field():
+    obj = load("nim-service.yaml")
+    obj["spec"]["image"]["tag"] = 1.8  # `tag: 1.8` in YAML: the CRD's schema wants a string
+    decision = judge(obj)
+    assert decision.outcome == "error"
+    assert "spec.image.tag: expected a string, got a number (quote the value)" in \
+        decision.message
+
+
+def test_a_kubeai_model_judges_its_image_and_env_and_says_what_its_profile_hides():
+    decision = judge(load("kubeai-model.yaml"))
+    assert not decision.allowed
+    assert paths(decision, "disallow-latest-tag") == ["spec.image"]
+    assert paths(decision, "no-plaintext-secrets") == ["spec.env.HF_TOKEN"]
+    assert "hf_kubeai_plaintext_token_not_for_logs" not in json.dumps(
+        [decision.message, decision.warnings, dict(decision.audit_annotations)])
+    # Requests, GPUs, the security context: KubeAI's resource profile and configuration.
+    for policy in ("require-requests", "disallow-root-user", "require-gpu-limits",
+                   "require-labels"):
+        assert result(decision, policy).status == "pass", policy
+    [warning] = decision.warnings
+    assert warning == ("spec.resourceProfile 'nvidia-gpu-l4:1': requests, limits, GPUs, "
+                       "tolerations, probes and security context come from KubeAI's "
+                       "configuration, not this object: not judged here; the Pods KubeAI "
+                       "creates are judged when created")
+    # No image: KubeAI's configuration picks one for the engine.
+    obj = load("kubeai-model.yaml")
+    del obj["spec"]["image"]
+    assert result(judge(obj), "disallow-latest-tag").status == "pass"
+
+
+def test_what_a_composed_kind_leaves_unjudged_is_shown_and_fails_no_run(tmp_path, capsys):
+    obj = load("kubeai-model.yaml")
+    obj["spec"]["image"] = "ollama/ollama:0.9.0"
+    del obj["spec"]["env"]["HF_TOKEN"]
+    manifest = tmp_path / "model.json"
+    manifest.write_text(json.dumps(obj))
+    assert main(["check", "--fail-on", "warn", str(manifest)]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith("WARN        -                          Model.kubeai.org "
+                          "kubeai/qwen2-500m-cpu  spec.resourceProfile 'nvidia-gpu-l4:1': ")
+    assert main(["check", "--quiet", "--fail-on", "warn", str(manifest)]) == 0
+    assert "WARN" not in capsys.readouterr().out
+
+
+def test_an_llmd_model_service_judges_what_its_containers_write():
+    decision = judge(load("llmd-modelservice.yaml"))
+    assert not decision.allowed
+    assert findings(decision, "require-gpu-limits") == [(
+        "spec.decode.containers[0].resources.limits[nvidia.com/gpu]",
+        "container 'vllm' in decode: set resources.limits[nvidia.com/gpu] equal to "
+        "resources.requests[nvidia.com/gpu] (2 != 1)")]
+    # The base ConfigMap's Deployments give the image, security context, priority class
+    # and any missing request: not faults of this object.
+    for policy in ("require-requests", "disallow-root-user", "disallow-latest-tag",
+                   "gpu-priority-class"):
+        assert result(decision, policy).status == "pass", policy
+    [warning] = decision.warnings
+    assert warning.startswith("spec.baseConfigMapRef: the security context, tolerations")
+    assert len(warning) <= 256  # the API server cuts a webhook's warning there
+    # What a container writes is judged: a zero request, a pinned-nowhere image.
+    obj = load("llmd-modelservice.yaml")
+    prefill = obj["spec"]["prefill"]["containers"][0]
+    prefill["resources"]["requests"]["memory"] = "0"
+    prefill["image"] = "ghcr.io/llm-d/llm-d:latest"
+    decision = judge(obj)
+    assert paths(decision, "require-requests") == [
+        "spec.prefill.containers[0].resources.requests.memory"]
+    assert paths(decision, "disallow-latest-tag") == ["spec.prefill.containers[0].image"]
 
 
 def test_another_projects_kind_is_skipped_naming_custom_kinds():
@@ -465,10 +628,12 @@ def test_check_judges_the_ml_kinds_as_the_engine_does(capsys):
     assert main(["check", "--output", "json", str(ML)]) == 1
     report = json.loads(capsys.readouterr().out)
     policies = load_policies()
+    # A Trainer runtime is judged with the TrainJobs of the same input.
+    review = Review(train_jobs=train_jobs_from(load(name) for name in names()))
     for name in names():
         rows = [row for row in report["results"] if row["resource"]["source"].startswith(
             str(ML / name))]
-        decision = evaluate(decode(load(name)), policies)
+        decision = evaluate(decode(load(name)), policies, review)
         # An object not judged at all (a TrainJob) is one skip row, of no policy.
         results = ((None, "skip", ""),) if decision.skipped else tuple(
             (r.policy, r.status, r.findings[0].path if r.findings else "")

@@ -309,6 +309,16 @@ def test_a_literal_after_a_secret_flag_is_a_finding_and_a_reference_passes():
     assert PLANTED not in _everything_said(decision, load_policies())
 
 
+# KubeAI's model manifests (kubeai-project/kubeai, manifests/models) pass vLLM
+# --max-num-batched-token=8192: a count of tokens, not a token.
+def test_a_number_given_a_flag_that_counts_is_a_setting_and_a_pin_is_still_a_secret():
+    decision = judge(pod(container(args=[
+        "--max-num-batched-token=8192", "--max-num-batched-tokens", "8192", "--max-token", "100",
+        "--min-token=1", "--num-tokens=5", "--api-token=123456", "--password", "4242"])))
+    assert paths(decision, "no-plaintext-secrets") == ["spec.containers[0].args[7]",
+                                                       "spec.containers[0].args[9]"]
+
+
 def test_config_maps_are_judged_by_their_data_keys_and_values():
     config = {"apiVersion": "v1", "kind": "ConfigMap",
               "metadata": {"name": "db-credentials", "namespace": "team-a"},

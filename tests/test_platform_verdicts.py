@@ -3,9 +3,15 @@ object of our own; the comment above each test names the source pattern it stand
 
 from __future__ import annotations
 
+import copy
 import json
+from typing import Any
 
+import yaml
 from builders import container, judge, messages, paths, pod, result, run_cli, with_config
+
+from webhook import Review
+from webhook.engine.trainjobs import AT_ADMISSION, train_jobs_from
 
 POD = """\
 apiVersion: v1
@@ -255,14 +261,89 @@ def test_a_training_runtimes_node_container_is_not_denied_for_what_its_trainjobs
         "container 'sidecar': add resources.requests.cpu",
         "container 'sidecar': add resources.requests.memory"]
     assert [w for w in decision.warnings if "resourcesPerNode" in w] == [
-        "container 'node' of this ClusterTrainingRuntime sets no resources.requests of its "
-        "own: Kubeflow Trainer sets them from each TrainJob's spec.trainer.resourcesPerNode at "
-        "run time, which is not in this object; give every TrainJob that uses it "
+        "container 'node' sets no resources: each TrainJob sets them "
+        "(spec.trainer.resourcesPerNode) and none that runs this ClusterTrainingRuntime is "
+        "among the objects judged, so they are not judged here; give each "
         "resourcesPerNode.requests (cpu, memory)"]
     given = judge(training_runtime(resources={"requests": {"cpu": "1"}}))
     assert messages(given, "require-requests")[0] == (
         "container 'node': add resources.requests.memory")
     assert not [w for w in given.warnings if "resourcesPerNode" in w]
+
+
+def train_job(name: str, **trainer: Any) -> dict[str, Any]:
+    """A TrainJob running the torch-distributed ClusterTrainingRuntime (RuntimeRef's kind
+    defaults to ClusterTrainingRuntime)."""
+    return {"apiVersion": "trainer.kubeflow.org/v1alpha1", "kind": "TrainJob",
+            "metadata": {"name": name, "namespace": "ml"},
+            "spec": {"runtimeRef": {"name": "torch-distributed"},
+                     "trainer": {"numNodes": 2, **trainer}}}
+
+
+SIZED = {"requests": {"cpu": "8", "memory": "64Gi", "nvidia.com/gpu": "1"},
+         "limits": {"nvidia.com/gpu": "1"}}
+
+
+def test_a_training_runtime_is_judged_as_each_trainjob_in_the_input_runs_it():
+    jobs = train_jobs_from([
+        train_job("sized", resourcesPerNode=SIZED),
+        train_job("unsized", image="docker.io/kubeflow/pytorch-mnist:latest"),
+        train_job("sized"),  # the same TrainJob again (another copy of an example): once
+        {**train_job("elsewhere"), "spec": {"runtimeRef": {"name": "other"}}}])
+    decision = judge(training_runtime(), review=Review(train_jobs=jobs))
+    # The TrainJob that gives resourcesPerNode passes; the one that does not is denied, as
+    # the joined object it makes, and its image is the TrainJob's.
+    assert messages(decision, "require-requests") == [
+        "container 'node' as TrainJob ml/unsized runs it: add resources.requests.cpu",
+        "container 'node' as TrainJob ml/unsized runs it: add resources.requests.memory",
+        "container 'sidecar': add resources.requests.cpu",
+        "container 'sidecar': add resources.requests.memory"]
+    assert messages(decision, "disallow-latest-tag") == [
+        "container 'node' as TrainJob ml/unsized runs it: image "
+        "'docker.io/kubeflow/pytorch-mnist:latest' uses the 'latest' tag; pin it to a version "
+        "(docker.io/kubeflow/pytorch-mnist:1.2.3) or a digest "
+        "(docker.io/kubeflow/pytorch-mnist@sha256:...)"]
+    # The sized TrainJob's GPU is the node container's: its pods need the GPU toleration.
+    assert result(decision, "inject-gpu-toleration").status == "patch"
+    assert not [w for w in decision.warnings if "resourcesPerNode" in w]
+
+
+def test_a_namespaced_training_runtime_is_run_by_the_trainjobs_of_its_namespace():
+    runtime = training_runtime()
+    runtime["kind"] = "TrainingRuntime"
+    runtime["metadata"]["namespace"] = "team-a"
+    job = train_job("sized", resourcesPerNode=SIZED)
+    job["spec"]["runtimeRef"]["kind"] = "TrainingRuntime"
+    other = copy.deepcopy(job)
+    other["metadata"].update(name="unsized", namespace="team-b")
+    del other["spec"]["trainer"]["resourcesPerNode"]
+    decision = judge(runtime, review=Review(train_jobs=train_jobs_from([job, other])))
+    assert [m for m in messages(decision, "require-requests") if "node" in m] == []
+    alone = judge(runtime, review=Review(train_jobs=train_jobs_from([other])))
+    assert [w for w in alone.warnings if "resourcesPerNode" in w]
+
+
+def test_check_judges_a_runtime_with_the_trainjobs_of_other_files(tmp_path, capsys):
+    (tmp_path / "runtime.yaml").write_text(yaml.safe_dump(training_runtime()))
+    _, out, _ = run_cli(capsys, "check", str(tmp_path / "runtime.yaml"))
+    assert "none that runs this ClusterTrainingRuntime is in the input, so they are not " \
+        "judged here" in out
+    (tmp_path / "job.yaml").write_text(yaml.safe_dump(train_job("unsized")))
+    code, out, _ = run_cli(capsys, "check", str(tmp_path))
+    assert code != 0
+    assert "container 'node' as TrainJob ml/unsized runs it: add resources.requests.cpu" in out
+
+
+def test_at_admission_a_runtime_is_told_no_trainjob_exists_yet():
+    decision = judge(training_runtime(), review=Review(train_jobs=AT_ADMISSION))
+    [warning] = [w for w in decision.warnings if "resourcesPerNode" in w]
+    assert "and none exists yet at admission, so they are not judged here" in warning
+    # The longest label (a runtime of several replicated jobs) still fits a webhook warning.
+    runtime = training_runtime()
+    jobs = runtime["spec"]["template"]["spec"]["replicatedJobs"]
+    jobs.append(copy.deepcopy(jobs[0]) | {"name": "launcher"})
+    for warning in judge(runtime, review=Review(train_jobs=AT_ADMISSION)).warnings:
+        assert len(warning) <= 256, warning
 
 
 # Quiet by default: a repository whose pods lack the recommended labels (an audit policy)

@@ -27,6 +27,10 @@ SWITCHES = {
     "argo": "argoproj.io",
     "aibrix": "orchestration.aibrix.ai",
     "ome": "ome.io",
+    "dynamo": "nvidia.com",
+    "nim": "apps.nvidia.com",
+    "kubeai": "kubeai.org",
+    "llmd": "llm-d.ai",
 }
 CLUSTER_SCOPED = {"clusterservingruntimes", "clustertrainingruntimes",
                   "clusterworkflowtemplates"}

@@ -84,3 +84,18 @@ def test_a_custom_kind_from_the_config_is_judged_online(tmp_path: Path, certs_di
     assert online == offline
     assert [op["path"] for op in online["patch"]] == [
         "/spec/shards/0/template/spec/tolerations"]
+
+
+def test_at_admission_a_trainer_runtime_is_told_no_trainjob_exists_yet(
+        client: httpx.Client) -> None:
+    """The webhook judges a runtime alone: its TrainJobs are created after it."""
+    obj = load(ML / "trainer-clustertrainingruntime.yaml")
+    node = obj["spec"]["template"]["spec"]["replicatedJobs"][0]["template"]["spec"][
+        "template"]["spec"]["containers"][0]
+    del node["resources"]
+    response = post(client, "/validate", review(obj))
+    assert response["allowed"] is True
+    assert response["warnings"] == [
+        "container 'node' sets no resources: each TrainJob sets them "
+        "(spec.trainer.resourcesPerNode) and none exists yet at admission, so they are not "
+        "judged here; give each resourcesPerNode.requests (cpu, memory)"]

@@ -15,8 +15,8 @@ from typing import Any
 
 from lightkube import ALL_NS, AsyncClient, KubeConfig
 from lightkube.core.exceptions import ApiError
-from lightkube.generic_resource import create_global_resource, create_namespaced_resource
 
+from webhook.api_resources import resource
 from webhook.engine.claims import CLAIM_KINDS, DRA_GROUP
 from webhook.engine.globs import matches_any
 from webhook.engine.namespaces import IGNORE_LABEL
@@ -28,9 +28,9 @@ log = logging.getLogger("quickq_guard.audit")
 PAGE = 500  # objects per list request
 # A ConfigMap can hold up to 1 MiB: a page of them is kept small so a page stays small.
 SMALL_PAGE = 50
-CRDS = create_global_resource("apiextensions.k8s.io", "v1", "CustomResourceDefinition",
-                              "customresourcedefinitions")
-NAMESPACES = create_global_resource("", "v1", "Namespace", "namespaces")
+CRDS = resource("apiextensions.k8s.io", "v1", "CustomResourceDefinition",
+                "customresourcedefinitions", namespaced=False)
+NAMESPACES = resource("", "v1", "Namespace", "namespaces", namespaced=False)
 
 
 @dataclass(frozen=True, slots=True)
@@ -54,10 +54,9 @@ class Kind:
 def kind(group: str, version: str, name: str, plural: str, namespaced: bool = True) -> Kind:
     """A kind to list and watch (lightkube registers a resource class once per kind, so each
     is made once and kept)."""
-    make = create_namespaced_resource if namespaced else create_global_resource
     page = SMALL_PAGE if (group, name) == ("", "ConfigMap") else PAGE
     return Kind(group, version, name, plural, namespaced, page,
-                make(group, version, name, plural))
+                resource(group, version, name, plural, namespaced))
 
 
 def client(kubeconfig: str | None) -> AsyncClient:

@@ -23,11 +23,12 @@ from typing import Any
 
 from lightkube import AsyncClient
 from lightkube.core.exceptions import ApiError
-from lightkube.generic_resource import create_namespaced_resource
+
+from webhook.api_resources import resource
 
 log = logging.getLogger("quickq_guard.audit")
 
-LEASE = create_namespaced_resource("coordination.k8s.io", "v1", "Lease", "leases")
+LEASE = resource("coordination.k8s.io", "v1", "Lease", "leases")
 RENEW_DEADLINE = 2 / 3  # of the duration: a holder that could not renew this long stops
 SERVICE_ACCOUNT_NAMESPACE = "/var/run/secrets/kubernetes.io/serviceaccount/namespace"
 

@@ -251,7 +251,7 @@ def _check(args: argparse.Namespace, policies: PolicySet, stdin: bytes | None,
         for line in notes:
             note(line)
     review = Review(exceptions=exceptions, claims=judge.input_claims([found.claims], found.read),
-                    now=now)
+                    train_jobs=judge.input_train_jobs([found.train_jobs], found.read), now=now)
     counts: Counter[str] = Counter()
     skipped_files = kustomizations = 0
     for writer in writers:

@@ -26,7 +26,14 @@ from ruamel.yaml.error import YAMLError
 from ruamel.yaml.util import load_yaml_guess_indent
 
 from webhook.cli.exits import EXIT_ERROR, EXIT_FAILED, EXIT_OK, CliError, error, hint, note
-from webhook.cli.judge import input_claims, is_object, judge, kustomize_skip, manifest_patch
+from webhook.cli.judge import (
+    input_claims,
+    input_train_jobs,
+    is_object,
+    judge,
+    kustomize_skip,
+    manifest_patch,
+)
 from webhook.engine.patch import PatchError, apply_in_place
 from webhook.engine.policy import PolicySet
 from webhook.engine.review import Review
@@ -53,8 +60,8 @@ def fix(args: argparse.Namespace, policies: PolicySet) -> int:
     several = len(sources) > 1
     # The DRA claims of the files (stdin is read once, when it is fixed): a pod consuming a
     # GPU claim gets its toleration as check says.
-    review = Review(claims=input_claims([[source for source in sources if source.name != "-"]],
-                                        None))
+    files = [[source for source in sources if source.name != "-"]]
+    review = Review(claims=input_claims(files, None), train_jobs=input_train_jobs(files, None))
     code, objects = EXIT_OK, 0
     for source in sources:
         if source.walked and (why := kustomize_skip(source.name)):

@@ -22,9 +22,9 @@ import yaml
 from lightkube import ApiError, Client, ConfigError, KubeConfig, SingleConfig
 from lightkube.config.client_adapter import verify_cluster
 from lightkube.config.models import Cluster, User
-from lightkube.generic_resource import create_global_resource, create_namespaced_resource
 from lightkube.types import PatchType
 
+from webhook.api_resources import resource
 from webhook.cli.exits import CliError
 
 TIMEOUT = 15.0
@@ -32,9 +32,9 @@ TIMEOUT = 15.0
 _WARNING = re.compile(r'^\s*299\s+\S+\s+"((?:[^"\\]|\\.)*)"')
 # Generic resources: objects as plain dicts, as the webhook's cluster views read them; the
 # hooks read a few fields and need no typed model (nor its stricter decoding).
-POD = create_namespaced_resource("", "v1", "Pod", "pods")
-CONFIGURATIONS = {plural: create_global_resource("admissionregistration.k8s.io", "v1", kind,
-                                                 plural)
+POD = resource("", "v1", "Pod", "pods")
+CONFIGURATIONS = {plural: resource("admissionregistration.k8s.io", "v1", kind, plural,
+                                   namespaced=False)
                   for kind, plural in (("ValidatingWebhookConfiguration",
                                         "validatingwebhookconfigurations"),
                                        ("MutatingWebhookConfiguration",

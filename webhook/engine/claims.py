@@ -130,7 +130,7 @@ def _pod_with_claims(pod: PodSpec, lookup: ClaimLookup, namespace: str) -> PodSp
     for index, entry in enumerate(entries):
         if not isinstance(entry, Mapping) or not isinstance(entry.get("name"), str):
             continue
-        path = (*pod.path, "resourceClaims", index)
+        path = pod.field_path("resourceClaims", index)
         if isinstance(entry.get("resourceClaimName"), str):
             listed[entry["name"]] = (CLAIM, entry["resourceClaimName"], path)
         elif isinstance(entry.get("resourceClaimTemplateName"), str):

@@ -36,6 +36,7 @@ from webhook.engine.results import (
 from webhook.engine.review import Review
 from webhook.engine.rules.cel_review import Request, Reviews
 from webhook.engine.schema import is_mapping
+from webhook.engine.trainjobs import TrainJobs, with_train_jobs
 from webhook.engine.workload import (
     InvalidObject,
     RefusedObject,
@@ -108,7 +109,7 @@ def evaluate(obj: Decoded | Any, policies: PolicySet, review: Review | None = No
 
     namespace = resource.namespace
     lookup = review.claims
-    workload = with_claims(workload, lookup, namespace)
+    workload = with_train_jobs(with_claims(workload, lookup, namespace), review.train_jobs)
     # One CEL cost budget per review, and one activation per state of its object for all
     # its CEL policies (webhook.engine.rules.cel_review).
     # Without CEL policies nothing spends a budget, and the CEL modules stay unloaded.
@@ -151,7 +152,8 @@ def evaluate(obj: Decoded | Any, policies: PolicySet, review: Review | None = No
                                                   checked=policy.cel is None,
                                                   custom_kinds=config.workload_kinds)
                                     or workload)
-                patched_workload = with_claims(patched_workload, lookup, namespace)
+                patched_workload = with_train_jobs(
+                    with_claims(patched_workload, lookup, namespace), review.train_jobs)
             except (PatchError, InvalidObject) as error:
                 results[-1] = _result(policy, "error", reason=f"patch failed: {error}")
                 continue
@@ -170,7 +172,7 @@ def evaluate(obj: Decoded | Any, policies: PolicySet, review: Review | None = No
     validated = [_run(policy, workload, request) for policy in (
         policies.validating if workload.is_claim else policies.validating_pods)]
     if operation == "UPDATE" and old_object is not None:
-        old_keys = _violation_keys(old_object, policies, request, lookup)
+        old_keys = _violation_keys(old_object, policies, request, lookup, review.train_jobs)
         if old_keys:
             validated = [_mark_preexisting(result, old_keys, workload.obj)
                          for result in validated]
@@ -294,6 +296,8 @@ def _not_mutated(workload: Workload, operation: str) -> str:
         return "a Pod is mutated on CREATE only"
     if workload.is_config_map:
         return "a ConfigMap is judged, never mutated"
+    if workload.unpatched:
+        return workload.unpatched
     if workload.kind == "ReplicaSet" and api_group(str(workload.obj.get("apiVersion"))) == "apps":
         owner = _controller_owner(workload.obj)
         if owner == ("apps", "Deployment"):
@@ -391,7 +395,7 @@ def _result(policy: Policy, status: Any, findings: tuple[Finding, ...] = (),
 
 
 def _violation_keys(old_object: Any, policies: PolicySet, request: Request,
-                    lookup: ClaimLookup) -> frozenset[FindingKey]:
+                    lookup: ClaimLookup, train_jobs: TrainJobs) -> frozenset[FindingKey]:
     """The key (see _finding_key) of every validate violation the old object already had."""
     try:
         workload = read_workload(old_object, policies.config.nodeTemplateGroups, check=False,
@@ -400,7 +404,7 @@ def _violation_keys(old_object: Any, policies: PolicySet, request: Request,
         return frozenset()
     if workload is None:
         return frozenset()
-    workload = with_claims(workload, lookup, request.namespace)
+    workload = with_train_jobs(with_claims(workload, lookup, request.namespace), train_jobs)
     old_request = request._replace(old_object=None)
     keys = set()
     for policy in policies.validating:

@@ -16,6 +16,7 @@ from typing import Any
 from webhook.engine.claims import NO_CLAIMS, ClaimLookup
 from webhook.engine.decode import Decoded
 from webhook.engine.policy_exceptions import NONE, Exceptions
+from webhook.engine.trainjobs import NO_TRAIN_JOBS, TrainJobs
 
 
 def _now() -> datetime:
@@ -37,7 +38,9 @@ class Review:
     PolicyException object's expiry is checked; it is the time of construction unless
     given. `claims` is where the Dynamic Resource Allocation claims a pod consumes are
     looked up (webhook.engine.claims: the claims of the same input offline, the webhook's
-    view of the cluster online). `source` names where the object was read from
+    view of the cluster online). `train_jobs` are the TrainJobs a Kubeflow Trainer runtime
+    is judged with (webhook.engine.trainjobs: the TrainJobs of the same input offline; at
+    admission, none exists yet). `source` names where the object was read from
     (file:document) in the decision.
     """
 
@@ -50,6 +53,7 @@ class Review:
     dry_run: bool = False
     exceptions: Exceptions = NONE
     claims: ClaimLookup = NO_CLAIMS
+    train_jobs: TrainJobs = NO_TRAIN_JOBS
     now: datetime = field(default_factory=_now)
     source: str = ""
 

@@ -31,6 +31,7 @@ from webhook.engine.policy import PolicyError, PolicySet
 from webhook.engine.policy_exceptions import NONE, Exceptions
 from webhook.engine.results import Decision, Resource
 from webhook.engine.review import Review
+from webhook.engine.trainjobs import AT_ADMISSION
 from webhook.server import admission, claim_view, deadlines, drain, exception_view, metrics
 from webhook.server.admission import AdmissionError, AdmissionRequest
 from webhook.server.logs import log_review
@@ -336,7 +337,7 @@ def judge(review: AdmissionRequest, policies: PolicySet, exceptions: Exceptions 
             operation=review.operation, old_object=review.old_object,
             username=review.username, groups=review.groups, namespace=review.namespace,
             dry_run=review.dry_run, exceptions=exceptions, claims=claims,
-            now=datetime.now(UTC)))
+            train_jobs=AT_ADMISSION, now=datetime.now(UTC)))
     except Exception as error:  # the engine catches rule bugs; this is the last resort
         log.exception("evaluation failed", extra={"fields": {"uid": review.uid}})
         problem = f"quickq-guard could not judge this object ({type(error).__name__})"

@@ -25,8 +25,8 @@ from types import MappingProxyType
 from typing import Any
 
 from lightkube import ALL_NS, AsyncClient, KubeConfig
-from lightkube.generic_resource import create_namespaced_resource
 
+from webhook.api_resources import resource
 from webhook.server import metrics
 
 log = logging.getLogger("quickq_guard.server")
@@ -75,8 +75,7 @@ class ClusterView:
         self.namespaces = tuple(namespaces)
         self._client = client
         self._clock = clock
-        self._resource = create_namespaced_resource(kind.group, kind.version, kind.kind,
-                                                    kind.plural)
+        self._resource = resource(kind.group, kind.version, kind.kind, kind.plural)
         self._by_namespace: dict[str, Mapping[tuple[str, str], Mapping[str, Any]]] = {}
         self._up: set[str] = set()  # namespaces whose watch is open
         self._current_at: float | None = None  # when the view was last known current

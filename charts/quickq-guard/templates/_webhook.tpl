@@ -214,7 +214,19 @@ rule: a namespaceSelector does not apply to them.
 {{- $groups = append $groups (dict "group" "orchestration.aibrix.ai" "namespaced" (list "stormservices" "rayclusterfleets")) -}}
 {{- end -}}
 {{- if $kinds.ome -}}
-{{- $groups = append $groups (dict "group" "ome.io" "namespaced" (list "inferenceservices")) -}}
+{{- $groups = append $groups (dict "group" "ome.io" "namespaced" (list "inferenceservices" "servingruntimes") "cluster" (list "clusterservingruntimes")) -}}
+{{- end -}}
+{{- if $kinds.dynamo -}}
+{{- $groups = append $groups (dict "group" "nvidia.com" "namespaced" (list "dynamographdeployments")) -}}
+{{- end -}}
+{{- if $kinds.nim -}}
+{{- $groups = append $groups (dict "group" "apps.nvidia.com" "namespaced" (list "nimservices")) -}}
+{{- end -}}
+{{- if $kinds.kubeai -}}
+{{- $groups = append $groups (dict "group" "kubeai.org" "namespaced" (list "models")) -}}
+{{- end -}}
+{{- if $kinds.llmd -}}
+{{- $groups = append $groups (dict "group" "llm-d.ai" "namespaced" (list "modelservices")) -}}
 {{- end -}}
 {{- range .Values.customKinds -}}
 {{- if eq (default "Namespaced" .scope) "Cluster" -}}

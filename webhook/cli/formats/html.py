@@ -105,8 +105,9 @@ class Html(Format):
                         continue
                     rows.append(_row(item, result, verdict, finding.message, finding))
             for warning in decision.warnings:
-                # a warning of no policy: a field quickq-guard does not judge (podSpecPatch)
-                if not warning.startswith("[") and not (quiet and not fails("warn", fail_on)):
+                # a warning of no policy: what quickq-guard does not judge (podSpecPatch, a
+                # KubeAI Model's resource profile), which fails no run: not with --quiet
+                if not warning.startswith("[") and not quiet:
                     rows.append(Row("warn", "", resource.kind, resource.namespace,
                                     resource.name, location(item), warning, "", (), "", ""))
         return rows, skipped

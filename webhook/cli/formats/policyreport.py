@@ -3,7 +3,8 @@
 stream that `kubectl apply -f -` takes.
 
 A result is one resource x policy: pass, fail (an enforced denial), warn (a warn or audit
-finding, or a dry-run denial), error or skip; a patch a mutate policy would make is a pass
+finding, or a dry-run denial), error or skip (an object not judged at all is one skip of the
+policy `judged`, saying why); a patch a mutate policy would make is a pass
 whose message and properties say what it adds. Results are kept in a temporary file per
 namespace as they come, so memory does not grow with the input.
 """
@@ -19,7 +20,7 @@ from typing import IO, Any
 
 import orjson
 
-from webhook.cli.formats import Format, failing
+from webhook.cli.formats import Format, failing, reported_results
 from webhook.cli.judge import Judged, standing
 from webhook.engine.policy import PolicySet
 from webhook.engine.results import Decision, Result
@@ -57,7 +58,7 @@ class PolicyReport(Format):
                          "name": resource.name}
             if namespace:
                 reference["namespace"] = namespace
-            for result in decision.results:
+            for result in reported_results(decision):
                 if quiet and not failing(decision, result, self.options.fail_on):
                     continue
                 outcome, message = report_result(decision, result)
@@ -68,8 +69,11 @@ class PolicyReport(Format):
                     properties["template"] = item.document.template
                 if result.status == "patch":
                     properties["patch"] = orjson.dumps(result.shown_patch).decode()
-                entry = {"source": "quickq-guard", "policy": result.policy or "readable",
-                         "rule": result.policy or "readable", "result": outcome,
+                # A result of no policy: an object that cannot be read, or one not judged
+                # at all (one skip, as in the JSON report, not one per policy).
+                policy = result.policy or ("judged" if result.status == "skip" else "readable")
+                entry = {"source": "quickq-guard", "policy": policy,
+                         "rule": policy, "result": outcome,
                          "message": message, "scored": True,
                          "category": result.type, "resources": [reference],
                          "properties": properties,

@@ -47,9 +47,9 @@ class Table(Format):
                     lines.append(self.line(verdict, result.policy or "-", item, message,
                                            finding))
             for warning in decision.warnings:
-                # a warning of no policy: a field quickq-guard does not judge (podSpecPatch)
-                if not warning.startswith("[") and not (quiet and not fails(
-                        "warn", self.options.fail_on)):
+                # a warning of no policy: what quickq-guard does not judge (podSpecPatch, a
+                # KubeAI Model's resource profile), which fails no run: not with --quiet
+                if not warning.startswith("[") and not quiet:
                     lines.append(self.line("warn", "-", item, warning))
         return "".join(lines)
 

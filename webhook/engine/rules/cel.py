@@ -580,7 +580,7 @@ def _field(path: Path, pod_spec_path: Path, container: Container | None) -> Path
         return (*pod_spec_path, *path[1:])
     if path[:1] == ("object",):
         return path[1:]
-    return (*container.path, *path) if container is not None else path
+    return container.field_path(*path) if container is not None else path
 
 
 def _about(validation: Validation, container: Container | None) -> Container | None:

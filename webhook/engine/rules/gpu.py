@@ -164,11 +164,11 @@ def gpu_priority_class(workload: Workload, params: GpuParams) -> list[Finding]:
         return []
     findings = []
     for pod_spec in workload.pod_specs:  # each GPU pod spec of the workload
-        if pod_spec.data.get("priorityClassName") \
+        if pod_spec.data.get("priorityClassName") or "priorityClassName" in pod_spec.elsewhere \
                 or not (gpu_resources_used(pod_spec, params.resources)
                         or uses_gpu_claim(pod_spec, params.device_classes)):
             continue
-        path = (*pod_spec.path, "priorityClassName")
+        path = pod_spec.field_path("priorityClassName")
         findings.append(finding(None, f"set {dotted(path)} (a PriorityClass name) so this "
                                 "accelerator workload is not preempted by lower-priority "
                                 "work", path))
@@ -227,7 +227,7 @@ def inject_gpu_toleration(workload: Workload, params: GpuTolerationParams) -> li
 def _gpu_toleration(pod_spec: PodSpec, taint_keys: list[str],
                     params: GpuTolerationParams) -> list[Finding]:
     keys = list(dict.fromkeys(taint_keys))
-    tolerations_path = (*pod_spec.path, "tolerations")
+    tolerations_path = pod_spec.field_path("tolerations")
     existing = pod_spec.data.get("tolerations")
     current = existing if isinstance(existing, list) else []
     missing = [key for key in keys if not any(tolerates(t, key, params.effect) for t in current)]
@@ -325,7 +325,7 @@ def gpu_claim_usage(workload: Workload, params: GpuParams) -> list[Finding]:
                 if not use.kind:
                     findings.append(finding(
                         container, f"consumes claim '{use.name}', which "
-                        f"{dotted((*pod_spec.path, 'resourceClaims'))} does not list; add it "
+                        f"{dotted(pod_spec.field_path('resourceClaims'))} does not list; add it "
                         "there", container.field_path("resources", "claims")))
                     continue
                 field = "resourceClaimName" if use.kind == CLAIM else "resourceClaimTemplateName"

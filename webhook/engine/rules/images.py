@@ -73,8 +73,10 @@ def disallow_latest_tag(workload: Workload, params: LatestTagParams) -> list[Fin
     findings = []
     for container in workload.containers:
         image = container.data.get("image")
-        if image is None and container.group in IMAGE_FROM_RUNTIME:
-            continue  # a KServe model spec or OME runner runs its serving runtime's image
+        if image is None and (container.group in IMAGE_FROM_RUNTIME
+                              or "image" in container.elsewhere):
+            continue  # a KServe model spec or OME runner runs its serving runtime's image;
+            # a composed kind's operator picks one (webhook.engine.workload.composed)
         problem = _image_problem(image, "image", params.tags)
         if problem:
             findings.append(finding(container, problem, container.field_path("image")))
@@ -95,7 +97,8 @@ def disallow_latest_tag(workload: Workload, params: LatestTagParams) -> list[Fin
             problem = _image_problem(source.get("reference"), "image.reference", params.tags)
             if problem:
                 findings.append(finding(None, f"{label}: {problem}",
-                                        (*pod.path, "volumes", index, "image", "reference")))
+                                        pod.field_path("volumes", index, "image",
+                                                       "reference")))
     return findings
 
 

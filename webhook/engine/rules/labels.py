@@ -75,7 +75,10 @@ def require_labels(workload: Workload, params: RequireLabelsParams) -> list[Find
     findings: list[Finding] = []
     for pod_spec in workload.pod_specs:
         path = pod_spec.labels_path
-        labels = workload.labels if path == _OBJECT_LABELS else _pod_labels(workload, path)
+        if not path:
+            continue  # the pods' labels are not in the object (webhook.engine.workload.composed)
+        labels = pod_spec.labels if pod_spec.labels is not None \
+            else workload.labels if path == _OBJECT_LABELS else _pod_labels(workload, path)
         for keys in params.labels:
             for key in keys:
                 if key in labels:

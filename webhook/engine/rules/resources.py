@@ -9,7 +9,7 @@ from typing import Any
 from webhook.engine.quantity import parse_quantity
 from webhook.engine.results import Finding
 from webhook.engine.rules._base import NoParams, Params, finding, resource_field
-from webhook.engine.workload import Container, Workload, from_train_job
+from webhook.engine.workload import Container, Workload
 
 
 class RequireRequestsParams(Params):
@@ -33,15 +33,17 @@ def require_requests(workload: Workload, params: RequireRequestsParams) -> list[
         for container in pod_spec.containers:
             if container.group == "ephemeralContainers":
                 continue  # ephemeral containers cannot carry resources
-            if from_train_job(workload, container) \
-                    and not container.requests and not container.limits:
-                continue  # its TrainJobs give them: a warning says so (workload.py)
             requests, limits = container.requests, container.limits
+            # A composed kind's operator fills what its containers leave out (llm-d's base
+            # Deployments: webhook.engine.workload.composed), a TrainJob a Trainer runtime's `node`
+            # container's when none runs it here (webhook.engine.trainjobs): only what they
+            # write is judged.
+            given = "resources" in container.elsewhere
             for name in params.resources:
                 amount = requests.get(name)
                 if amount is None:
                     amount = limits.get(name)
-                if amount is None and name not in shared:
+                if amount is None and name not in shared and not given:
                     findings.append(finding(
                         container, f"add {resource_field(container, 'requests', name)}",
                         container.field_path("resources", "requests", name)))

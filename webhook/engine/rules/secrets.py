@@ -15,7 +15,7 @@ from typing import Any
 from webhook.engine.linear import Pattern
 from webhook.engine.results import Finding
 from webhook.engine.rules._base import finding
-from webhook.engine.rules.secrets_params import PlaintextSecretParams
+from webhook.engine.rules.secrets_params import PlaintextSecretParams, name_words
 from webhook.engine.schema import is_mapping
 from webhook.engine.workload import Container, Workload
 
@@ -276,7 +276,7 @@ def _arguments(container: Container, defined: Mapping[str, str | None],
             if kind:
                 findings.append(_format_finding(container, f"{field}[{index}]", kind, path,
                                                 text != item))
-            elif named and holds_a_secret(value, params.ends_in_secret(named.lstrip("-"))):
+            elif named and holds_a_secret(value, _ends_in_secret(named.lstrip("-"), params)):
                 findings.append(Finding(
                     f"{container.label}: {field}[{index}] gives {named} a literal value; pass "
                     "it from a Secret instead (an env variable with valueFrom.secretKeyRef, "
@@ -284,6 +284,17 @@ def _arguments(container: Container, defined: Mapping[str, str | None],
             flag = text if text.startswith("-") and "=" not in text \
                 and params.names_secret(text.lstrip("-")) else ""
     return findings
+
+
+# A flag that starts with one of these counts what the rest names (vLLM's
+# --max-num-batched-token 8192, --max-tokens): its number is a setting, not a secret.
+_COUNTING = frozenset({"MAX", "MIN", "NUM"})
+
+
+def _ends_in_secret(flag: str, params: PlaintextSecretParams) -> bool:
+    """Whether a flag's name ends in the secret itself (--password, --api-key), so that even
+    a number given it is one; not a flag that counts (--max-num-batched-token)."""
+    return params.ends_in_secret(flag) and name_words(flag)[0] not in _COUNTING
 
 
 # A ConfigMap key that names a file (no-plaintext-secrets.yaml, app.properties): its value is

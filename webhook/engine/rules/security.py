@@ -6,7 +6,9 @@ from typing import Any
 
 from webhook.engine.results import Finding
 from webhook.engine.rules._base import NoParams, finding
-from webhook.engine.workload import Workload
+from webhook.engine.workload import Workload, dotted
+
+_RUN_AS_USER = ("securityContext", "runAsUser")
 
 
 def _int_or_none(value: Any) -> int | None:
@@ -34,14 +36,19 @@ def disallow_root_user(workload: Workload, params: NoParams) -> list[Finding]:
                 non_root = pod.get("runAsNonRoot")
             if user == 0:
                 where = (container.field_path("securityContext", "runAsUser") if own_user == 0
-                         else (*pod_spec.path, "securityContext", "runAsUser"))
+                         else pod_spec.field_path("securityContext", "runAsUser"))
                 # With runAsNonRoot: true the kubelet refuses to start it (CreateContainerConfig
                 # Error): still denied, since it can never run, and the message says why.
                 refused = (" with runAsNonRoot: true, which the kubelet refuses to start"
                            if non_root is True else "")
+                # A composed kind names the uid its own way (a NIMService's spec.userID).
+                field = ("securityContext.runAsUser" if where[-2:] == _RUN_AS_USER
+                         else dotted(where))
                 findings.append(finding(
-                    container, f"runs as root (runAsUser: 0){refused}; set "
-                    "securityContext.runAsUser to a non-zero uid", where))
+                    container, f"runs as root (runAsUser: 0){refused}; set {field} to a "
+                    "non-zero uid", where))
+            elif "securityContext" in container.elsewhere:
+                continue  # its operator sets it (webhook.engine.workload.composed)
             elif user is None and non_root is not True:
                 findings.append(finding(
                     container, "may run as root; set securityContext.runAsNonRoot: true "

@@ -43,7 +43,9 @@ def api_group(api_version: str) -> str:
 #   pods'; the pod spec is checked as the Kubernetes PodSpec it is.
 # inline: the pod spec's fields sit among a component's own (a KServe predictor, a
 #   ServingRuntime spec), with the pods' labels in the component's `labels`.
-Style = Literal["pod", "template", "inline"]
+# composed: no pod spec at all; the kind's operator composes the pods from fields of its own
+#   (webhook.engine.workload.composed reads them as the pod spec they become).
+Style = Literal["pod", "template", "inline", "composed"]
 ANY = "*"  # a path segment that stands for every key of a mapping or item of a list
 
 
@@ -87,6 +89,17 @@ OME_CONTAINER = "ome-container"  # the name OME gives a runner's or model spec's
 # OME model spec, an OME runner.
 IMAGE_FROM_RUNTIME = frozenset({"model", "runner"})
 _RAY_CLUSTER = ("headGroupSpec",), ("workerGroupSpecs", ANY)
+
+def _ome_components(*components: str) -> tuple[PodSite, ...]:
+    """OME's engine, decoder and router (or a runtime's engineConfig...): each inlines its
+    pod spec around its `runner`, and a multi-node engine or decoder has a `leader` and a
+    `worker` of their own (not the router)."""
+    return tuple(PodSite(("spec", component, *part), "inline", ("runner",), "runner",
+                         OME_CONTAINER)
+                 for component in components
+                 for part in ((), ("leader",), ("worker",))
+                 if not component.startswith("router") or not part)
+
 
 class BuiltIn(NamedTuple):
     """A built-in kind quickq-guard judges: its apiVersion, its resource (plural) and the
@@ -193,9 +206,25 @@ WORKLOAD_KINDS: dict[tuple[str, str], tuple[PodSite, ...]] = {
     ("ome.io", "InferenceService"): (
         PodSite(("spec", "predictor"), "inline", ("model",), model_name=OME_CONTAINER),
         PodSite(("spec", "predictor", "workerSpec"), "inline"),
-        *(PodSite(("spec", component, *part), "inline", ("runner",), "runner", OME_CONTAINER)
-          for component in ("engine", "decoder", "router")
-          for part in ((), ("leader",), ("worker",)) if component != "router" or not part)),
+        *_ome_components("engine", "decoder", "router")),
+    # OME's serving runtimes (ome.io/v1beta1, pkg/apis/ome/v1beta1/servingruntime_types.go):
+    # like KServe's, the spec inlines a pod spec (`containers`) and `workers` another; and
+    # engineConfig, decoderConfig and routerConfig each inline one around its runner, as an
+    # InferenceService's components do
+    # (a spec or workers without containers makes no pod of its own)
+    **{("ome.io", kind): (
+        PodSite(("spec",), "inline", only_with_containers=True),
+        PodSite(("spec", "workers"), "inline", only_with_containers=True),
+        *_ome_components("engineConfig", "decoderConfig", "routerConfig"))
+       for kind in ("ServingRuntime", "ClusterServingRuntime")},
+    # NVIDIA Dynamo, NVIDIA's NIM operator, KubeAI and llm-d: no pod template; each operator
+    # composes the pods from fields of its own, read by webhook.engine.workload.composed as the pod
+    # specs they become (a Dynamo graph's services, an llm-d ModelService's roles)
+    ("nvidia.com", "DynamoGraphDeployment"): (PodSite(("spec", "services", ANY), "composed"),),
+    ("apps.nvidia.com", "NIMService"): (PodSite(("spec",), "composed"),),
+    ("kubeai.org", "Model"): (PodSite(("spec",), "composed"),),
+    ("llm-d.ai", "ModelService"): tuple(PodSite(("spec", role), "composed")
+                                        for role in ("prefill", "decode", "endpointPicker")),
     # Dynamic Resource Allocation: no pod spec, judged by the GPU claim policy
     ("resource.k8s.io", "ResourceClaimTemplate"): (),
     ("resource.k8s.io", "ResourceClaim"): (),
@@ -211,7 +240,8 @@ UNSEEN_FIELDS = {
 # Kinds that look like workloads but carry no pod template, and why they are not judged.
 NOT_JUDGED = {
     ("trainer.kubeflow.org", "TrainJob"): "a TrainJob carries no pod template: its pods come "
-    "from its TrainingRuntime or ClusterTrainingRuntime, which quickq-guard judges",
+    "from its TrainingRuntime or ClusterTrainingRuntime, which quickq-guard judges as this "
+    "TrainJob runs it (its resourcesPerNode, image and env) when both are in the input",
     # Spark sets the driver's and executors' image, resources and env from spec.driver and
     # spec.executor (SparkPodSpec: cores, memory, gpu...), overwriting a pod template's;
     # judged as a pod spec, it would be judged wrong.
@@ -220,38 +250,6 @@ NOT_JUDGED = {
        "not a pod spec's, and override a pod template's; quickq-guard judges the Pods Spark "
        "creates, when they are created"
        for kind in ("SparkApplication", "ScheduledSparkApplication")},
-    # The inference platforms whose objects carry no pod template: each operator composes the
-    # pods' containers from fields of its own, which a pod spec's rules would misjudge.
-    # Dynamo (nvidia.com/v1alpha1; ai-dynamo/dynamo's deploy/cloud/operator/api/v1alpha1/
-    # dynamographdeployment_types.go and internal/dynamo/graph.go): a service's main container
-    # is its extraPodSpec.mainContainer merged with the service's envs and probes, and its
-    # resources come from the service's `resources` (cpu, memory, gpu, gpuType).
-    ("nvidia.com", "DynamoGraphDeployment"): "Dynamo builds each service's pods from "
-    "spec.services.<name>: extraPodSpec and its mainContainer merged with the service's own "
-    "resources (cpu, memory, gpu), envs and probes, which are not a pod template; "
-    "quickq-guard judges the pods Dynamo creates, when they are created",
-    # NIM operator (apps.nvidia.com/v1alpha1; NVIDIA/k8s-nim-operator's config/crd/bases/
-    # apps.nvidia.com_nimservices.yaml): image is {repository, tag}, probes {enabled, probe},
-    # the user a userID.
-    ("apps.nvidia.com", "NIMService"): "the NIM operator builds its pods from fields of its "
-    "own (spec.image's repository and tag, resources, env, probes with an `enabled` switch, "
-    "userID), which are not a pod template; quickq-guard judges the Deployments and pods it "
-    "creates, when they are created",
-    # KubeAI (kubeai.org/v1; substratusai/kubeai's manifests/crds/kubeai.org_models.yaml): a
-    # Model names an image, env (a map) and a resource profile (nvidia-gpu-l4:1) that KubeAI's
-    # own configuration turns into requests, limits, node selectors and tolerations.
-    ("kubeai.org", "Model"): "KubeAI builds a Model's pods from spec.image, spec.env and a "
-    "resource profile (spec.resourceProfile) defined in KubeAI's own configuration, so the "
-    "pods' requests, limits, tolerations, probes and security context are not in the object; "
-    "quickq-guard judges the pods KubeAI creates, when they are created",
-    # llm-d's ModelService (llm-d.ai/v1alpha1; llm-d/llm-d-model-service's config/crd/bases/
-    # llm-d.ai_modelservices.yaml): containers of name, image, env and resources, merged into
-    # the Deployments of a base ConfigMap, which holds the pod-level fields and probes.
-    ("llm-d.ai", "ModelService"): "llm-d builds its prefill, decode and endpoint-picker "
-    "pods from the Deployments of its base ConfigMap (spec.baseConfigMapRef), which hold the "
-    "security context, tolerations and probes, merged with the containers of spec.prefill, "
-    "spec.decode and spec.endpointPicker; quickq-guard judges the Deployments llm-d creates, "
-    "when they are created",
 }
 MAX_PROBLEMS = schema.MAX_PROBLEMS
 # How a skip reason starts to say the kind looks like a typo of a judged one.
@@ -324,25 +322,40 @@ class Container:
     # The DRA claims it consumes, resolved (webhook.engine.claims.with_claims); empty until
     # then, and for almost every container.
     claims: tuple[ClaimUse, ...] = field(default=(), repr=False, compare=False)
+    # Where a kind whose operator composes the container (webhook.engine.workload.composed)
+    # writes its fields: a prefix of a field's path in the container -> the object's path for it (an
+    # env entry from the service's `envs`, Dynamo's resources.limits.gpu for
+    # resources.limits[nvidia.com/gpu]). The longest prefix wins; unmapped, below `path`.
+    fields: Mapping[Path, Path] | None = field(default=None, repr=False, compare=False)
+    # Fields the operator fills from elsewhere when the object leaves them out (its own
+    # configuration, a base template): their absence here is no fault.
+    elsewhere: frozenset[str] = field(default=frozenset(), repr=False, compare=False)
+    # The object it is judged as run by, when another object completes it (a Trainer
+    # runtime's `node` container as a TrainJob runs it: webhook.engine.trainjobs).
+    run_by: str = ""
 
     @property
     def label(self) -> str:
         if self.group == "nodeTemplate":
             return "spec"
         where = f" in {self.pod}" if self.pod else ""
-        return f"{_LABELS[self.group]} '{self.name}'{where}"
+        by = f" as {self.run_by} runs it" if self.run_by else ""
+        return f"{_LABELS[self.group]} '{self.name}'{where}{by}"
 
     @property
     def key(self) -> str:
         """The container's name, with its pod spec's when the workload has several: what an
         UPDATE compares with the old object's findings."""
-        return f"{self.name} in {self.pod}" if self.pod else self.name
+        key = f"{self.name} in {self.pod}" if self.pod else self.name
+        return f"{key} by {self.run_by}" if self.run_by else key
 
     def field_path(self, *names: str | int) -> Path:
         """The path of a field of this container; a probe name maps to spec.health.* in a
         NodeTemplate."""
         if self.group == "nodeTemplate" and names and names[0] in NODE_TEMPLATE_PROBES:
             return (*self.path, "health", NODE_TEMPLATE_PROBES[str(names[0])], *names[1:])
+        if self.fields:
+            return _mapped(self.fields, names) or (*self.path, *names)
         return (*self.path, *names)
 
     def probe(self, name: str) -> Mapping[str, Any] | None:
@@ -370,6 +383,28 @@ class PodSpec:
     # KServe component's `labels`.
     labels_path: Path
     security_context: Mapping[str, Any]  # the pod-level one; empty in a NodeTemplate
+    # As Container.fields and Container.elsewhere, for the pod-level fields of a composed
+    # kind (NIM's spec.userID for securityContext.runAsUser).
+    fields: Mapping[Path, Path] | None = field(default=None, repr=False, compare=False)
+    elsewhere: frozenset[str] = field(default=frozenset(), repr=False, compare=False)
+    # The pods' labels when an operator composes them (a NIMService's own and the
+    # operator's), instead of those at labels_path.
+    labels: Mapping[str, Any] | None = field(default=None, repr=False, compare=False)
+
+    def field_path(self, *names: str | int) -> Path:
+        """The path of a pod-level field (tolerations, securityContext.runAsUser)."""
+        if self.fields:
+            return _mapped(self.fields, names) or (*self.path, *names)
+        return (*self.path, *names)
+
+
+def _mapped(fields: Mapping[Path, Path], names: Path) -> Path | None:
+    """The object's path of a field whose longest prefix `fields` maps, or None."""
+    for size in range(len(names), 0, -1):
+        where = fields.get(names[:size])
+        if where is not None:
+            return (*where, *names[size:])
+    return None
 
 
 @dataclass(slots=True)
@@ -387,6 +422,9 @@ class Workload:
     unseen: tuple[str, ...] = ()
     # A ConfigMap: no pods, its data judged by no-plaintext-secrets.
     is_config_map: bool = False
+    # Why mutate policies leave it alone: an operator composes its pods from its fields
+    # (webhook.engine.workload.composed), so the pods are patched where they are created.
+    unpatched: str = ""
 
     @property
     def is_node_template(self) -> bool:
@@ -446,6 +484,10 @@ def read_workload(obj: Any, node_template_groups: Sequence[str], *,
              if not site.holder_kind or _holder_kind(obj, path) == site.holder_kind]
     if sites and not found and (group, kind) not in SERVED_API_VERSIONS:
         return None  # a kind of another project without its pod templates: see not_judged
+    if sites[0].style == "composed":
+        from webhook.engine.workload.composed import composed
+
+        return composed(obj, group, kind, [(path, data) for _, path, data in found], labels)
     if check and not checked:
         problems: list[schema.Problem] = []
         for site, path, _ in found:
@@ -476,42 +518,35 @@ def read_workload(obj: Any, node_template_groups: Sequence[str], *,
 
 
 # Kubeflow Trainer v2 (trainer.kubeflow.org/v1alpha1): the trainer container of a runtime is
-# named `node`, and the TrainJob that uses the runtime sets its resources at run time
-# (TrainJob spec.trainer.resourcesPerNode replaces them; Trainer's constants.Node). Read from
-# kubeflow/trainer's manifests/base/runtimes and pkg/constants (v2.0).
+# named `node`, and each TrainJob that runs the runtime sets its resources (webhook.engine.
+# trainjobs judges it with them).
 TRAINER_RUNTIMES = frozenset({("trainer.kubeflow.org", "TrainingRuntime"),
                               ("trainer.kubeflow.org", "ClusterTrainingRuntime")})
 TRAINER_NODE = "node"
-FROM_TRAIN_JOB = ("{container} of this {kind} sets no resources.requests of its own: "
-                  "Kubeflow Trainer sets them from each TrainJob's "
-                  "spec.trainer.resourcesPerNode at run time, which is not in this object; "
-                  "give every TrainJob that uses it resourcesPerNode.requests (cpu, memory)")
-
-
-def from_train_job(workload: Workload, container: Container) -> bool:
-    """Whether a container's resources come from the TrainJob at run time (a Trainer
-    runtime's `node` container), so a runtime without requests there is not at fault."""
-    return container.name == TRAINER_NODE and container.group == "containers" \
-        and workload.kind in ("TrainingRuntime", "ClusterTrainingRuntime") \
-        and api_group(str(workload.obj.get("apiVersion", ""))) == "trainer.kubeflow.org"
 
 
 def _trainer_runtime(obj: Mapping[str, Any], kind: str, pods: list[PodSpec],
                      labels: Mapping[str, Any]) -> Workload:
     """A Trainer runtime: its pod specs, each named by its replicated job's path from the
     object's root (`spec.template.spec.replicatedJobs[1]`, the convention its findings' fields
-    use), and a warning for each `node` container whose requests its TrainJobs give (see
-    FROM_TRAIN_JOB)."""
-    if len(pods) != 1:
-        pods = [replace(pod, containers=tuple(
-            replace(container, pod=dotted(pod.template_path[:5]))
-            for container in pod.containers)) for pod in pods]
+    use); a `node` container without resources has them from its TrainJobs, with which
+    webhook.engine.trainjobs judges it."""
+    pods = [replace(pod, containers=tuple(
+        replace(container,
+                pod=dotted(pod.template_path[:5]) if len(pods) != 1 else container.pod,
+                elsewhere=_FROM_TRAIN_JOB if _node_without_resources(container)
+                else container.elsewhere)
+        for container in pod.containers)) for pod in pods]
     containers = tuple(container for pod in pods for container in pod.containers)
-    unseen = tuple(FROM_TRAIN_JOB.format(container=container.label, kind=kind)
-                   for container in containers
-                   if container.name == TRAINER_NODE and container.group == "containers"
-                   and not container.requests and not container.limits)
-    return Workload(obj, kind, tuple(pods), containers, labels, unseen=unseen)
+    return Workload(obj, kind, tuple(pods), containers, labels)
+
+
+_FROM_TRAIN_JOB = frozenset({"resources"})
+
+
+def _node_without_resources(container: Container) -> bool:
+    return container.name == TRAINER_NODE and container.group == "containers" \
+        and not container.requests and not container.limits
 
 
 def _shared(obj: Mapping[str, Any], site: PodSite, pod: PodSpec) -> PodSpec:
