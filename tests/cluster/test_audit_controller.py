@@ -9,9 +9,11 @@ as a cluster holds them from before quickq-guard was installed, violations inclu
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 import time
+import urllib.error
 import urllib.request
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
@@ -31,6 +33,8 @@ from cluster_helpers import (
     wait_until,
 )
 from support.audit import Auditor, install_report_crds, reports
+from test_audit_page import by_object
+from test_cli_html import Page
 
 from webhook.testing import REPO, free_port
 
@@ -268,6 +272,72 @@ def test_once_prints_what_check_prints_for_a_dump(world: Any) -> None:
             cwd=REPO, capture_output=True, text=True, check=False)
         assert shown.returncode == 1, f"{name}: {shown.stderr}"
         assert "disallow-latest-tag" in shown.stdout and SECRET not in shown.stdout, name
+
+
+def same_page(text: str) -> str:
+    """A page with the moment it was made and the command that made it left out."""
+    text = re.sub(r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d UTC", "(when)", text)
+    return re.sub(r"Made by <code>[^<]*</code>", "Made by (who)", text)
+
+
+def test_the_page_at_report_shows_what_audit_once_and_report_show(world: Any) -> None:
+    """/report on the metrics port (--serve-report) is the page `quickq-guard report -o html`
+    makes of the reports the controller wrote, and shows each object's failures as
+    `audit --once -o html` shows them (a report joins a policy's findings into one row)."""
+    plane, workdir = world
+    port = free_port()
+    audit = start(plane, workdir, "--metrics-port", str(port), "--serve-report", name="page")
+    url = f"http://127.0.0.1:{port}/report"
+
+    def served() -> str:
+        with urllib.request.urlopen(url, timeout=10) as answer:
+            assert answer.headers["Content-Type"] == "text/html; charset=utf-8"
+            return str(answer.read().decode())
+
+    def scanned() -> bool:
+        """The port answers (the process has started) and the first full scan has ended:
+        before it, /report answers 503."""
+        try:
+            served()
+        except urllib.error.HTTPError as error:
+            assert error.code == 503, error
+            return False
+        except urllib.error.URLError:
+            return False
+        return True
+
+    def from_reports() -> str:
+        return subprocess.run(
+            [sys.executable, "-m", "webhook.cli", "report", "--kubeconfig",
+             str(plane.kubeconfig), "--config", str(workdir / "config.yaml"), "-o", "html"],
+            cwd=REPO, capture_output=True, text=True, check=False, timeout=120).stdout
+
+    try:
+        wait_until(scanned, timeout=30, interval=0.5,
+                   what=f"the first full scan's page at /report\n{audit.output()}")
+        wait_until(lambda: {A, B, GONE, ""} <= set(reports(plane)), timeout=20,
+                   what=f"reports for {A}, {B}, {GONE} and the cluster\n{audit.output()}")
+        wait_until(lambda: same_page(served()) == same_page(from_reports()), timeout=20,
+                   interval=1, what="/report to be the page of the reports written")
+        page = served()
+        with pytest.raises(urllib.error.HTTPError) as refused:
+            urllib.request.urlopen(urllib.request.Request(url, data=b"", method="POST"),
+                                   timeout=10)
+        assert refused.value.code == 405
+    finally:
+        audit.stop()
+    once = subprocess.run(
+        [sys.executable, "-m", "webhook.cli", "audit", "--once", "--kubeconfig",
+         str(plane.kubeconfig), "--config", str(workdir / "config.yaml"), "-o", "html"],
+        cwd=REPO, capture_output=True, text=True, check=False, timeout=120)
+    assert once.returncode == 1, once.stderr
+    shown = by_object(Page(page).rows)
+    assert shown == by_object(Page(once.stdout).rows)
+    assert shown[("disallow-latest-tag", "Deployment", A, "legacy-api")][0] == "excepted"
+    assert shown[("inject-startup-probe", "Deployment", A, "model")][0] == "patch"
+    assert shown[("disallow-latest-tag", "ClusterTrainer", "", "big-run")][0] == "deny"
+    assert f"{A}/Deployment/web" in {row[7] for row in Page(page).rows}
+    assert SECRET not in page
 
 
 def failures_of(plane: ControlPlane, namespace: str, name: str) -> set[str]:

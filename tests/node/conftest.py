@@ -9,12 +9,13 @@ error, in CI too: the rest of the suite still lands, and the summary line says w
 
 from __future__ import annotations
 
+import json
 import os
 from collections.abc import Iterator
 
 import pytest
 from _pytest.terminal import TerminalReporter
-from node_helpers import IMAGE_VALUES, NAMESPACE, RELEASE
+from node_helpers import BEFORE, INSTALL_VALUES, NAMESPACE, RELEASE, violator
 from support.controlplane import CHART, assets_dir, helm_binary, missing_assets
 from support.node import Node, node_problem
 
@@ -76,8 +77,11 @@ def node(request: pytest.FixtureRequest,
 
 @pytest.fixture(scope="session")
 def installed(node: Node) -> Node:
-    """`helm install` with its hooks and `--wait`: the replicas Ready through their probes,
-    then the post-install Job (`quickq-guard cluster arm`) run as a pod."""
+    """`helm install` with its hooks and `--wait`: the replicas (the webhook's and the
+    audit's) Ready through their probes, then the post-install Job (`quickq-guard cluster
+    arm`) run as a pod. A violating Deployment is there before, for the audit to find."""
+    node.namespace(BEFORE)
+    node.kubectl("apply", "-f", "-", input=json.dumps(violator()))
     node.helm("install", RELEASE, str(CHART), "-n", NAMESPACE, "--create-namespace",
-              *IMAGE_VALUES, "--wait", "--timeout", "10m", timeout=900)
+              *INSTALL_VALUES, "--wait", "--timeout", "10m", timeout=900)
     return node

@@ -13,11 +13,26 @@ from webhook.testing import wait_until
 
 RELEASE = "quickq-guard"
 NAMESPACE = "quickq-system"
+AUDIT = f"{RELEASE}-audit"  # the audit's Deployment, ServiceAccount and Lease
+AUDIT_PODS = "app.kubernetes.io/name=quickq-guard-audit"
+BEFORE = "before-install"  # a namespace whose workloads were there before quickq-guard
 
 repository, tag = GUARD_IMAGE.rsplit(":", 1)
 IMAGE_VALUES = ["--set", f"image.repository={repository}", "--set", f"image.tag={tag}",
                 # The image exists only in this node's containerd: never try a registry.
                 "--set", "image.pullPolicy=Never"]
+# The audit (on by default) also serves its page of results at /report on its metrics port.
+INSTALL_VALUES = [*IMAGE_VALUES, "--set", "audit.extraArgs={--serve-report}"]
+
+
+def violator() -> dict[str, object]:
+    """A Deployment that fails disallow-latest-tag, made before the install (so no webhook
+    judged it); no replicas, so no pod tries to pull its image."""
+    return {"apiVersion": "apps/v1", "kind": "Deployment",
+            "metadata": {"name": "legacy", "namespace": BEFORE, "labels": {"app": "legacy"}},
+            "spec": {"replicas": 0, "selector": {"matchLabels": {"app": "legacy"}},
+                     "template": {"metadata": {"labels": {"app": "legacy"}}, "spec": {
+                         "containers": [{"name": "web", "image": "nginx:latest"}]}}}}
 
 
 def deployment(node: Node) -> dict[str, object]:

@@ -1,7 +1,7 @@
 """quickq-guard as a user meets it: the chart installed with helm, its hooks and `helm test`
 run as pods, the webhook pods (the image built from the Dockerfile) Ready through their real
-probes and called by the API server through their Service, upgraded and disrupted under a
-stream of creates, and uninstalled clean.
+probes and called by the API server through their Service, the audit pod reporting what ran
+before the install, upgraded and disrupted under a stream of creates, and uninstalled clean.
 
 The tests run in file order and share one install (the session's `installed`); the last one
 uninstalls it.
@@ -17,6 +17,9 @@ import time
 from typing import Any
 
 from node_helpers import (
+    AUDIT,
+    AUDIT_PODS,
+    BEFORE,
     IMAGE_VALUES,
     NAMESPACE,
     RELEASE,
@@ -28,7 +31,15 @@ from node_helpers import (
 from support.controlplane import ApiClient
 from support.node import BRIDGE, GUARD_IMAGE, NODE_IP, SERVICE_IP, Node
 
-from webhook.testing import bad_pod, container, gpu_container, pod, probe, wait_until
+from webhook.testing import (
+    bad_pod,
+    container,
+    gpu_container,
+    pod,
+    probe,
+    wait_until,
+    workload,
+)
 
 WORKLOADS = "workloads"
 
@@ -93,6 +104,70 @@ def test_watches_run_with_the_charts_own_account(installed: Node) -> None:
         wait_until(lambda name=name: bool(ages := _view_ages(installed, name))
                    and "ResourceClaim" in ages and all(age == 0 for age in ages.values()),
                    timeout=60, interval=1, what=f"{name}'s cluster views to be current")
+
+
+def _audit_port(node: Node, path: str, pod_name: str) -> str:
+    """A path of the audit pod's metrics port, through the API server's pod proxy."""
+    return node.kubectl("get", "--raw", f"/api/v1/namespaces/{NAMESPACE}/pods/"
+                        f"http:{pod_name}:9090/proxy{path}").stdout
+
+
+def _results(node: Node, name: str = "legacy") -> list[dict[str, Any]]:
+    """The results of the audit's report in BEFORE about the object `name`."""
+    done = node.kubectl("get", "reports.openreports.io", "quickq-guard", "-n", BEFORE,
+                        "-o", "json", check=False)
+    if done.returncode != 0:
+        return []
+    return [result for result in json.loads(done.stdout).get("results") or ()
+            if result["resources"][0]["name"] == name]
+
+
+def test_audit_pod_reports_what_ran_before_the_install(installed: Node) -> None:
+    """The audit pod, Ready through its probes, finds the Deployment that was there before
+    quickq-guard and writes its namespace's OpenReports Report with the chart's
+    ServiceAccount (the pod's only credential) and RBAC; its metrics say it leads and wrote;
+    /report shows the same finding. A Deployment admitted afterwards with a finding of an
+    audit policy joins the report through the pod's watch."""
+    [name] = ready_pods(installed, NAMESPACE, AUDIT_PODS)
+    spec = installed.get("pod", name, NAMESPACE)["spec"]
+    assert spec["serviceAccountName"] == AUDIT
+    assert spec["containers"][0]["securityContext"]["readOnlyRootFilesystem"] is True
+    wait_until(lambda: any(r["policy"] == "disallow-latest-tag" for r in
+                           _results(installed)),
+               timeout=120, interval=2, what=f"the audit's report of {BEFORE}/legacy")
+    [result] = [r for r in _results(installed) if r["policy"] == "disallow-latest-tag"]
+    assert result["source"] == "quickq-guard" and result["result"] == "fail", result
+    assert "nginx:latest" in result["message"]
+    reference = result["resources"][0]
+    assert (reference["apiVersion"], reference["kind"], reference["namespace"]) == \
+        ("apps/v1", "Deployment", BEFORE)
+    assert reference["uid"] == installed.get("deployment", "legacy", BEFORE)["metadata"]["uid"]
+    # Written by this pod: nothing else runs the audit here, and it says it leads and wrote.
+    exposed = _audit_port(installed, "/metrics", name)
+    assert "quickq_guard_audit_leader 1.0" in exposed
+    writes = [float(line.rsplit(" ", 1)[1]) for line in exposed.splitlines()
+              if line.startswith("quickq_guard_audit_report_writes_total")]
+    assert sum(writes) >= 1, exposed
+    assert installed.get("lease", AUDIT, NAMESPACE)["spec"]["holderIdentity"]
+    # Its account may write reports and read what it judges; nothing else.
+    account = f"--as=system:serviceaccount:{NAMESPACE}:{AUDIT}"
+    for verb, resource, allowed in (("create", "reports.openreports.io", True),
+                                    ("list", "deployments.apps", True),
+                                    ("create", "deployments.apps", False),
+                                    ("get", "secrets", False)):
+        done = installed.kubectl("auth", "can-i", verb, resource, "-n", BEFORE, account,
+                                 check=False)
+        assert (done.stdout.strip() == "yes") is allowed, (verb, resource, done.stdout)
+    page = _audit_port(installed, "/report", name)
+    assert "<!doctype html>" in page
+    assert "disallow-latest-tag" in page and f"{BEFORE}/Deployment/legacy" in page
+    # Admitted now with a finding an audit policy only records: its watch sees it.
+    model = workload("Deployment", gpu_container(), name="model", namespace=BEFORE)
+    model["spec"]["replicas"] = 0
+    installed.kubectl("create", "-f", "-", input=json.dumps(model))
+    wait_until(lambda: any(r["policy"] == "gpu-priority-class" and r["result"] == "warn"
+                           for r in _results(installed, "model")),
+               timeout=60, interval=2, what=f"the audit's result for {BEFORE}/model")
 
 
 def test_pods_deny_and_patch_through_the_service(installed: Node) -> None:
@@ -261,10 +336,12 @@ def test_uninstall_runs_pre_delete_and_leaves_nothing(installed: Node) -> None:
                  "clusterroles", "clusterrolebindings"):
         left = installed.kubectl("get", kind, "-l", label, "-o", "name").stdout.strip()
         assert left == "", f"{kind} left behind: {left}"
-    # The pods go after the Deployment, through the garbage collector, each after its
-    # preStop sleep: wait for that, then nothing may be left.
-    wait_until(lambda: not _pods(installed), timeout=180, interval=1,
-               what="the webhook pods gone after uninstall")
+    # The pods go after the Deployments, through the garbage collector, each after its
+    # preStop sleep (the audit's after its grace period): wait for that, then nothing may be
+    # left.
+    wait_until(lambda: not _pods(installed) and not installed.kubectl(
+                   "get", "pods", "-n", NAMESPACE, "-l", AUDIT_PODS, "-o", "name").stdout.strip(),
+               timeout=180, interval=1, what="the webhook and audit pods gone after uninstall")
     for kind in ("secrets", "configmaps", "services", "roles", "rolebindings",
                  "serviceaccounts", "jobs", "pods", "poddisruptionbudgets"):
         left = installed.kubectl("get", kind, "-n", NAMESPACE, "-l", label,
@@ -274,3 +351,6 @@ def test_uninstall_runs_pre_delete_and_leaves_nothing(installed: Node) -> None:
     jobs = {event["involvedObject"]["name"] for event in json.loads(events)["items"]
             if event["involvedObject"]["kind"] == "Job"}
     assert f"{RELEASE}-cleanup" in jobs, jobs
+    # The report CRDs stay (reports other tools wrote live under them), and so do the reports.
+    installed.kubectl("get", "crd", "reports.openreports.io", "clusterreports.openreports.io")
+    assert any(r["policy"] == "disallow-latest-tag" for r in _results(installed))

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import concurrent.futures
 import contextlib
 import logging
 import logging.config
@@ -27,9 +28,10 @@ from lightkube import ALL_NS, AsyncClient
 from lightkube.core.exceptions import ApiError
 
 from webhook.audit import cluster, metrics, reports, scan, sweep
+from webhook.audit import page as audit_page
 from webhook.audit.cluster import Kind, Namespaces
 from webhook.audit.lease import Lease, pod_namespace
-from webhook.audit.state import Results
+from webhook.audit.state import Held, Results
 from webhook.cli.exits import CliError
 from webhook.engine.claims import CLAIM_KINDS, DRA_GROUP, NO_CLAIMS, ClaimLookup, claims_from
 from webhook.engine.policy import PolicyError, PolicySet
@@ -50,7 +52,7 @@ def run(args: argparse.Namespace, api: AsyncClient) -> int:
     logging.config.dictConfig(log_config())
     audit = Controller(args, api)
     try:
-        metrics.serve(args.metrics_port)
+        metrics.serve(args.metrics_port, audit.page if args.serve_report else None)
     except OSError as problem:
         raise CliError(f"cannot serve metrics on port {args.metrics_port}: "
                        f"{problem.strerror or problem}; pass another --metrics-port, or 0 "
@@ -81,9 +83,10 @@ class Controller:
         # report) -> (resourceVersion, fingerprint); None until read as the leader.
         self.written: dict[str, tuple[str, bytes]] | None = None
         self._said = ""  # the last write error logged, so a lasting one is logged once
+        self.loop: asyncio.AbstractEventLoop | None = None  # where the results live
 
     async def main(self) -> int:
-        loop = asyncio.get_running_loop()
+        loop = self.loop = asyncio.get_running_loop()
         main = asyncio.current_task()
         assert main is not None
         for signum in (signal.SIGTERM, signal.SIGINT):
@@ -304,6 +307,26 @@ class Controller:
             log.info("policies reloaded; re-scanning", extra={"fields": {
                 "event": "reloaded", "mode": loaded.mode}})
             self.rescan.set()
+
+    # --- the page at /report ------------------------------------------------------------
+
+    def page(self) -> str | None:
+        """The HTML page of the results held now (called from the metrics server's threads);
+        None before the first full scan ends. The results are taken in the event loop, which
+        alone changes them, and the page is made here, off the loop."""
+        loop = self.loop
+        if loop is None or not self.scanned or loop.is_closed():
+            return None
+        try:
+            held, policies = asyncio.run_coroutine_threadsafe(self._held(), loop).result(30)
+        except (RuntimeError, TimeoutError, concurrent.futures.CancelledError):
+            return None  # stopping
+        return audit_page.page(self.api_kind, held, policies, self.args.max_results)
+
+    async def _held(self) -> tuple[dict[str, list[Held]], PolicySet]:
+        results = self.results
+        return ({namespace: list(results.held(namespace)) for namespace in results.namespaces},
+                self.policies)
 
     # --- writing ------------------------------------------------------------------------
 

@@ -1,5 +1,6 @@
 """Prometheus metrics of the audit, in a registry of their own (as the webhook's are, in
-webhook/server/metrics.py), served on --metrics-port by prometheus-client's HTTP server.
+webhook/server/metrics.py), served on --metrics-port by prometheus-client's WSGI app; with
+--serve-report the same port serves the HTML page of the current results at /report.
 
 Every label value comes from a fixed set: policy ids of the loaded policies, the five
 report results, the few write operations.
@@ -7,8 +8,13 @@ report results, the few write operations.
 
 from __future__ import annotations
 
+import threading
 import time
 from collections import Counter as Counts
+from collections.abc import Callable, Iterable
+from socketserver import ThreadingMixIn
+from typing import Any
+from wsgiref.simple_server import WSGIRequestHandler, WSGIServer, make_server
 
 from prometheus_client import (
     CollectorRegistry,
@@ -16,7 +22,7 @@ from prometheus_client import (
     Gauge,
     Histogram,
     disable_created_metrics,
-    start_http_server,
+    make_wsgi_app,
 )
 
 disable_created_metrics()  # type: ignore[no-untyped-call] # the *_created series only add noise
@@ -68,7 +74,54 @@ def set_results(counts: Counts[tuple[str, str]]) -> None:
         RESULTS.labels(policy, result).set(max(value, 0))
 
 
-def serve(port: int) -> None:
-    """Serve /metrics on `port` in a thread (0: not at all)."""
-    if port:
-        start_http_server(port, registry=REGISTRY)
+def serve(port: int, page: Callable[[], str | None] | None = None) -> None:
+    """Serve /metrics on `port` in a thread (0: not at all), and `page()` at /report when
+    given. Every other path answers the metrics, as prometheus-client's own server does (the
+    chart's probes ask /healthz)."""
+    if not port:
+        return
+    server = make_server("0.0.0.0", port, app(page), _Server,
+                         handler_class=_Quiet)
+    threading.Thread(target=server.serve_forever, name="metrics", daemon=True).start()
+
+
+Respond = Callable[..., Any]
+
+
+def app(page: Callable[[], str | None] | None) -> Callable[[dict[str, Any], Respond],
+                                                           Iterable[bytes]]:
+    """The WSGI app of the metrics port. /report renders one page at a time (a request
+    that comes meanwhile waits): what a page costs grows with the results, not the
+    requests."""
+    metrics = make_wsgi_app(REGISTRY)
+    rendering = threading.Lock()
+
+    def serve_one(environ: dict[str, Any], respond: Respond) -> Iterable[bytes]:
+        if page is None or environ.get("PATH_INFO") != "/report":
+            return metrics(environ, respond)  # type: ignore[no-any-return]
+        if environ.get("REQUEST_METHOD") != "GET":
+            respond("405 Method Not Allowed", [("Allow", "GET"),
+                                               ("Content-Type", "text/plain")])
+            return [b"/report is read-only: GET it\n"]
+        with rendering:
+            html = page()
+        if html is None:
+            respond("503 Service Unavailable", [("Content-Type", "text/plain"),
+                                                ("Retry-After", "5")])
+            return [b"no full scan has ended yet: try again in a few seconds\n"]
+        body = html.encode()
+        respond("200 OK", [("Content-Type", "text/html; charset=utf-8"),
+                           ("Content-Length", str(len(body))), ("Cache-Control", "no-store"),
+                           ("X-Content-Type-Options", "nosniff")])
+        return [body]
+
+    return serve_one
+
+
+class _Server(ThreadingMixIn, WSGIServer):
+    daemon_threads = True  # a slow reader never holds the process up at exit
+
+
+class _Quiet(WSGIRequestHandler):
+    def log_message(self, format: str, *args: Any) -> None:
+        """A scrape every few seconds is no news: no access log."""

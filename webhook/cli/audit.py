@@ -70,6 +70,10 @@ def add_parser(commands: Any) -> None:
     parser.add_argument("--metrics-port", type=int, default=9090, metavar="PORT",
                         help="serve Prometheus metrics on this port (default: %(default)s; "
                              "0: none)")
+    parser.add_argument("--serve-report", action="store_true",
+                        help="also serve the HTML page of the current results (check -o "
+                             "html's) at /report on the metrics port: anyone who reaches "
+                             "the port reads every namespace's results")
     parser.add_argument("--leader-elect", action="store_true",
                         help="write reports only while holding a coordination.k8s.io Lease, "
                              "so several replicas are safe")
@@ -109,6 +113,9 @@ def run(args: argparse.Namespace) -> int:
         from webhook.audit import controller
 
         return controller.run(args, connect(args.kubeconfig))
+    if args.serve_report:
+        raise CliError("--serve-report is for the controller: with --once, -o html writes "
+                       "the page")
     policies = load_policies(args.policies, load_config(args.config))
     with contextlib.ExitStack() as files:
         writers = [check.output_writer(name, file, args, files)

@@ -14,6 +14,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import io
 import json
 from collections import Counter
 from collections.abc import AsyncIterator, Iterable, Iterator, Mapping, Sequence
@@ -24,6 +25,7 @@ from webhook.cli import check
 from webhook.cli.exits import CliError, note
 from webhook.cli.judge import Judged, count
 from webhook.cli.summary import FAIL_ON, exit_code
+from webhook.engine.policy import PolicySet
 from webhook.engine.results import Decision, Finding, Resource, Result, Status, outcome_of
 from webhook.loader import load_config, load_policies
 from webhook.manifests import Document
@@ -85,11 +87,8 @@ def run(args: argparse.Namespace) -> int:
                            "result has no file or line for the others to point at")
     policies = load_policies(args.policies, load_config(args.config))
     found = asyncio.run(_read(args.kubeconfig, args.report_api, args.namespace))
-    counts: Counter[str] = Counter()
     judged = list(verdicts(found))
-    for item in judged:
-        if item.decision.resource.kind != "Report" or item.decision.results:
-            count(item.decision, counts)
+    counts = counted(judged)
     with contextlib.ExitStack() as files:
         for name, file in outputs:
             writer = check.output_writer(name, file, args, files)
@@ -189,6 +188,32 @@ def verdicts(found: Iterable[Mapping[str, Any]]) -> Iterator[Judged]:
                 objects.setdefault(key, []).append(entry)
         for key, entries in objects.items():
             yield _judged(Resource(*key[:4]), entries)
+
+
+def counted(judged: Iterable[Judged]) -> Counter[str]:
+    """The summary counts of the verdicts read from reports: every object they name, not the
+    rows saying a report was cut short."""
+    counts: Counter[str] = Counter()
+    for item in judged:
+        if item.decision.resource.kind != "Report" or item.decision.results:
+            count(item.decision, counts)
+    return counts
+
+
+def html_page(found: Iterable[Mapping[str, Any]], policies: PolicySet,
+              made_by: str = MADE_BY) -> str:
+    """The HTML page of some reports, as `report -o html` writes it (the audit serves it at
+    /report from the reports it would write)."""
+    from webhook.cli.formats import Options
+    from webhook.cli.formats.html import Html
+
+    judged = list(verdicts(found))
+    out = io.StringIO()
+    writer = Html(out, Options(made_by=made_by))
+    writer.start(policies)
+    writer.write(writer.render(judged))
+    writer.finish(counted(judged))
+    return out.getvalue()
 
 
 def _judged(resource: Resource, entries: Sequence[Mapping[str, Any]]) -> Judged:
