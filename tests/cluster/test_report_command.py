@@ -37,7 +37,6 @@ from cluster_helpers import (
 from support.audit import Auditor, reports
 from test_html_report_browser import browser, load, show_all, visible
 
-from webhook.engine.workload import BUILT_IN, WORKLOAD_KINDS, api_group
 from webhook.testing import free_port
 
 __all__ = ["browser"]  # the Chromium fixture, shared with the check -o html browser tests
@@ -69,34 +68,11 @@ def chart_audit_args(guard: Guard) -> list[str]:
     return args
 
 
-# What the controller does today (webhook.audit.cluster.served_kinds): it lists every ML kind
-# whose CRD is installed, whether or not the chart's workloadKinds switch the webhook's rules
-# (and so the audit's RBAC) on for it; the 403 then fails every scan. Until it leaves out a
-# kind it may not read, the tests that need scans to end cannot pass where another module
-# left such a CRD installed (test_ai_workload_kinds.py does): they are expected to fail there.
-UNGRANTED = ("the audit lists ML kinds the chart does not judge (workloadKinds off) and its "
-             "scans fail on the 403: webhook/audit/cluster.py must leave out a kind it may not "
-             "read")
-
-
-def ungranted_kinds(kube: ControlPlane) -> list[str]:
-    """CRDs installed of the ML kinds the engine knows, none of which the session's release
-    judges (its workloadKinds are the chart's defaults, all off)."""
-    found = json.loads(kube.kubectl("get", "crd", "-o", "json").stdout)["items"]
-    built_in = {api_group(b.api_version) for b in BUILT_IN.values()}
-    return [crd["metadata"]["name"] for crd in found
-            if (crd["spec"]["group"], crd["spec"]["names"]["kind"]) in WORKLOAD_KINDS
-            and crd["spec"]["group"] not in built_in]
-
-
 @pytest.fixture(scope="module")
 def audited(guard: Guard, kube: ControlPlane,
             tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Auditor, int]]:
     """The controller, as its pod would run it, over objects admitted with findings."""
     workdir = tmp_path_factory.mktemp("audit-report")
-    left = ungranted_kinds(kube)
-    if left:
-        pytest.xfail(f"{UNGRANTED} ({', '.join(left)} installed by another module)")
     # Admitted with findings that do not block: a warn policy's and an audit policy's.
     for obj in (controller("Deployment", "impatient", NAMESPACE,
                            pod_spec(container(livenessProbe=liveness(threshold=1)))),
@@ -246,7 +222,6 @@ def test_no_report_api_installed_is_a_clear_error(kube: ControlPlane) -> None:
         assert done.returncode in (0, 1), done.stderr
 
 
-@pytest.mark.xfail(strict=True, reason=UNGRANTED)
 def test_a_kind_installed_but_not_judged_by_the_chart_stops_nothing(
         audited: tuple[Auditor, int], kube: ControlPlane) -> None:
     """Volcano's CRD installed, its kind left off in the chart (workloadKinds.volcano), so
@@ -284,10 +259,10 @@ def judged_after_the_crd(auditor: Auditor, kube: ControlPlane) -> None:
 
     wait_until(judged_late, timeout=60,
                what=f"the Deployment made after the CRD judged\n{auditor.output()[-3000:]}")
-    # and the scans that follow (the CRD's arrival starts one) end well
-    scans = len(auditor.events("scanned"))
-    wait_until(lambda: len(auditor.events("scanned")) > scans or auditor.events(
-        "scan-failed"), timeout=30, what="a scan after the CRD")
+    # The CRD's arrival starts a scan: it leaves out the kind it may not read and ends well.
+    wait_until(lambda: any(e.get("kind") == "Job" for e in auditor.events("kind-not-permitted"))
+               or auditor.events("scan-failed"), timeout=30,
+               what=f"the scan after the CRD\n{auditor.output()[-3000:]}")
     assert auditor.events("scan-failed") == [], auditor.output()[-3000:]
 
 

@@ -128,10 +128,17 @@ class Listing:
             async for item in self._listing:
                 yield plain(item, self.kind)
         except ApiError as error:
-            if error.status.code in (404, 405):  # not served (an older cluster): nothing
+            code = error.status.code
+            if code in (404, 405):  # not served (an older cluster): nothing
                 log.warning("kind not served; not audited", extra={"fields": {
                     "event": "kind-not-served", "kind": self.kind.kind,
                     "apiVersion": self.kind.api_version}})
+                return
+            if code == 403:  # a kind the chart's webhook leaves off, so its RBAC too
+                log.warning("kind not readable with this ServiceAccount; not audited",
+                            extra={"fields": {"event": "kind-not-permitted",
+                                              "kind": self.kind.kind,
+                                              "apiVersion": self.kind.api_version}})
                 return
             raise
         self.version = self._listing.resourceVersion or ""
