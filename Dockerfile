@@ -14,8 +14,14 @@ ENV PIP_DISABLE_PIP_VERSION_CHECK=1 \
     PIP_NO_CACHE_DIR=1
 WORKDIR /src
 COPY pyproject.toml README.md ./
+COPY setup.py ./
 COPY webhook/ webhook/
 COPY policies/ policies/
+# Kubernetes' CEL (webhook/engine/cel/_kubecel.so) is a Go library: this image has no Go and
+# cannot fetch it, so it is built on the host first (scripts/setup, or `python setup.py
+# build_kubecel`) and comes in with webhook/; the wheel build finds it up to date.
+RUN test -f webhook/engine/cel/_kubecel.so \
+    || { echo "build Kubernetes' CEL library first: python setup.py build_kubecel" >&2; exit 1; }
 RUN pip wheel --no-deps --wheel-dir /dist .
 
 FROM ${PYTHON_IMAGE}

@@ -133,6 +133,7 @@ def test_default_jobs_use_workers_only_for_large_input(tmp_path, monkeypatch):
             return real_pool(workers)
 
     monkeypatch.setattr(multiprocessing, "get_context", lambda method: Context())
+    monkeypatch.setattr(judge, "_go_started", lambda: False)  # another test may have loaded it
     policies = load_policies()
 
     def run() -> None:
@@ -182,3 +183,26 @@ def test_report_rows_with_odd_user_values_in_a_patch_are_what_json_writes(value)
     # as the report holds them: indented by 4, without the list's brackets
     assert json_format.rows_bytes(judged).decode() == \
         "  " + expected[2:-2].replace("\n", "\n  ")
+
+
+def test_with_kubernetes_cel_loaded_the_process_judges_alone(tmp_path, monkeypatch):
+    """A process forked once the Go runtime runs in it may hang: with the CEL library loaded
+    (a CEL policy compiled), check judges in its own process, and gives the same verdicts."""
+    from webhook.engine.cel import kubecel
+
+    paths = _corpus(tmp_path)
+    started = []
+
+    class Context:
+        def Pool(self, workers):  # multiprocessing's name
+            started.append(workers)
+            raise AssertionError("forked with Go running")
+
+    monkeypatch.setattr(multiprocessing, "get_context", lambda method: Context())
+    monkeypatch.setattr(judge, "PARALLEL_MIN_BYTES", 1)
+    monkeypatch.setattr(judge, "TASK_BYTES", 600)
+    monkeypatch.setattr(judge, "_cpus", lambda: 2)
+    kubecel.info()  # loads the library
+    policies = load_policies()
+    parts = list(judge.judge_all(judge.tasks(paths, [], None), policies, len, 0, None))
+    assert started == [] and parts

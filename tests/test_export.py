@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 import kubernetes_validate
+import orjson
 import pytest
 import yaml
 from builders import POD_SPEC_PATHS
@@ -276,36 +277,45 @@ def bindings(obj: Any, namespace: str, user: str = "", groups: tuple[str, ...] =
 
 def vap_judges(vap: dict[str, Any], obj: dict[str, Any], namespace: str
                ) -> tuple[str, list[str]]:
-    """pass, skip, fail (with the messages) or error, as the API server would judge."""
+    """pass, skip, fail (with the messages) or error, as the API server would judge: the
+    policy compiled as its plugin compiles it (variables composited), by Kubernetes' CEL."""
     spec = vap["spec"]
-    data = bindings(obj, namespace)
-
-    def run(text: str, variables: dict[str, Any]) -> Any:
-        return cel.evaluate(compiled(text),
-                            cel.activation("object", {**data, "variables": variables}))
-
+    bound = cel.activation("object", bindings(obj, namespace))
+    conditions, validations = vap_programs(orjson.dumps(spec))
     try:
-        for condition in spec.get("matchConditions", ()):
-            if run(condition["expression"], {}) is False:
-                return "skip", []
-        variables: dict[str, Any] = {}
-        for variable in spec.get("variables", ()):
-            variables[variable["name"]] = run(variable["expression"], variables)
+        if any(cel.evaluate(condition, bound) is False for condition in conditions):
+            return "skip", []
         messages = []
-        for validation in spec["validations"]:
-            if run(validation["expression"], variables) is not True:
-                message = run(validation["messageExpression"], variables) \
-                    if "messageExpression" in validation else validation["message"]
-                messages.append(message)
+        for validation, (check, message) in zip(spec["validations"], validations,
+                                                  strict=True):
+            if cel.evaluate(check, bound) is not True:
+                messages.append(cel.evaluate(message, bound) if message is not None
+                                else validation["message"])
     except cel.EvaluationError:
         return "error", []
     return ("fail", messages) if messages else ("pass", [])
 
 
 @cache
-def compiled(text: str) -> cel.Expression:
-    """An exported expression, compiled once however many objects it judges."""
-    return cel.compile_expression(text, "object")
+def vap_programs(encoded: bytes) -> tuple[list[cel.Expression],
+                                          list[tuple[cel.Expression, cel.Expression | None]]]:
+    """A ValidatingAdmissionPolicy's matchConditions and (validation, messageExpression)
+    pairs, compiled once however many objects they judge."""
+    spec = orjson.loads(encoded)
+    variables = [(v["name"], cel.Source(f"variables[{i}]", v["expression"]))
+                 for i, v in enumerate(spec.get("variables", ()))]
+    sources = [cel.Source(f"m{i}", c["expression"], "bool")
+               for i, c in enumerate(spec.get("matchConditions", ()))]
+    for index, validation in enumerate(spec["validations"]):
+        sources.append(cel.Source(f"v{index}", validation["expression"], "bool"))
+        if "messageExpression" in validation:
+            sources.append(cel.Source(f"v{index}m", validation["messageExpression"], "string"))
+    compiled, _ = cel.compile_policy("object", variables, sources)
+    by_field = {source.field: expression for source, expression
+                in zip(sources, compiled, strict=True)}
+    conditions = [by_field[f"m{i}"] for i in range(len(spec.get("matchConditions", ())))]
+    return conditions, [(by_field[f"v{i}"], by_field.get(f"v{i}m"))
+                        for i in range(len(spec["validations"]))]
 
 
 @pytest.fixture(scope="module")

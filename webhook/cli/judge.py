@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import gc
 import os
+import sys
 from collections import Counter, deque
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
@@ -416,6 +417,13 @@ def _forking() -> ForkContext | None:
     return multiprocessing.get_context("fork")
 
 
+def _go_started() -> bool:
+    """Whether this process runs Go (CEL policies, webhook.engine.cel.kubecel): a process
+    forked from it may hang, so it judges alone."""
+    module = sys.modules.get("webhook.engine.cel.kubecel")
+    return module is not None and bool(module.loaded())
+
+
 def judge_all(work: list[list[Source]], policies: PolicySet, render: Render, jobs: int,
               read: Mapping[str, bytes] | None, review: Review | None = None,
               size: int | None = None, strict: bool = False) -> Iterator[Part]:
@@ -428,7 +436,7 @@ def judge_all(work: list[list[Source]], policies: PolicySet, render: Render, job
     total = size if size is not None else sum(
         _size(source, read) for task in work for source in task)
     forking = None if workers <= 1 or (jobs <= 0 and total < PARALLEL_MIN_BYTES) \
-        else _forking()
+        or _go_started() else _forking()
     if forking is None:
         for task in work:
             yield run_task(task, policies, render, read, review, strict)
