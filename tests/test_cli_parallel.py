@@ -206,3 +206,54 @@ def test_with_kubernetes_cel_loaded_the_process_judges_alone(tmp_path, monkeypat
     policies = load_policies()
     parts = list(judge.judge_all(judge.tasks(paths, [], None), policies, len, 0, None))
     assert started == [] and parts
+
+
+CEL_POLICY = """\
+id: cel-names
+description: container names are short and images pinned
+type: validate
+action: enforce
+scope: container
+variables:
+- name: pinned
+  expression: "!container.image.endsWith(':latest') && container.image.contains(':')"
+validations:
+- expression: size(container.name) < 12 && variables.pinned
+  messageExpression: "'container ' + container.name + ' is unpinned or long'"
+"""
+
+
+def test_workers_with_cel_policies_print_what_one_process_prints(tmp_path):
+    """With a CEL policy the run still forks its workers (the Go runtime starts only in
+    them, after the fork), ends, and prints what one process prints."""
+    import subprocess
+    import sys
+
+    (tmp_path / "in").mkdir()
+    (tmp_path / "policies").mkdir()
+    (tmp_path / "policies" / "cel-names.yaml").write_text(CEL_POLICY)
+    paths = _corpus(tmp_path / "in")
+    probe = ("import runpy, sys\n"
+             "from webhook.cli import judge\n"
+             "real = judge._forking\n"
+             "def counted():\n"
+             "    sys.stderr.write('forking\\n')\n"
+             "    return real()\n"
+             "judge._forking = counted\n"
+             "judge.TASK_BYTES = 600  # several tasks of the small corpus\n"
+             "sys.argv = ['quickq-guard', *sys.argv[1:]]\n"
+             "runpy.run_module('webhook.cli', run_name='__main__')\n")
+    runs = {}
+    for jobs in ("1", "2"):
+        runs[jobs] = subprocess.run(
+            [sys.executable, "-c", probe, "check", "--jobs", jobs, "--policies",
+             str(tmp_path / "policies"), "-o", "json", *paths],
+            capture_output=True, text=True, timeout=300, check=False)
+    serial, parallel = runs["1"], runs["2"]
+    assert "Traceback" not in parallel.stderr, parallel.stderr[-2000:]
+    assert parallel.returncode == serial.returncode == 2, parallel.stderr[-2000:]
+    assert parallel.stderr.replace("forking\n", "") == serial.stderr
+    assert parallel.stdout == serial.stdout
+    assert "cel-names" in parallel.stdout and "is unpinned or long" in parallel.stdout
+    assert parallel.stderr.count("forking") == 2  # the throwaway load, then the workers
+    assert "forking" not in serial.stderr

@@ -571,7 +571,8 @@ def _build_cel(spec: PolicyFile, where: str, config: Config) -> Policy:
                         match_conditions=tuple(conditions), validations=tuple(validations),
                         mutations=tuple(mutations), together=together, messages=messages,
                         mutated=mutated, key=spec.id)
-    repeated = idempotence_problem(program)
+    # (compiled later: the probe ran when the policies loaded first, see cel.later)
+    repeated = "" if cel.compiles_later() else idempotence_problem(program)
     if repeated:
         raise PolicyError(f"{where}: mutations: not idempotent: on a probe Pod, a second pass "
                           f"patches again ({repeated}); make each operation depend on what it "

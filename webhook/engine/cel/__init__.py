@@ -14,7 +14,9 @@ and in `scope: container` `container` and `containerGroup`, bound per container.
 
 from __future__ import annotations
 
+import contextlib
 import itertools
+import os
 import re
 import weakref
 from collections.abc import Iterator, Mapping, Sequence
@@ -59,19 +61,54 @@ class Budget:
     left: int = POLICY_BUDGET
 
 
-@dataclass(frozen=True, slots=True, weakref_slot=True)
 class Program:
-    """A policy's expressions compiled in the library: `handle` there, in this process."""
+    """A policy's expressions, compiled in the library of the process that evaluates them
+    (`handle` there): a process forked from one where the Go runtime started may hang, so
+    `check` loads its policies for its workers `later()` and each worker compiles them on
+    first use."""
 
-    handle: int
-    scope: Scope
-    key: str
+    __slots__ = ("__weakref__", "_handle", "_pid", "key", "scope", "spec")
 
-    @classmethod
-    def made(cls, handle: int, scope: Scope, key: str) -> Program:
-        program = cls(handle, scope, key)
-        weakref.finalize(program, kubecel.release, handle)
-        return program
+    def __init__(self, spec: bytes, scope: Scope, key: str) -> None:
+        self.spec, self.scope, self.key = spec, scope, key
+        self._handle, self._pid = 0, 0
+
+    @property
+    def handle(self) -> int:
+        if self._pid != os.getpid():
+            try:
+                compiled = kubecel.compile_policy(orjson.loads(self.spec))
+            except RuntimeError as error:
+                raise EvaluationError(str(error)) from None
+            self.compiled(compiled)
+        return self._handle
+
+    def compiled(self, compiled: Mapping[str, Any]) -> None:
+        """The library's answer to compiling `spec` in this process."""
+        self._handle, self._pid = int(compiled["handle"]), os.getpid()
+        weakref.finalize(self, kubecel.release, self._handle)
+
+
+_later = False  # later(): compile each policy where it is first evaluated
+
+
+@contextlib.contextmanager
+def later() -> Iterator[None]:
+    """Policies loaded inside are compiled when first evaluated, in the process that
+    evaluates them, and neither the library nor the Go runtime starts while they load. Only
+    for policies already loaded once (their problems found): `check` loads them so in a
+    throwaway process first (webhook.cli.judge.load_for_workers)."""
+    global _later
+    before, _later = _later, True
+    try:
+        yield
+    finally:
+        _later = before
+
+
+def compiles_later() -> bool:
+    """Whether policies loading now are compiled on first use (see later())."""
+    return _later
 
 
 @dataclass(frozen=True, slots=True)
@@ -151,18 +188,20 @@ def compile_policy(scope: Scope, variables: Sequence[tuple[str, Source]],
                             for source in sources],
             "batches": [{"indices": list(batch.indices), "masked": batch.masked}
                         for batch in kept]}
-    try:
-        compiled = kubecel.compile_policy(spec)
-    except RuntimeError as error:
-        raise CelError(str(error)) from None
-    program = Program.made(int(compiled["handle"]), scope, key)
-    problems = [(source.field, problem) for (_, source), problem
-                in zip(variables, compiled["variableErrors"], strict=True) if problem]
-    problems += [(source.field, problem) for source, problem
-                 in zip(sources, compiled["errors"], strict=True) if problem]
-    if problems:
-        where, problem = problems[0]
-        raise CelError(_at(where, compile_problem(problem, scope)))
+    program = Program(orjson.dumps(spec), scope, key)
+    if not _later:
+        try:
+            compiled = kubecel.compile_policy(spec)
+        except RuntimeError as error:
+            raise CelError(str(error)) from None
+        program.compiled(compiled)
+        problems = [(source.field, problem) for (_, source), problem
+                    in zip(variables, compiled["variableErrors"], strict=True) if problem]
+        problems += [(source.field, problem) for source, problem
+                     in zip(sources, compiled["errors"], strict=True) if problem]
+        if problems:
+            where, problem = problems[0]
+            raise CelError(_at(where, compile_problem(problem, scope)))
     texts = [(name, source.text) for name, source in variables]
     reads: dict[str, set[str]] = {}  # what each variable reads, with what those read
     uses: dict[str, set[str]] = {}
