@@ -38,9 +38,6 @@ import (
 	"k8s.io/apimachinery/pkg/util/json"
 	"k8s.io/apimachinery/pkg/util/version"
 	plugincel "k8s.io/apiserver/pkg/admission/plugin/cel"
-	"k8s.io/apiserver/pkg/admission/plugin/policy/mutating/patch"
-	"k8s.io/apiserver/pkg/admission/plugin/policy/validating"
-	"k8s.io/apiserver/pkg/admission/plugin/webhook/matchconditions"
 	celconfig "k8s.io/apiserver/pkg/apis/cel"
 	apiservercel "k8s.io/apiserver/pkg/cel"
 	"k8s.io/apiserver/pkg/cel/environment"
@@ -132,22 +129,39 @@ type accessor struct {
 func (a *accessor) GetExpression() string      { return a.text }
 func (a *accessor) ReturnTypes() []*celgo.Type { return a.returns }
 
-// The plugins' own accessors, so that an expression must yield what theirs must.
+// What each kind of expression must yield, as the plugins' own accessors declare it
+// (validating.ValidationCondition and MessageExpressionCondition, patch.JSONPatchCondition and
+// ApplyConfigurationCondition, matchconditions.MatchCondition, validating.Variable): declared
+// here rather than imported, since importing those packages would link the whole of their
+// plugins into the library.
+var (
+	jsonPatchType          = types.NewObjectType("JSONPatch")
+	applyConfigurationType = types.NewObjectType("Object")
+	anyTypes               = []*celgo.Type{celgo.AnyType, celgo.DynType}
+)
+
 func accessorOf(kind, text string) plugincel.ExpressionAccessor {
 	switch kind {
-	case kindBool:
-		return &validating.ValidationCondition{Expression: text}
+	case kindBool, "matchcondition":
+		return &accessor{text, []*celgo.Type{celgo.BoolType}}
 	case kindString:
-		return &validating.MessageExpressionCondition{MessageExpression: text}
+		return &accessor{text, []*celgo.Type{celgo.StringType}}
 	case kindJSONPatch:
-		return &patch.JSONPatchCondition{Expression: text}
+		return &accessor{text, []*celgo.Type{celgo.ListType(jsonPatchType)}}
 	case "applyconfiguration":
-		return &patch.ApplyConfigurationCondition{Expression: text}
-	case "matchcondition":
-		return &matchconditions.MatchCondition{Expression: text}
+		return &accessor{text, []*celgo.Type{applyConfigurationType}}
 	}
-	return &accessor{text, []*celgo.Type{celgo.AnyType, celgo.DynType}}
+	return &accessor{text, anyTypes}
 }
+
+// storedVariable is a policy's variable, as the composited compiler stores it.
+type storedVariable struct {
+	name, text string
+}
+
+func (v *storedVariable) GetExpression() string      { return v.text }
+func (v *storedVariable) ReturnTypes() []*celgo.Type { return anyTypes }
+func (v *storedVariable) GetName() string            { return v.name }
 
 type compileSpec struct {
 	Scope     string `json:"scope"`
@@ -201,7 +215,7 @@ func compile(spec compileSpec) (compileResult, error) {
 	result := compileResult{Errors: []*string{}, VariableErrors: []*string{}, Types: []string{}}
 	for _, variable := range spec.Variables {
 		compiled := compiler.CompileAndStoreVariable(
-			&validating.Variable{Name: variable.Name, Expression: variable.Expression},
+			&storedVariable{variable.Name, variable.Expression},
 			options, environment.StoredExpressions)
 		result.VariableErrors = append(result.VariableErrors, problem(compiled))
 	}
