@@ -1,6 +1,6 @@
-"""Expressions quickq-guard's CEL runs and Kubernetes' does not (REFUSED, each with what
-`export` says of it), and ones both run (ACCEPTED), for tests/test_export.py (the export
-refuses or writes each) and tests/cluster/test_export_refusals.py (the API server refuses or
+"""Expressions Kubernetes' CEL does not compile (REFUSED, each with what the API server
+says of it), and ones it runs (ACCEPTED), for tests/test_export.py (a policy refused at load,
+or exported) and tests/cluster/test_export_refusals.py (the API server refuses or
 accepts each). All are bool validations of a Pod."""
 
 REFUSED = {
@@ -25,8 +25,11 @@ REFUSED = {
     "math.sqrt(4) == 2.0": "undeclared reference to 'math'",
     "base64.encode(b'a') == 'YQ=='": "undeclared reference to 'base64'",
     "base64.decode('YQ==') == b'a'": "undeclared reference to 'base64'",
-    "object.metadata.name.reverse() != ''": "undeclared reference to 'reverse'",
-    "quantity('-1').sign() == -1": "undeclared reference to 'sign'",
+    # `object` is dyn: reverse() resolves to the lists library's, which yields a list
+    "object.metadata.name.reverse() != ''":
+        "found no matching overload for '_!=_' applied to '(list(dyn), string)'",
+    "quantity('-1').sign() == -1":
+        "found no matching overload for 'sign' applied to 'kubernetes.Quantity.()'",
     "jsonpatch.escapeKey('a/b') == 'a~1b'": "undeclared reference to 'jsonpatch'",
     "qq__int('1') == '1'": "undeclared reference to 'qq__int'",
     "string(quantity('1')) == '1'":

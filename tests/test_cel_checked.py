@@ -1,8 +1,7 @@
-"""What the type-checked expression shows is refused when the policy loads: a list or map
-literal of mixed types (Kubernetes' CEL refuses it), an optional handed to a function served
-by Python (the runtime crashed on it), isInteger() of a quantity whose Kubernetes scale
-quickq-guard does not keep. tests/cluster/test_cel_vs_vap.py holds the same cases against
-the API server."""
+"""What Kubernetes' type checker refuses is refused when the policy loads (a list or map
+literal of mixed types), and what it accepts runs (optionals anywhere, quantities of any
+scale: the library is Kubernetes' own, so nothing is refused for quickq-guard's sake any
+more). tests/cluster/test_cel_vs_vap.py holds the same cases against the API server."""
 
 import pytest
 
@@ -18,7 +17,7 @@ REFUSED = {
     "[null, 1]": "expected type 'null' but found 'int'",
     "[?optional.of(1), 'a']": "expected type 'int' but found 'string'",
     "[1, 2].map(x, [x, 'a']).size() > 0": "expected type 'int' but found 'string'",
-    "int(' 4') == 4 &&\n  [1, 'a'].size() == 2": "line 2, column 7:",
+    "1 == 1 &&\n  [1, 'a'].size() == 2": "line 2, column 7:",
 }
 ACCEPTED = ["[1, 2, 3]", "[[], [1]]", "[{}, {'a': 1}]", "[?optional.of(1), 2]",
             "[dyn(1), dyn('a')]", "'%d %s'.format([1, 'a'])", "{'a': [1], 'b': []}"]
@@ -29,21 +28,11 @@ def test_a_literal_of_mixed_types_does_not_compile(text):
     with pytest.raises(CelError) as caught:
         compile_expression(text, "object")
     assert REFUSED[text] in str(caught.value)
-    assert "write every one of them as dyn(...)" in str(caught.value)
 
 
 @pytest.mark.parametrize("text", ACCEPTED)
 def test_a_literal_of_one_type_compiles(text):
     compile_expression(text, "object")
-
-
-@pytest.mark.parametrize("text", ["'%s'.format([optional.of(1)]) != ''",
-                                  "'%s'.format([object.?a]) != ''"])
-def test_an_optional_is_never_handed_to_python(text):
-    with pytest.raises(CelError) as caught:
-        compile_expression(text, "object")
-    assert "is given an optional" in str(caught.value)
-    assert "take its value first" in str(caught.value)
 
 
 @pytest.mark.parametrize("text", ["[optional.of(1)].sum() == 1", "[object.?a].isSorted()",
@@ -55,52 +44,30 @@ def test_a_list_of_optionals_has_no_lists_library_overload_as_in_kubernetes(text
     assert "found no matching overload for" in str(caught.value)
 
 
-@pytest.mark.parametrize(("text", "what"), [
-    ("quantity('1000m').isInteger()", "isInteger() of quantity('1000m')"),
-    ("quantity('0.5Gi').asInteger() > 0", "asInteger() of quantity('0.5Gi')"),
-    ("quantity('500m').add(quantity('500m')).isInteger()", "isInteger() of a quantity's add()"),
-    ("quantity(object.cpu).sub(quantity('1')).asInteger() > 0",
-     "asInteger() of a quantity's sub() with a term of another scale"),
-    # Go's resource.Quantity keeps 19 digits, and 1Pi, in an inf.Dec, no int64: no integer
-    ("quantity('9223372036854775807').asInteger() > 0",
-     "asInteger() of quantity('9223372036854775807')"),
-    ("quantity('1Pi').isInteger()", "isInteger() of quantity('1Pi')"),
-    # its double is the digits times a power of ten: 3 * 0.1 is 0.30000000000000004
-    ("quantity('0.3').asApproximateFloat() > 0.0", "asApproximateFloat() of quantity('0.3')"),
-    ("quantity('0.1').add(quantity('0.2')).asApproximateFloat() > 0.0",
-     "asApproximateFloat() of a quantity's add()"),
-    ("quantity('99999999999999999999999999999999999999').asApproximateFloat() > 0.0",
-     "asApproximateFloat() of quantity('9999")])
-def test_is_integer_of_a_scale_quickq_guard_does_not_keep_is_refused(text, what):
-    with pytest.raises(CelError) as caught:
-        compile_expression(text, "object")
-    assert what in str(caught.value) and "compare the quantity instead" in str(caught.value)
-
-
 @pytest.mark.parametrize("text", [
     "quantity('1.5').isInteger()", "quantity('1e3').asInteger() == 1000",
     "quantity(object.cpu).isInteger()", "quantity('1k').sub(1).asInteger() == 999",
     "quantity('2').add(quantity('1')).isInteger()", "quantity('1Ti').isInteger()",
     "quantity('300m').asApproximateFloat() == 0.3", "quantity('1.5Gi').asApproximateFloat() > 1.0",
-    "quantity(object.cpu).asApproximateFloat() > 0.0"])
+    "quantity(object.cpu).asApproximateFloat() > 0.0",
+    # refused before, as scales quickq-guard's own quantities did not keep
+    "quantity('1000m').isInteger()", "quantity('0.5Gi').asInteger() > 0",
+    "quantity('9223372036854775807').asInteger() > 0", "quantity('1Pi').isInteger()",
+    "quantity('0.1').add(quantity('0.2')).asApproximateFloat() > 0.0"])
 def test_is_integer_kubernetes_answers_the_same_compiles(text):
     compile_expression(text, "object")
 
 
-# The runtime converting an optional held in a list or map to Python crashes the process (a
-# segmentation fault, or an exception from its binding): each is run in a process of its own,
-# which must end normally with a refusal or an evaluation error.
-HELD_OPTIONALS = {
-    "'%s'.format([{'a': 1, 'b': optional.none()}])": "is held here in a value whose type",
-    "'%s'.format([[{'a': dyn(optional.none())}]])": "is held here in a value whose type",
-    "'%s'.format([true ? object.?a : object.b])": "is held here in a value whose type",
-    "[dyn(optional.none())].min()": "no such overload",
-    "[dyn(optional.of(1))].sum()": "no such overload",
-    "[dyn(optional.none())].isSorted()": "no such overload",
-    "{'a': dyn(optional.none())}": "the value holds an optional",
-    "optional.of(1)": "the value holds an optional",
-    "[dyn(optional.none())].slice(0, 1)": "the value holds an optional",
-}
+# An optional held in a list or map crashed an earlier CEL runtime: each is run in a process
+# of its own, which must end normally with a value, a refusal or an evaluation error.
+HELD_OPTIONALS = [
+    "'%s'.format([{'a': 1, 'b': optional.none()}])",
+    "'%s'.format([[{'a': dyn(optional.none())}]])",
+    "'%s'.format([true ? object.?a : object.b])",
+    "[dyn(optional.none())].min()", "[dyn(optional.of(1))].sum()",
+    "[dyn(optional.none())].isSorted()", "{'a': dyn(optional.none())}", "optional.of(1)",
+    "[dyn(optional.none())].slice(0, 1)",
+]
 
 
 @pytest.mark.parametrize("text", HELD_OPTIONALS)
@@ -114,13 +81,12 @@ def test_an_optional_held_in_a_list_or_map_never_reaches_python(text):
         "compile_expression, evaluate\n"
         "try:\n"
         "    compiled = compile_expression(sys.argv[1], 'object')\n"
-        "    evaluate(compiled, activation('object', {'object': {'b': 1}}))\n"
+        "    print(evaluate(compiled, activation('object', {'object': {'b': 1}})))\n"
         "except (CelError, EvaluationError) as error:\n"
         "    print(error)\n")
     done = subprocess.run([sys.executable, "-c", script, text], capture_output=True,
                           text=True, timeout=60, check=False)
-    assert done.returncode == 0, done.stderr[-500:]
-    assert HELD_OPTIONALS[text] in done.stdout
+    assert done.returncode == 0 and done.stdout.strip(), done.stderr[-500:]
 
 
 @pytest.mark.parametrize(("text", "value"), [

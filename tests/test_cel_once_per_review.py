@@ -2,8 +2,8 @@
 evaluation of a review reads one activation (webhook.engine.rules.cel_review), each policy's
 params bound by its own program. And a policy evaluates a variable at most once per
 container: its validations, the messages of those that fail and its mutations are each one
-evaluation (webhook.engine.cel.Batch). Counted through the runtime's seams (the activations
-made, the calls of a CEL function), not timed."""
+evaluation (webhook.engine.cel.Batch). Counted through the library's seams (the activations
+it parses, the evaluations asked of it), not timed."""
 
 from __future__ import annotations
 
@@ -16,8 +16,7 @@ from builders import container, pod
 from builders import policies_in as policies
 
 from webhook import decode, evaluate
-from webhook.engine import cel
-from webhook.engine.cel import library
+from webhook.engine.cel import kubecel
 from webhook.engine.rules.cel import Request
 from webhook.engine.workload import read_workload
 from webhook.manifests import read_text
@@ -27,11 +26,11 @@ ML_WORKLOADS = Path(__file__).resolve().parent / "ml_workloads"
 
 @pytest.fixture
 def activations(monkeypatch: pytest.MonkeyPatch) -> list[Any]:
-    """The data of each activation made (each converts what its evaluations read)."""
+    """The data of each activation the library parses (each holds what its evaluations
+    read)."""
     made: list[Any] = []
-    real = cel._activation
-    monkeypatch.setattr(cel, "_activation",
-                        lambda environment, data: made.append(data) or real(environment, data))
+    real = kubecel.activation
+    monkeypatch.setattr(kubecel, "activation", lambda data: made.append(data) or real(data))
     return made
 
 
@@ -130,11 +129,17 @@ def test_the_messages_of_a_review_see_one_hidden_activation(
 
 @pytest.fixture
 def comparisons(monkeypatch: pytest.MonkeyPatch) -> list[Any]:
-    """Each call of the quantity comparison behind isGreaterThan, which the variable of
-    these policies makes: one per evaluation of the variable."""
+    """Each evaluation asked of the library for the policy "big" or "calm" (a variable is
+    evaluated at most once in one, as the API server's composited variables are)."""
     made: list[Any] = []
-    real = library.compare_to
-    monkeypatch.setattr(library, "compare_to", lambda *args: made.append(args) or real(*args))
+    real = kubecel.evaluate
+
+    def counted(policy: int, bound: int, requests: bytes) -> Any:
+        if b'"p":"big"' in requests or b'"p":"calm"' in requests:
+            made.append(requests)
+        return real(policy, bound, requests)
+
+    monkeypatch.setattr(kubecel, "evaluate", counted)
     return made
 
 

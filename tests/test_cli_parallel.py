@@ -133,6 +133,7 @@ def test_default_jobs_use_workers_only_for_large_input(tmp_path, monkeypatch):
             return real_pool(workers)
 
     monkeypatch.setattr(multiprocessing, "get_context", lambda method: Context())
+    monkeypatch.setattr(judge, "_go_started", lambda: False)  # another test may have loaded it
     policies = load_policies()
 
     def run() -> None:
@@ -182,3 +183,77 @@ def test_report_rows_with_odd_user_values_in_a_patch_are_what_json_writes(value)
     # as the report holds them: indented by 4, without the list's brackets
     assert json_format.rows_bytes(judged).decode() == \
         "  " + expected[2:-2].replace("\n", "\n  ")
+
+
+def test_with_kubernetes_cel_loaded_the_process_judges_alone(tmp_path, monkeypatch):
+    """A process forked once the Go runtime runs in it may hang: with the CEL library loaded
+    (a CEL policy compiled), check judges in its own process, and gives the same verdicts."""
+    from webhook.engine.cel import kubecel
+
+    paths = _corpus(tmp_path)
+    started = []
+
+    class Context:
+        def Pool(self, workers):  # multiprocessing's name
+            started.append(workers)
+            raise AssertionError("forked with Go running")
+
+    monkeypatch.setattr(multiprocessing, "get_context", lambda method: Context())
+    monkeypatch.setattr(judge, "PARALLEL_MIN_BYTES", 1)
+    monkeypatch.setattr(judge, "TASK_BYTES", 600)
+    monkeypatch.setattr(judge, "_cpus", lambda: 2)
+    kubecel.info()  # loads the library
+    policies = load_policies()
+    parts = list(judge.judge_all(judge.tasks(paths, [], None), policies, len, 0, None))
+    assert started == [] and parts
+
+
+CEL_POLICY = """\
+id: cel-names
+description: container names are short and images pinned
+type: validate
+action: enforce
+scope: container
+variables:
+- name: pinned
+  expression: "!container.image.endsWith(':latest') && container.image.contains(':')"
+validations:
+- expression: size(container.name) < 12 && variables.pinned
+  messageExpression: "'container ' + container.name + ' is unpinned or long'"
+"""
+
+
+def test_workers_with_cel_policies_print_what_one_process_prints(tmp_path):
+    """With a CEL policy the run still forks its workers (the Go runtime starts only in
+    them, after the fork), ends, and prints what one process prints."""
+    import subprocess
+    import sys
+
+    (tmp_path / "in").mkdir()
+    (tmp_path / "policies").mkdir()
+    (tmp_path / "policies" / "cel-names.yaml").write_text(CEL_POLICY)
+    paths = _corpus(tmp_path / "in")
+    probe = ("import runpy, sys\n"
+             "from webhook.cli import judge\n"
+             "real = judge._forking\n"
+             "def counted():\n"
+             "    sys.stderr.write('forking\\n')\n"
+             "    return real()\n"
+             "judge._forking = counted\n"
+             "judge.TASK_BYTES = 600  # several tasks of the small corpus\n"
+             "sys.argv = ['quickq-guard', *sys.argv[1:]]\n"
+             "runpy.run_module('webhook.cli', run_name='__main__')\n")
+    runs = {}
+    for jobs in ("1", "2"):
+        runs[jobs] = subprocess.run(
+            [sys.executable, "-c", probe, "check", "--jobs", jobs, "--policies",
+             str(tmp_path / "policies"), "-o", "json", *paths],
+            capture_output=True, text=True, timeout=300, check=False)
+    serial, parallel = runs["1"], runs["2"]
+    assert "Traceback" not in parallel.stderr, parallel.stderr[-2000:]
+    assert parallel.returncode == serial.returncode == 2, parallel.stderr[-2000:]
+    assert parallel.stderr.replace("forking\n", "") == serial.stderr
+    assert parallel.stdout == serial.stdout
+    assert "cel-names" in parallel.stdout and "is unpinned or long" in parallel.stdout
+    assert parallel.stderr.count("forking") == 2  # the throwaway load, then the workers
+    assert "forking" not in serial.stderr

@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 import kubernetes_validate
+import orjson
 import pytest
 import yaml
 from builders import POD_SPEC_PATHS
@@ -35,7 +36,7 @@ from test_cel_examples import objects
 from webhook import Config, Review, decode, evaluate, load_policies
 from webhook.engine import cel
 from webhook.engine.normalize import normalize
-from webhook.engine.policy import PolicySet
+from webhook.engine.policy import PolicyError, PolicySet
 from webhook.export.forms import FORM_GAPS, FORMS_DIR, PYTHON_ONLY, with_cel_forms
 from webhook.export.vap import RESOURCES, export, translate
 
@@ -276,36 +277,45 @@ def bindings(obj: Any, namespace: str, user: str = "", groups: tuple[str, ...] =
 
 def vap_judges(vap: dict[str, Any], obj: dict[str, Any], namespace: str
                ) -> tuple[str, list[str]]:
-    """pass, skip, fail (with the messages) or error, as the API server would judge."""
+    """pass, skip, fail (with the messages) or error, as the API server would judge: the
+    policy compiled as its plugin compiles it (variables composited), by Kubernetes' CEL."""
     spec = vap["spec"]
-    data = bindings(obj, namespace)
-
-    def run(text: str, variables: dict[str, Any]) -> Any:
-        return cel.evaluate(compiled(text),
-                            cel.activation("object", {**data, "variables": variables}))
-
+    bound = cel.activation("object", bindings(obj, namespace))
+    conditions, validations = vap_programs(orjson.dumps(spec))
     try:
-        for condition in spec.get("matchConditions", ()):
-            if run(condition["expression"], {}) is False:
-                return "skip", []
-        variables: dict[str, Any] = {}
-        for variable in spec.get("variables", ()):
-            variables[variable["name"]] = run(variable["expression"], variables)
+        if any(cel.evaluate(condition, bound) is False for condition in conditions):
+            return "skip", []
         messages = []
-        for validation in spec["validations"]:
-            if run(validation["expression"], variables) is not True:
-                message = run(validation["messageExpression"], variables) \
-                    if "messageExpression" in validation else validation["message"]
-                messages.append(message)
+        for validation, (check, message) in zip(spec["validations"], validations,
+                                                  strict=True):
+            if cel.evaluate(check, bound) is not True:
+                messages.append(cel.evaluate(message, bound) if message is not None
+                                else validation["message"])
     except cel.EvaluationError:
         return "error", []
     return ("fail", messages) if messages else ("pass", [])
 
 
 @cache
-def compiled(text: str) -> cel.Expression:
-    """An exported expression, compiled once however many objects it judges."""
-    return cel.compile_expression(text, "object")
+def vap_programs(encoded: bytes) -> tuple[list[cel.Expression],
+                                          list[tuple[cel.Expression, cel.Expression | None]]]:
+    """A ValidatingAdmissionPolicy's matchConditions and (validation, messageExpression)
+    pairs, compiled once however many objects they judge."""
+    spec = orjson.loads(encoded)
+    variables = [(v["name"], cel.Source(f"variables[{i}]", v["expression"]))
+                 for i, v in enumerate(spec.get("variables", ()))]
+    sources = [cel.Source(f"m{i}", c["expression"], "bool")
+               for i, c in enumerate(spec.get("matchConditions", ()))]
+    for index, validation in enumerate(spec["validations"]):
+        sources.append(cel.Source(f"v{index}", validation["expression"], "bool"))
+        if "messageExpression" in validation:
+            sources.append(cel.Source(f"v{index}m", validation["messageExpression"], "string"))
+    compiled, _ = cel.compile_policy("object", variables, sources)
+    by_field = {source.field: expression for source, expression
+                in zip(sources, compiled, strict=True)}
+    conditions = [by_field[f"m{i}"] for i in range(len(spec.get("matchConditions", ())))]
+    return conditions, [(by_field[f"v{i}"], by_field.get(f"v{i}m"))
+                        for i in range(len(spec["validations"]))]
 
 
 @pytest.fixture(scope="module")
@@ -422,16 +432,16 @@ def test_params_are_typed_as_the_engine_types_them_and_any_yaml_value_is_written
 
 
 @pytest.mark.parametrize("expression", sorted(REFUSED))
-def test_cel_kubernetes_does_not_compile_is_refused_naming_expression_and_versions(
-        tmp_path, expression):
+def test_what_kubernetes_cel_does_not_compile_is_refused_at_load(tmp_path, expression):
+    """The engine's CEL is Kubernetes' own: what the API server would refuse (an extension
+    function, a type mix) no longer loads, with the API server's message (before, the engine
+    ran it and only `export` refused it)."""
     folder = write(tmp_path, policy("ours", validations=[
         {"expression": "true"}, {"expression": expression}]))
-    [refusal] = export(load(folder)).refusals
-    assert (refusal.policy, refusal.expected) == ("ours", False)
-    assert refusal.reason.startswith(
-        f"validations[1].expression: `{expression}` does not compile in the CEL of "
-        "Kubernetes 1.35 and 1.36: ")
-    assert REFUSED[expression] in refusal.reason
+    with pytest.raises(PolicyError) as refused:
+        load(folder)
+    assert "validations[1].expression: " in str(refused.value)
+    assert REFUSED[expression] in str(refused.value)
 
 
 @pytest.mark.parametrize("expression", ACCEPTED)
@@ -443,15 +453,14 @@ def test_cel_kubernetes_compiles_is_exported(tmp_path, expression):
 
 @pytest.mark.parametrize(("variable", "expression"), sorted(REFUSED_WITH_VARIABLE))
 def test_a_variable_is_typed_as_kubernetes_types_it(tmp_path, variable, expression):
-    """Before, each variable was dyn here, and these were written out for the API server
-    to refuse."""
+    """Each variable is typed by its expression, as the API server types it: a misuse does
+    not load."""
     folder = write(tmp_path, policy("ours", variables=[{"name": "v", "expression": variable}],
                                     validations=[{"expression": expression}]))
-    [refusal] = export(load(folder)).refusals
-    assert refusal.reason.startswith(
-        f"validations[0].expression: `{expression}` does not compile in the CEL of "
-        "Kubernetes 1.35 and 1.36: ")
-    assert REFUSED_WITH_VARIABLE[variable, expression] in refusal.reason
+    with pytest.raises(PolicyError) as refused:
+        load(folder)
+    assert "validations[0].expression: " in str(refused.value)
+    assert REFUSED_WITH_VARIABLE[variable, expression] in str(refused.value)
 
 
 @pytest.mark.parametrize(("variable", "expression"), ACCEPTED_WITH_VARIABLE)
@@ -463,19 +472,20 @@ def test_a_variable_used_as_its_type_allows_is_exported(tmp_path, variable, expr
 
 
 def test_every_expression_of_a_policy_is_held_to_kubernetes_cel(tmp_path):
-    folder = write(tmp_path, policy(
-        "ours", variables=[{"name": "num", "expression": "math.abs(-1)"}]),
-        policy("cond", matchConditions=[{"name": "c", "expression": "cel.bind(x, 1, x > 0)"}]),
-        policy("message", validations=[{"expression": "true", "messageExpression":
-                                        "base64.encode(b'a')"}]))
-    reasons = {r.policy: r.reason for r in export(load(folder)).refusals}
-    assert reasons["ours"].startswith("variables[0] (num).expression: `math.abs(-1)`")
-    assert reasons["cond"].startswith("matchConditions[0] (c).expression: `cel.bind(x, 1, x > 0)`")
-    assert reasons["message"].startswith("validations[0].messageExpression: ")
-    done = subprocess.run([sys.executable, "-m", "webhook.cli", "export", "--format", "vap",
-                           "--policies", str(folder)], capture_output=True, text=True,
-                          cwd=ROOT, check=False)
-    assert done.returncode == 1
-    assert "quickq-guard: note: ours: not exported: variables[0] (num).expression: " \
-           "`math.abs(-1)` does not compile in the CEL of Kubernetes 1.35 and 1.36: " \
-           "undeclared reference to 'math'" in done.stderr
+    """Variables, matchConditions and messageExpressions compile in Kubernetes' CEL when the
+    policy loads: `check` and `export` both refuse what the API server would."""
+    cases = {"ours": policy("ours", variables=[{"name": "num", "expression": "math.abs(-1)"}]),
+             "cond": policy("cond", matchConditions=[
+                 {"name": "c", "expression": "cel.bind(x, 1, x > 0)"}]),
+             "message": policy("message", validations=[
+                 {"expression": "true", "messageExpression": "base64.encode(b'a')"}])}
+    for name, document in cases.items():
+        (tmp_path / name).mkdir()
+        folder = write(tmp_path / name, document)
+        with pytest.raises(PolicyError, match=r"undeclared reference to '(math|cel|base64)'"):
+            load(folder)
+        done = subprocess.run([sys.executable, "-m", "webhook.cli", "export", "--format",
+                               "vap", "--policies", str(folder)], capture_output=True,
+                              text=True, cwd=ROOT, check=False)
+        assert done.returncode == 2 and "undeclared reference to" in done.stderr
+        assert "Traceback" not in done.stderr

@@ -4,11 +4,13 @@ project's own Dockerfile, and the sandbox ("pause") image containerd needs for e
 The builder is Debian's buildah with `--isolation chroot`: no daemon, and no runtime or user
 namespace of its own, so the build's RUN steps work as plain root processes in the build
 root, with the host's network (they fetch from the package registries, so this runs before
-the tests enter their loopback-only namespace). The Dockerfile's base image is its
-PYTHON_IMAGE build argument: no registry serves python:*-slim here, so a stand-in is made from
-Debian packages (debootstrap, python3, pip) and every line of the Dockerfile runs on it as
-written. The results go into `.tools/node/images/` as docker-archive tars the node loads into
-containerd (`ctr images import`).
+the tests enter their loopback-only namespace). The Dockerfile's base images are its
+PYTHON_IMAGE and GO_IMAGE build arguments: no registry serves python:*-slim or golang:* here,
+so stand-ins are made, from Debian packages (debootstrap, python3, pip), and that base with a
+C compiler and the host's Go toolchain (`go env GOROOT`) for the Go stage, and every line of
+the Dockerfile runs on them as written (the Go stage with the host's module and build caches
+mounted, so that it fetches only what they lack). The results go into `.tools/node/images/`
+as docker-archive tars the node loads into containerd (`ctr images import`).
 
 `python tests/support/images.py` builds what is missing (the base and pause images once; the
 quickq-guard image on every run, which buildah's layer cache makes quick when nothing
@@ -29,6 +31,7 @@ NODE_TOOLS = REPO / ".tools" / "node"
 IMAGES = NODE_TOOLS / "images"
 FAILED = NODE_TOOLS / "build-failed.txt"
 BASE_IMAGE = "localhost/quickq-guard-base:bookworm"
+GO_IMAGE = "localhost/quickq-guard-go:bookworm"
 PAUSE_IMAGE = "localhost/quickq-pause:1"
 GUARD_IMAGE = "localhost/quickq-guard:node-test"
 MIRROR = "http://deb.debian.org/debian"
@@ -100,6 +103,23 @@ def build_base() -> None:
         buildah("rm", container)
 
 
+def build_go() -> None:
+    """A stand-in for golang:1.26-bookworm: the base with gcc (cgo builds the library) and
+    the host's Go toolchain."""
+    goroot = _run(["go", "env", "GOROOT"])
+    container = buildah("from", BASE_IMAGE)
+    try:
+        buildah("run", container, "--", "sh", "-c",
+                "apt-get update -qq && apt-get install -y -qq --no-install-recommends gcc "
+                "libc6-dev >/dev/null && rm -rf /var/lib/apt/lists/*")
+        buildah("copy", container, goroot, "/usr/local/go")
+        buildah("config", "--env", "PATH=/usr/local/go/bin:/usr/local/sbin:/usr/local/bin:"
+                "/usr/sbin:/usr/bin:/sbin:/bin", "--env", "GOPATH=/go", container)
+        buildah("commit", "--quiet", container, GO_IMAGE)
+    finally:
+        buildah("rm", container)
+
+
 def build_pause(binary: Path) -> None:
     """The sandbox image: the pause program of tools/controlplane/pause, alone."""
     container = buildah("from", "scratch")
@@ -119,8 +139,11 @@ def build_guard() -> None:
     bundle (mounted for the build only, never in a layer): where the machine reaches the
     registries through a TLS-inspecting proxy, pip trusts what the host trusts."""
     trust = (["--volume", f"{HOST_CAS}:{HOST_CAS}:ro"] if HOST_CAS.is_file() else [])
-    buildah("bud", "--isolation", "chroot", "--layers", "--quiet", *trust,
-            "--build-arg", f"PYTHON_IMAGE={BASE_IMAGE}", "--tag", GUARD_IMAGE,
+    caches = [f"--volume={_run(['go', 'env', name])}:{inside}" for name, inside in
+              (("GOMODCACHE", "/go/pkg/mod"), ("GOCACHE", "/root/.cache/go-build"))]
+    buildah("bud", "--isolation", "chroot", "--layers", "--quiet", *trust, *caches,
+            "--build-arg", f"PYTHON_IMAGE={BASE_IMAGE}", "--build-arg", f"GO_IMAGE={GO_IMAGE}",
+            "--tag", GUARD_IMAGE,
             "--file", str(REPO / "Dockerfile"), str(REPO))
 
 
@@ -135,7 +158,7 @@ def export(name: str, tar: Path) -> None:
 def ensure(pause_binary: Path) -> str | None:
     """Build the images; None when they are ready, else the one-line reason the node tests
     will not run (kept in .tools/node/build-failed.txt for them)."""
-    missing = [tool for tool in ("buildah", "debootstrap") if not shutil.which(tool)]
+    missing = [tool for tool in ("buildah", "debootstrap", "go") if not shutil.which(tool)]
     if missing:
         return _failed(f"no {', '.join(missing)}: scripts/node-packages installs them (root)")
     IMAGES.mkdir(parents=True, exist_ok=True)
@@ -145,6 +168,10 @@ def ensure(pause_binary: Path) -> str | None:
             print("building the stand-in base image from Debian packages (debootstrap)",
                   file=sys.stderr, flush=True)
             build_base()
+        if not has_image(GO_IMAGE):
+            print("building the stand-in Go image (the base, gcc and the host's Go)",
+                  file=sys.stderr, flush=True)
+            build_go()
         build_pause(pause_binary)
         export(PAUSE_IMAGE, IMAGES / "pause.tar")
         build_guard()

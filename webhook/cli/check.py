@@ -203,12 +203,16 @@ def check(args: argparse.Namespace) -> int:
         from webhook.cli import fix
 
         return fix.fix(args, check_policies(args))
-    policies = check_policies(args)
     stdin = sys.stdin.buffer.read() if "-" in args.paths else None
+    found = judge.scan(args.paths, args.exclude, stdin, args.skip_non_manifests)
+    if judge.workers_for(found.tasks, args.jobs, found.size) > 1:
+        policies = judge.load_for_workers(lambda: check_policies(args))
+    else:
+        policies = check_policies(args)
     with contextlib.ExitStack() as files:
         writers = [output_writer(name, file, args, files)
                    for name, file in report_outputs(args)]
-        return _check(args, policies, stdin, writers)
+        return _check(args, policies, found, writers)
 
 
 def report_outputs(args: argparse.Namespace) -> list[tuple[str, str | None]]:
@@ -237,12 +241,11 @@ def output_writer(name: str, file: str | None, args: argparse.Namespace,
     return format_named(name)(out, options)
 
 
-def _check(args: argparse.Namespace, policies: PolicySet, stdin: bytes | None,
+def _check(args: argparse.Namespace, policies: PolicySet, found: judge.Input,
            writers: list[Format]) -> int:
     def render(judged: Sequence[judge.Judged]) -> tuple[Any, ...]:
         return tuple(writer.render(judged) for writer in writers)
 
-    found = judge.scan(args.paths, args.exclude, stdin, args.skip_non_manifests)
     now = args.at or datetime.now(UTC)  # the one time the whole run judges at
     notes: list[str] = []
     exceptions = exception_files.load(args.exceptions, found.exceptions, found.read, policies,

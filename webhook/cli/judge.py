@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import gc
 import os
+import sys
 from collections import Counter, deque
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
@@ -443,19 +444,73 @@ def _forking() -> ForkContext | None:
     return multiprocessing.get_context("fork")
 
 
+def _go_started() -> bool:
+    """Whether this process runs Go (CEL policies, webhook.engine.cel.kubecel): a process
+    forked from it may hang, so it judges alone."""
+    module = sys.modules.get("webhook.engine.cel.kubecel")
+    return module is not None and bool(module.loaded())
+
+
+def workers_for(work: Sequence[Sequence[Source]], jobs: int, total: int) -> int:
+    """How many processes judge: 1 (this one), or the workers forked for large input (jobs:
+    0 = one per CPU when the input is large enough to gain from it)."""
+    workers = min(jobs if jobs > 0 else _cpus(), len(work))
+    return 1 if workers <= 1 or (jobs <= 0 and total < PARALLEL_MIN_BYTES) else workers
+
+
+def load_for_workers(load: Callable[[], PolicySet]) -> PolicySet:
+    """The policies for forked workers: loaded first in a throwaway process (forked before
+    any Go runs here), which finds their problems as a load does, then here with their CEL
+    compiled later, in each worker (webhook.engine.cel.later), so that the Go runtime never
+    starts in the process that forks. With a problem, loaded here as usual, which raises it."""
+    forking = _forking()
+    if forking is None or _go_started():
+        return load()
+    global _loader
+    _loader = load
+    try:
+        with forking.Pool(1) as pool:
+            loads = pool.apply(_loads_quietly)
+    finally:
+        _loader = None
+    if not loads:
+        return load()
+    from webhook.engine import cel
+
+    with cel.later():
+        return load()
+
+
+_loader: Callable[[], PolicySet] | None = None  # set in the parent just before the fork
+
+
+def _loads_quietly() -> bool:
+    """Whether the policies load, in the throwaway process (what it would print, the
+    process that judges prints)."""
+    quiet = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(quiet, 1)
+    os.dup2(quiet, 2)
+    assert _loader is not None
+    try:
+        _loader()
+    except Exception:
+        return False
+    return True
+
+
 def judge_all(work: list[list[Source]], policies: PolicySet, render: Render, jobs: int,
               read: Mapping[str, bytes] | None, review: Review | None = None,
               size: int | None = None, strict: bool = False) -> Iterator[Part]:
     """Each task's Part, in order. jobs: 0 = one process per CPU when the input is large
     enough to gain from it, 1 = this process only. read: the bytes of sources read already
     (Input.read; `-` is stdin). review: the run's (see judge). size: the input's bytes, if
-    known."""
+    known. With CEL policies, workers are forked only if the Go runtime has not started here
+    (see load_for_workers)."""
     read = read or {}
-    workers = min(jobs if jobs > 0 else _cpus(), len(work))
     total = size if size is not None else sum(
         _size(source, read) for task in work for source in task)
-    forking = None if workers <= 1 or (jobs <= 0 and total < PARALLEL_MIN_BYTES) \
-        else _forking()
+    workers = workers_for(work, jobs, total)
+    forking = None if workers <= 1 or _go_started() else _forking()
     if forking is None:
         for task in work:
             yield run_task(task, policies, render, read, review, strict)

@@ -13,5 +13,5 @@ class EvaluationError(ValueError):
 
 
 class TooCostly(EvaluationError):
-    """Past a limit of the cost budget (webhook.engine.cost); the message quotes nothing of
-    the object."""
+    """Past a limit of the cost budget (the library counts it as the API server does); the
+    message quotes nothing of the object."""

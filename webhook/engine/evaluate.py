@@ -110,17 +110,12 @@ def evaluate(obj: Decoded | Any, policies: PolicySet, review: Review | None = No
     namespace = resource.namespace
     lookup = review.claims
     workload = with_train_jobs(with_claims(workload, lookup, namespace), review.train_jobs)
-    # One CEL cost budget per review, and one activation per state of its object for all
-    # its CEL policies (webhook.engine.rules.cel_review).
-    # Without CEL policies nothing spends a budget, and the CEL modules stay unloaded.
+    # One activation per state of its object for all its CEL policies
+    # (webhook.engine.rules.cel_review). Without CEL policies the CEL modules stay unloaded.
     shared = policies.cel
-    budget = reviews = None
-    if shared is not None:
-        from webhook.engine.cost import Budget
-
-        budget, reviews = Budget(), Reviews(shared)
+    reviews = Reviews(shared) if shared is not None else None
     request = Request(operation, namespace, username, groups, review.dry_run, old_object,
-                      review.namespace_object, budget, reviews)
+                      review.namespace_object, reviews)
     results: list[Result] = []  # in the order they run: mutate policies, then validate ones
     current: Any = obj
     patch: list[dict[str, Any]] = []

@@ -468,7 +468,7 @@ def _build_cel(spec: PolicyFile, where: str, config: Config) -> Policy:
     file, the expression and the line and column in it: its matchConditions each alone, its
     variables and other expressions in one program (webhook.engine.cel.compile_policy),
     each once."""
-    from webhook.engine import cel, cost
+    from webhook.engine import cel
     from webhook.engine.rules.cel import (
         CelPolicy,
         Each,
@@ -499,7 +499,7 @@ def _build_cel(spec: PolicyFile, where: str, config: Config) -> Policy:
     for index, condition in enumerate(spec.matchConditions):
         try:
             expression = cel.compile_expression(condition.expression, "object", "bool",
-                                                key=spec.id)
+                                                key=spec.id)  # a matchCondition's: a bool
         except cel.CelError as error:
             raise PolicyError(f"{where}: matchConditions[{index}] ({condition.name})"
                               f".expression: {error}") from None
@@ -525,8 +525,7 @@ def _build_cel(spec: PolicyFile, where: str, config: Config) -> Policy:
                                       item.messageExpression, "string"))
     for index, mutation in enumerate(spec.mutations):
         sources.append(cel.Source(f"mutations[{index}].jsonPatch.expression",
-                                  cel.jsonpatch_literals(mutation.jsonPatch.expression),
-                                  literals=False))
+                                  mutation.jsonPatch.expression, "jsonpatch"))
     for source in sources:
         _known_variables(source.text, seen, where, source.field)
     paths: list[tuple[tuple[str | int, ...], int | None]] = []
@@ -566,22 +565,14 @@ def _build_cel(spec: PolicyFile, where: str, config: Config) -> Policy:
     mutations = [Mutation(compiled[f"mutations[{index}].jsonPatch.expression"],
                           mutation.jsonPatch.expression)
                  for index, mutation in enumerate(spec.mutations)]
-    # As the API server refuses a policy whose estimated cost is past the limit: checked on
-    # what is evaluated, the variables bound in (webhook.engine.cost).
-    checked = [*((f"matchConditions[{index}] ({c.name}).expression", c.expression)
-                 for index, c in enumerate(conditions)),
-               *((source.field, compiled[source.field]) for source in sources)]
-    for field, expression in checked:
-        problem = cost.static_problem(expression.bound or expression.text)
-        if problem:
-            raise PolicyError(f"{where}: {field}: {problem}")
     program = CelPolicy(scope=scope, params=params, variables=tuple(
                             Variable(name, cel.variable(source.text))
                             for name, source in variables),
                         match_conditions=tuple(conditions), validations=tuple(validations),
                         mutations=tuple(mutations), together=together, messages=messages,
                         mutated=mutated, key=spec.id)
-    repeated = idempotence_problem(program)
+    # (compiled later: the probe ran when the policies loaded first, see cel.later)
+    repeated = "" if cel.compiles_later() else idempotence_problem(program)
     if repeated:
         raise PolicyError(f"{where}: mutations: not idempotent: on a probe Pod, a second pass "
                           f"patches again ({repeated}); make each operation depend on what it "

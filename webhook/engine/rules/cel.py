@@ -18,14 +18,14 @@ from functools import cache
 from typing import Any
 
 from webhook.engine.cel import (
+    MATCH_CONDITIONS_BUDGET,
+    Budget,
     EvaluationError,
     Expression,
     Scope,
     evaluate,
     selects_only,
 )
-from webhook.engine.cel.moments import Duration, Timestamp, json_value
-from webhook.engine.cost import Meter, Sizes, combined
 from webhook.engine.hidden import hidden_in, hidden_values, hiding
 from webhook.engine.patch import PatchError, Path, apply_patch, pointer, split_pointer
 from webhook.engine.results import Finding
@@ -36,12 +36,10 @@ from webhook.engine.rules.cel_review import (
     Review,
     Reviews,
     Shared,
-    without,
 )
 from webhook.engine.rules.cel_review import Request as Request  # where it was, for callers
 from webhook.engine.workload import Container, Workload, dotted, read_workload
 
-_EMPTY: Mapping[str, Any] = {}
 _POD_CONTAINER_LISTS = BULK["podSpec"]
 _OBJECT_BULK = BULK["object"]  # where an object's size is
 
@@ -130,13 +128,13 @@ class CelPolicy:
         is raised only when no condition is false."""
         if not self.match_conditions:
             return ""
-        meter = Meter(request.budget, {**self._base(workload, request), "variables": {}})
+        budget = Budget(MATCH_CONDITIONS_BUDGET)  # theirs, apart from the validations'
         bound = self.review(workload, request).bound
         failed: EvaluationError | None = None
         for condition in self.match_conditions:
             try:
                 value = _run(condition.expression, bound, f"matchConditions[{condition.name}]",
-                             meter)
+                             budget)
             except EvaluationError as error:
                 failed = failed or error
                 continue
@@ -151,31 +149,20 @@ class CelPolicy:
 
     def check(self, workload: Workload, request: Request) -> list[Finding]:
         """The findings of the validations, or of the mutations with their patches. Raises
-        EvaluationError, naming the expression."""
-        base = self._base(workload, request)  # what the cost budget charges for
+        EvaluationError, naming the expression (TooCostly past the policy's budget: one per
+        review, for all its containers, as an admission policy has one per review)."""
+        budget = Budget()
         # The values a mutation's paths must not show, found once per check.
         secrets = cache(lambda: hiding(hidden_values(workload.obj)))
         if self.scope == "object":
-            meter = Meter(request.budget, base)
             review = self.review(workload, request)
             if self.mutations:
-                return self._mutate(review.bound, None, None, workload, None, secrets, meter)
-            return self._validate(review.bound, None, None, _first_pod_path(workload), None,
-                                  review.hidden, meter)
-        for name in self.objects_without_spec:  # see reads_pod_containers: the same reason
-            if isinstance(base.get(name), Mapping):
-                base[name] = without(request.budget, base[name], _OBJECT_BULK)
+                return self._mutate(review.bound, None, workload, None, secrets, budget)
+            return self._validate(review.bound, None, _first_pod_path(workload), None,
+                                  review.hidden, budget)
         findings = []
-        reads_pod = "podSpec" in self.reads
-        for number, pod_spec in enumerate(workload.pod_specs):  # a container sees its own
-            pod = _EMPTY if workload.is_node_template else pod_spec.data
-            if reads_pod and not self.reads_pod_containers:
-                # The expressions only select other fields of podSpec (the Pod Security
-                # controls read os, hostNetwork, securityContext...): without its container
-                # lists it is a small value, whatever the number of containers.
-                pod = without(request.budget, pod, _POD_CONTAINER_LISTS)
-            findings += self._each_container(base, pod if reads_pod else None, workload,
-                                             number, secrets, request)
+        for number in range(len(workload.pod_specs)):  # a container sees its own
+            findings += self._each_container(workload, number, secrets, request, budget)
         # A finding about the pod (see _about) comes from every container alike: say it once.
         return list(dict.fromkeys(findings))
 
@@ -184,48 +171,30 @@ class CelPolicy:
         reviews = request.reviews or Reviews(Shared.of([self.reader]))
         return reviews.of(workload, request)
 
-    def _each_container(self, base: dict[str, Any], pod: Mapping[str, Any] | None,
-                        workload: Workload, number: int,
+    def _each_container(self, workload: Workload, number: int,
                         secrets: Callable[[], Callable[[str], str]],
-                        request: Request) -> list[Finding]:
+                        request: Request, budget: Budget) -> list[Finding]:
         """The findings of the containers of the workload's pod spec `number`, in order,
         each container one evaluation of each expression: where it is in the review's lists
-        (see cel_review.Review), or the review's lone container. `base` and `pod` are what
-        the cost budget charges for converting, as if this policy converted them alone. The
-        whole cost is estimated first: past the budget, the review is refused before any of
-        it runs, not after the budget's second of work."""
-        pod_spec, budget = workload.pod_specs[number], request.budget
-        containers = pod_spec.containers
+        (see cel_review.Review), or the review's lone container."""
+        containers = workload.pod_specs[number].containers
         if not containers:
             return []
-        shared = base if pod is None else {**base, "podSpec": pod}
-        sizes: list[Sizes | None] = [None] * len(containers)  # None: the meter's own
-        if len(containers) == 1 or budget is None:
-            meter = Meter(budget, {**shared, "container": containers[0].data,
-                                   "containerGroup": containers[0].group})
-        else:  # measured by parts, which the review's budget remembers for its next policy
-            meter = Meter(budget, shared)
-            own = [meter.sizes({"container": c.data, "containerGroup": c.group})
-                   for c in containers]
-            meter.convert(combined(own))
-            sizes = [meter.data_sizes + size for size in own]  # what one evaluation reads
-            meter.afford((text, where, size) for size in sizes if size is not None
-                         for text, where in self.costed)
         review = self.review(workload, request)
         findings = []
         for index, container in enumerate(containers):
             at = None if review.lone else review.offsets[number] + index
             if self.mutations:
-                findings += self._mutate(review.bound, at, sizes[index], workload, container,
-                                         secrets, meter)
+                findings += self._mutate(review.bound, at, workload, container, secrets,
+                                         budget)
             else:
-                findings += self._validate(review.bound, at, sizes[index], pod_spec.path,
-                                           container, review.hidden, meter)
+                findings += self._validate(review.bound, at, workload.pod_specs[number].path,
+                                           container, review.hidden, budget)
         return findings
 
-    def _mutate(self, bound: Any, at: int | None, sizes: Sizes | None, workload: Workload,
+    def _mutate(self, bound: Any, at: int | None, workload: Workload,
                 container: Container | None,
-                secrets: Callable[[], Callable[[str], str]], meter: Meter) -> list[Finding]:
+                secrets: Callable[[], Callable[[str], str]], budget: Budget) -> list[Finding]:
         """One finding holding the operations that change something: an `add` of the value a
         field already has is dropped, so that a patch stays minimal."""
         base = container.path if container is not None else ()
@@ -235,12 +204,11 @@ class CelPolicy:
         described: list[str] = []
         wheres = [f"mutations[{index}].jsonPatch.expression"
                   for index in range(len(self.mutations))]
-        values = _batch(self.mutated, [m.expression for m in self.mutations], wheres, bound,
-                        at, sizes, meter)
+        values = _batch(self.mutated, bound, at, budget)
         for index, mutation in enumerate(self.mutations):
             where = wheres[index]
             value = values[index] if values is not None else \
-                _run(mutation.expression, bound, where, meter, at, sizes)
+                _run(mutation.expression, bound, where, budget, at)
             for number, (operation, relative) in enumerate(_operations(value, base, where)):
                 try:
                     changed = apply_patch(document, [operation])
@@ -271,8 +239,6 @@ class CelPolicy:
     reads_pod_containers: bool = field(init=False, default=True)
     # object and oldObject, when read, if no expression may see their spec or status.
     objects_without_spec: tuple[str, ...] = field(init=False, default=())
-    # What each container evaluates for sure, (text, where), to estimate its cost first.
-    costed: tuple[tuple[str, str], ...] = field(init=False, default=())
     # The validations whose messageExpression is in the `messages` batch, in its order.
     told: tuple[int, ...] = field(init=False, default=())
     # What it reads of a review (see cel_review.Shared).
@@ -289,11 +255,6 @@ class CelPolicy:
         object.__setattr__(self, "reads_pod_containers", not all(
             selects_only(e.bound or e.text, "podSpec", _POD_CONTAINER_LISTS)
             for e in expressions))
-        object.__setattr__(self, "costed", tuple(
-            (m.expression.bound or m.expression.text, f"mutations[{i}].jsonPatch.expression")
-            for i, m in enumerate(self.mutations)) or tuple(
-            (v.expression.bound or v.expression.text, f"validations[{i}].expression")
-            for i, v in enumerate(self.validations)))
         object.__setattr__(self, "objects_without_spec", tuple(
             name for name in ("object", "oldObject") if name in self.reads and all(
                 selects_only(e.bound or e.text, name, _OBJECT_BULK) for e in expressions)))
@@ -304,54 +265,30 @@ class CelPolicy:
             index for index, v in enumerate(self.validations)
             if v.message_expression is not None and v.each is None))
 
-    def _base(self, workload: Workload, request: Request) -> dict[str, Any]:
-        """The variables the expressions read: converting an object the policy never reads
-        would be most of the cost of evaluating it."""
-        obj = workload.obj
-        reads = self.reads
-        data: dict[str, Any] = {}
-        if "object" in reads:
-            data["object"] = obj
-        if "oldObject" in reads:
-            data["oldObject"] = request.old_object
-        if "request" in reads:
-            data["request"] = request.data(obj)
-        if "params" in reads:
-            data["params"] = self.params
-        if "namespaceObject" in reads:
-            data["namespaceObject"] = request.namespace_object
-        if "podSpec" in reads:
-            # the first pod spec: a kind with several (a PyTorchJob) has its containers
-            # judged in container scope, each with its own
-            data["podSpec"] = (_EMPTY if workload.is_node_template or not workload.pod_specs
-                               else workload.pod_specs[0].data)
-        return data
-
-    def _validate(self, bound: Any, at: int | None, sizes: Sizes | None, pod_spec_path: Path,
+    def _validate(self, bound: Any, at: int | None, pod_spec_path: Path,
                   container: Container | None, shown: Callable[[], Any],
-                  meter: Meter) -> list[Finding]:
+                  budget: Budget) -> list[Finding]:
         findings = []
         wheres = [f"validations[{index}].expression"
                   for index in range(len(self.validations))]
-        values = _batch(self.together, [v.expression for v in self.validations], wheres,
-                        bound, at, sizes, meter)
+        values = _batch(self.together, bound, at, budget)
         # The messages of the failed validations, when known from one evaluation.
         said = {} if values is None else \
-            self._messages([i for i in self.told if values[i] is False], shown, meter, at, sizes)
+            self._messages([i for i in self.told if values[i] is False], shown, budget, at)
         for index, validation in enumerate(self.validations):
             where = wheres[index]
             value = values[index] if values is not None else \
-                _run(validation.expression, bound, where, meter, at, sizes)
+                _run(validation.expression, bound, where, budget, at)
             if value is True:
                 continue
             if value is not False:
                 raise EvaluationError(f"{where}: yields {_type(value)}, not a bool")
             about = _about(validation, container)
             if validation.each is not None:
-                failures = self._each(validation, index, bound, shown, meter, at, sizes)
+                failures = self._each(validation, index, bound, shown, budget, at)
             else:
                 message = (said[index] or _fallback(validation)) if index in said else \
-                    self._message(validation, shown, meter, at, sizes)
+                    self._message(validation, shown, budget, at)
                 failures = [(message, validation.field_path, "")]
             for message, path, item in failures:
                 # Without a fieldPath every validation names the object (or the container),
@@ -364,17 +301,17 @@ class CelPolicy:
         return findings
 
     def _each(self, validation: Validation, index: int, bound: Any, shown: Callable[[], Any],
-              meter: Meter, at: int | None, sizes: Sizes | None) -> list[tuple[str, Path, str]]:
+              budget: Budget, at: int | None) -> list[tuple[str, Path, str]]:
         """(message, fieldPath, `[index or key]` unless the fieldPath names the item) of each
         item of a forEach that fails its check, in order."""
         each = validation.each
         assert each is not None
         where = f"validations[{index}].forEach"
-        verdicts = _pairs(_run(each.verdicts, bound, where, meter, at, sizes))
+        verdicts = _pairs(_run(each.verdicts, bound, where, budget, at))
         if verdicts is None:
             raise EvaluationError(f"{where}: yields no list or map")
-        messages = self._item_messages(validation, [key for key, _ in verdicts], shown, meter,
-                                       at, sizes)
+        messages = self._item_messages(validation, [key for key, _ in verdicts], shown,
+                                       budget, at)
         fallback = _one_line(validation.message) if validation.message \
             else f"failed expression: {_one_line(each.check)}"
         failed = []
@@ -393,8 +330,8 @@ class CelPolicy:
         return failed
 
     def _item_messages(self, validation: Validation, keys: list[Any],
-                       shown: Callable[[], Any], meter: Meter, at: int | None,
-                       sizes: Sizes | None) -> list[str | None]:
+                       shown: Callable[[], Any], budget: Budget,
+                       at: int | None) -> list[str | None]:
         """Each item's messageExpression, seen on the object with its values hidden (as a
         messageExpression always is); None where it yields no string, for every item when
         the hidden object's items are not the same items."""
@@ -406,16 +343,20 @@ class CelPolicy:
             if hidden is False:
                 return none
             texts = _pairs(_run(validation.message_expression, hidden, "messageExpression",
-                                meter, at, sizes))
+                                budget, at))
         except EvaluationError:
             return none
-        if texts is None or [key for key, _ in texts] != keys:
+        if texts is None or sorted(map(repr, (key for key, _ in texts))) != sorted(
+                map(repr, keys)):
             return none
+        if keys and keys[0] is not None:  # a map's items, in an order of their own
+            by_key = dict(texts)
+            texts = [(key, by_key[key]) for key in keys]
         return [_one_line(text) if isinstance(text, str) and text.strip() else None
                 for _, text in texts]
 
-    def _messages(self, failed: list[int], shown: Callable[[], Any], meter: Meter,
-                  at: int | None, sizes: Sizes | None) -> dict[int, str]:
+    def _messages(self, failed: list[int], shown: Callable[[], Any], budget: Budget,
+                  at: int | None) -> dict[int, str]:
         """The messageExpressions of these failed validations (of `told`), from one
         evaluation of the `messages` batch on the object with its values hidden: what each
         says ('' when nothing); none when there are fewer than two or that evaluation
@@ -425,24 +366,22 @@ class CelPolicy:
         hidden = shown()
         if hidden is False:
             return {}
-        expressions = [self.validations[index].message_expression for index in failed]
-        texts = _batch(self.messages, [e for e in expressions if e is not None],
-                       ["messageExpression"] * len(failed), hidden, at, sizes, meter,
+        texts = _batch(self.messages, hidden, at, budget,
                        frozenset(self.told.index(index) for index in failed))
         if texts is None:
             return {}
         return {index: _said(texts[self.told.index(index)]) for index in failed}
 
-    def _message(self, validation: Validation, shown: Callable[[], Any], meter: Meter,
-                 at: int | None, sizes: Sizes | None) -> str:
+    def _message(self, validation: Validation, shown: Callable[[], Any], budget: Budget,
+                 at: int | None) -> str:
         """messageExpression's string when it yields one, else `message`, else the
         expression, as ValidatingAdmissionPolicy falls back. The messageExpression sees the
         object with its env values and secrets replaced (`shown`), never the values."""
         if validation.message_expression is not None:
             try:
                 hidden = shown()
-                text = _run(validation.message_expression, hidden, "messageExpression", meter,
-                            at, sizes) if hidden is not False else None
+                text = _run(validation.message_expression, hidden, "messageExpression",
+                            budget, at) if hidden is not False else None
             except EvaluationError:
                 text = None
             if _said(text):
@@ -462,23 +401,19 @@ def _said(text: Any) -> str:
     return _one_line(text) if isinstance(text, str) and text.strip() else ""
 
 
-def _batch(together: Expression | None, parts: list[Expression], wheres: list[str],
-           bound: Any, at: int | None, sizes: Sizes | None, meter: Meter,
+def _batch(together: Expression | None, bound: Any, at: int | None, budget: Budget,
            wanted: frozenset[int] | None = None) -> list[Any] | None:
-    """The values of `parts` from their one evaluation (`together`, see cel.Batch), each
-    charged first as if evaluated alone; None when there is no such evaluation or it fails
-    (too costly, an error in one of them): then each is evaluated alone, from the budget as
-    it was, and the first that fails says why, as it would have."""
+    """The values of the expressions of `together` (see cel.Batch) from their one
+    evaluation; None when there is no such evaluation or it fails (an error in one of them,
+    the budget): then each is evaluated alone, from the budget as it was, and the first that
+    fails says why, as it would have."""
     if together is None:
         return None
-    left = meter.budget.left if meter.budget is not None else 0
+    left = budget.left
     try:
-        for expression, where in zip(parts, wheres, strict=True):
-            meter.before(expression.bound or expression.text, where, sizes)
-        values = evaluate(together, bound, at, wanted)
+        values = evaluate(together, bound, at, wanted, budget)
     except EvaluationError:
-        if meter.budget is not None:
-            meter.budget.left = left
+        budget.left = left
         return None
     return values if isinstance(values, list) else None
 
@@ -496,8 +431,11 @@ def _pairs(value: Any) -> list[tuple[Any, Any]] | None:
     if not isinstance(value, list) or len(value) != 2 or not isinstance(value[1], list) \
             or not all(isinstance(pair, list) and len(pair) == 2 for pair in value[1]):
         return None
-    keyed = value[0] is True
-    return [(pair[0] if keyed else None, pair[1]) for pair in value[1]]
+    if value[0] is not True:
+        return [(None, pair[1]) for pair in value[1]]
+    # A map's keys come in no order of Kubernetes' (Go's maps have none): in sorted order,
+    # so that its findings come in the same order every time.
+    return sorted(((pair[0], pair[1]) for pair in value[1]), key=lambda pair: repr(pair[0]))
 
 
 _OPERATIONS = frozenset({"add", "replace", "remove"})
@@ -548,7 +486,7 @@ def _operations(value: Any, base: Path, where: str) -> list[tuple[dict[str, Any]
         relative = split_pointer(item["path"])
         operation = {"op": item["op"], "path": pointer((*base, *relative))}
         if "value" in item:
-            operation["value"] = json_value(item["value"])
+            operation["value"] = item["value"]
         found.append((operation, relative))
     return found
 
@@ -594,11 +532,10 @@ def _about(validation: Validation, container: Container | None) -> Container | N
     return None if validation.field_path[:1] in (("podSpec",), ("object",)) else container
 
 
-def _run(expression: Expression, bound: Any, where: str, meter: Meter, at: int | None = None,
-         sizes: Sizes | None = None) -> Any:
+def _run(expression: Expression, bound: Any, where: str, budget: Budget,
+         at: int | None = None) -> Any:
     try:
-        meter.before(expression.bound or expression.text, where, sizes)
-        return evaluate(expression, bound, at)
+        return evaluate(expression, bound, at, None, budget)
     except EvaluationError as error:
         if expression.references:
             where += f" (or the variables it reads: {', '.join(sorted(expression.references))})"
@@ -607,7 +544,7 @@ def _run(expression: Expression, bound: Any, where: str, meter: Meter, at: int |
 
 def _type(value: Any) -> str:
     names = {dict: "a map", list: "a list", str: "a string", int: "an int", float: "a double",
-             type(None): "null", Timestamp: "a timestamp", Duration: "a duration"}
+             type(None): "null"}
     return names.get(type(value), type(value).__name__)
 
 

@@ -6,10 +6,7 @@ runtime converts `object`, `oldObject`, `request`, `podSpec` and the containers 
 evaluation first reads them, and then keeps them: an activation per policy (and pod spec)
 converted the object again for each, most of the cost of a policy. A review's object
 changes only when a mutate policy patches it: each state of it has a Review of its own,
-kept in the review's Reviews (one per review, as its cost budget is).
-
-What the cost budget charges is not changed by this: each policy is still charged for
-converting what it reads, as if it converted it alone (webhook.engine.cost).
+kept in the review's Reviews (one per review).
 """
 
 from __future__ import annotations
@@ -17,14 +14,11 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from functools import cache
-from typing import TYPE_CHECKING, Any, NamedTuple
+from typing import Any, NamedTuple
 
 from webhook.engine.cel_errors import EvaluationError
 from webhook.engine.hidden import redacted
 from webhook.engine.workload import Workload, api_group
-
-if TYPE_CHECKING:
-    from webhook.engine.cost import Budget
 
 _EMPTY: Mapping[str, Any] = {}
 NO_VARIABLES: Mapping[str, Any] = {}  # what a matchCondition sees as `variables`
@@ -46,8 +40,6 @@ class Request(NamedTuple):
     dry_run: bool = False
     old_object: Any = None
     namespace_object: Any = None
-    # The review's CEL cost budget (webhook.engine.cost); None: no limit (load-time probes).
-    budget: Budget | None = None
     # The review's activations (Reviews); None: a policy judged alone makes its own.
     reviews: Reviews | None = None
 
@@ -119,11 +111,11 @@ def review(workload: Workload, request: Request, shared: Shared) -> Review:
     value CEL cannot represent."""
     from webhook.engine.cel import CONTAINERS, GROUPS, PARAMS, POD_OF, PODS, review_activation
 
-    obj, pod_specs, budget = workload.obj, workload.pod_specs, request.budget
+    obj, pod_specs = workload.obj, workload.pod_specs
     pods = tuple(_EMPTY if workload.is_node_template else pod.data for pod in pod_specs)
     lean = (shared.reads & BULK.keys()) - shared.whole
     if "podSpec" in lean:
-        pods = tuple(without(budget, pod, BULK["podSpec"]) for pod in pods)
+        pods = tuple(without(pod, BULK["podSpec"]) for pod in pods)
     data: dict[str, Any] = {"object": obj, "oldObject": request.old_object,
                             "namespaceObject": request.namespace_object,
                             "podSpec": pods[0] if pods else _EMPTY,
@@ -132,7 +124,7 @@ def review(workload: Workload, request: Request, shared: Shared) -> Review:
         data["request"] = request.data(obj)
     for name in lean - {"podSpec"}:
         if isinstance(data[name], Mapping):
-            data[name] = without(budget, data[name], BULK[name])
+            data[name] = without(data[name], BULK[name])
     containers = [container for pod in pod_specs for container in pod.containers]
     offsets, total = [], 0  # where each pod spec's containers start in the lists
     for pod in pod_specs:
@@ -152,7 +144,7 @@ def review(workload: Workload, request: Request, shared: Shared) -> Review:
 
 @dataclass(slots=True)
 class Reviews:
-    """The Reviews of one review (evaluate() makes one per review, as it does its Budget):
+    """The Reviews of one review (evaluate() makes one per review):
     one per state of its object (and old object), made when a CEL policy first reads it."""
 
     shared: Shared
@@ -168,11 +160,9 @@ class Reviews:
         return made
 
 
-def without(budget: Budget | None, value: Mapping[str, Any],
-            left_out: frozenset[str]) -> dict[str, Any]:
-    """`value` without the keys `left_out`: the review's one copy when it has a budget."""
-    if budget is not None:
-        return budget.without(value, left_out)
+def without(value: Mapping[str, Any], left_out: frozenset[str]) -> dict[str, Any]:
+    """`value` without the keys `left_out`, which no expression of the review reads: less
+    for the library to parse."""
     return {key: item for key, item in value.items() if key not in left_out}
 
 
