@@ -23,7 +23,7 @@ an env value (leaks found in every answer and the log). Issue 32: an env value
 (the connections still held each second, /healthz meanwhile, a 140 KB review), and 1,000
 reviews each with a unique 3 MB image (RSS before and after). Cases (CLI): a billion-laughs file,
 a chain of anchors nested 20,000 levels deep, an alias bomb in a policy's params, and three
-chained replace() on an annotation (refused at load), each under a 1 GiB address-space
+chained replace() on an annotation (refused at load), each under a 4 GiB address-space
 limit.
 """
 
@@ -549,7 +549,9 @@ def chain() -> str:
 
 
 def _limit() -> None:
-    resource.setrlimit(resource.RLIMIT_AS, (1 << 30, 1 << 30))
+    # 4 GiB of address space: the Go runtime of the CEL library reserves about 1.7 GB of it
+    # (not memory) when it starts; peak RSS is what the cases measure.
+    resource.setrlimit(resource.RLIMIT_AS, (4 << 30, 4 << 30))
 
 
 def cli_cases(work: Path) -> list[dict[str, Any]]:
@@ -585,7 +587,7 @@ def cli_cases(work: Path) -> list[dict[str, Any]]:
 
 
 def run_check(*args: str) -> dict[str, Any]:
-    """`check` under a 1 GiB address-space limit: exit code, seconds, its own peak RSS."""
+    """`check` under a 4 GiB address-space limit: exit code, seconds, its own peak RSS."""
     started = time.perf_counter()
     with tempfile.TemporaryFile() as err:
         process = subprocess.Popen([sys.executable, "-m", "webhook.cli", "check", *args],

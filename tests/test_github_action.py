@@ -58,7 +58,9 @@ def run_action(tmp_path: Path, workspace: Path, **given: str) -> tuple[list[int]
             "RUNNER_TEMP": str(tmp_path / "runner"), "GITHUB_PATH": str(github_path),
             "GITHUB_OUTPUT": str(github_output), "PIP_NO_INDEX": "1", "PIP_NO_DEPS": "1",
             "PIP_NO_BUILD_ISOLATION": "0", "PYTHONPATH": site,
-            "PATH": "/usr/bin:/bin"}
+            # the runner's PATH after actions/setup-go: this machine's Go in front
+            "PATH": os.pathsep.join([str(Path(shutil.which("go") or "go").resolve().parent),
+                                     "/usr/bin", "/bin"])}
     (tmp_path / "runner").mkdir()
     codes: list[int] = []
     log = ""
@@ -93,7 +95,9 @@ def test_the_action_installs_checks_and_writes_sarif(tmp_path):
     assert "DENY" in log and "disallow-latest-tag" in log  # the table, in the log
     sarif = json.loads((workspace / "quickq-guard.sarif").read_text())
     assert any(r["ruleId"] == "disallow-latest-tag" for r in sarif["runs"][0]["results"])
-    upload = next(s for s in ACTION["runs"]["steps"] if "uses" in s)
+    go = next(s for s in ACTION["runs"]["steps"] if "uses" in s)
+    assert go["uses"].startswith("actions/setup-go@") and go["with"]["go-version"] >= "1.26"
+    upload = next(s for s in ACTION["runs"]["steps"] if "uses" in s and s is not go)
     assert upload["uses"].startswith("github/codeql-action/upload-sarif@")
     assert expand(upload["with"]["sarif_file"], {"sarif-file": "quickq-guard.sarif"}, {}) == \
         "quickq-guard.sarif"
