@@ -9,6 +9,7 @@ of --repeat timed loops of about --seconds each.
     python benchmarks/engine_bench.py            # the table
     python benchmarks/engine_bench.py --json     # the same figures, machine-readable
     python benchmarks/engine_bench.py --exceptions 0   # without the rows with exceptions
+    python benchmarks/engine_bench.py --config restricted.yaml  # e.g. podSecurity restricted
     PYTHONPATH=/tmp/old python benchmarks/engine_bench.py   # another checkout's webhook/
 """
 
@@ -33,10 +34,10 @@ import corpus
 
 from webhook.engine.decode import decode
 from webhook.engine.evaluate import evaluate
-from webhook.engine.policy import Config, PolicySet
+from webhook.engine.policy import PolicySet
 from webhook.engine.policy_exceptions import Exceptions, index, read_exception
 from webhook.engine.review import Review
-from webhook.loader import load_policies
+from webhook.loader import load_config, load_policies
 from webhook.manifests import read_text
 from webhook.testing import typical_pod
 
@@ -119,9 +120,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--exceptions", type=int, default=1000, metavar="N",
                         help="also measure with N PolicyExceptions loaded (default 1000; 0: "
                              "not)")
+    parser.add_argument("--config", help="a config file whose settings are added (e.g. "
+                                         "`podSecurity: {enforce: restricted}`)")
     args = parser.parse_args(argv)
 
-    policies = load_policies(None, Config(exceptionNamespaces=(EXCEPTION_NAMESPACE,)))
+    config = load_config(args.config).model_copy(
+        update={"exceptionNamespaces": (EXCEPTION_NAMESPACE,)})
+    policies = load_policies(None, config)
     by_kind = load_objects(args.count, args.seed)
     # The corpus stays in memory for the whole run, which a webhook's heap never holds: keep
     # the cyclic GC from rescanning it (the server likewise freezes what it loads at start).

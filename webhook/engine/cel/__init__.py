@@ -20,7 +20,7 @@ import os
 import re
 import weakref
 from collections.abc import Iterator, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Literal
 
 import orjson
@@ -296,9 +296,51 @@ def compile_problem(message: str, scope: Scope) -> str:
 
 @dataclass(frozen=True, slots=True, weakref_slot=True)
 class Bound:
-    """A review's variables, parsed once in the library (`handle` there)."""
+    """A review's variables, parsed once in the library (`handle` there). `known`: results
+    evaluated ahead (prefetch), by (program, expression index, container)."""
 
     handle: int
+    known: dict[tuple[Program, int, int], dict[str, Any]] = field(default_factory=dict)
+
+
+def prefetch(bound: Bound, plans: Sequence[tuple[Expression, int, Sequence[int]]]) -> None:
+    """Evaluate ahead, in one call, what a review's policies will ask first (their
+    matchConditions and validations): (expression, the budget it starts from, the containers
+    it is evaluated for, -1 for none). evaluate() takes
+    a result from here only where it equals what its own evaluation would give: no error,
+    and a cost within the budget it is given (evaluation is deterministic, so one that
+    succeeds within a larger budget succeeds the same within any budget it fits). Anything
+    else, or a failed call, is evaluated again as before."""
+    calls: list[list[Any]] = []
+    keys: list[list[tuple[Program, int, int]]] = []
+    by_program: dict[int, int] = {}
+    for expression, budget, containers in plans:
+        program = expression.program
+        if program is None:
+            continue
+        try:
+            handle = program.handle
+        except EvaluationError:
+            continue
+        at = by_program.get(handle)
+        if at is None:
+            at = by_program[handle] = len(calls)
+            calls.append([handle, []])
+            keys.append([])
+        for container in containers:
+            calls[at][1].append({"i": expression.index, "c": container, "p": program.key,
+                                 "b": budget})
+            keys[at].append((program, expression.index, container))
+    if not calls:
+        return
+    try:
+        answers = kubecel.evaluate_all(bound.handle, orjson.dumps(calls))
+    except RuntimeError:
+        return
+    for results, named in zip(answers, keys, strict=True):
+        for result, key in zip(results or (), named, strict=True):
+            if not result.get("e"):
+                bound.known[key] = result
 
 
 UNREPRESENTABLE = ("the object holds a value CEL cannot represent (a number beyond 64 bits, "
@@ -361,6 +403,13 @@ def _result(expression: Expression, bound: Bound, container: int | None,
     program = expression.program
     if program is None:
         raise EvaluationError("a variable is evaluated by the expressions that read it")
+    if wanted is None and bound.known:
+        known = bound.known.get((program, expression.index, -1 if container is None
+                                 else container))
+        if known is not None and (budget is None or int(known.get("c", 0)) <= budget.left):
+            if budget is not None:
+                budget.left -= int(known.get("c", 0))
+            return known
     request: dict[str, Any] = {"i": expression.index,
                                "c": -1 if container is None else container,
                                "p": program.key}

@@ -54,6 +54,8 @@ def _load() -> ctypes.CDLL:
         library.qq_eval.argtypes = [ctypes.c_longlong, ctypes.c_longlong, ctypes.c_char_p,
                                     ctypes.c_int]
         library.qq_eval.restype = ctypes.c_void_p
+        library.qq_eval_all.argtypes = [ctypes.c_longlong, ctypes.c_char_p, ctypes.c_int]
+        library.qq_eval_all.restype = ctypes.c_void_p
         library.qq_release.argtypes = [ctypes.c_longlong]
         library.qq_release.restype = None
         library.qq_free.argtypes = [ctypes.c_void_p]
@@ -100,6 +102,15 @@ def evaluate(policy: int, bound: int, requests: bytes) -> list[dict[str, Any]]:
     library = _load()
     answer: list[dict[str, Any]] = _checked(_answer(
         library, library.qq_eval(policy, bound, requests, len(requests))))
+    return answer
+
+
+def evaluate_all(bound: int, calls: bytes) -> list[list[dict[str, Any]] | None]:
+    """Several policies' requests on one activation in one call: `calls` is a JSON list of
+    [policy handle, [request...]]; one list of results per policy (None: no such policy)."""
+    library = _load()
+    answer: list[list[dict[str, Any]] | None] = _checked(_answer(
+        library, library.qq_eval_all(bound, calls, len(calls))))
     return answer
 
 

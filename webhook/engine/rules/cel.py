@@ -19,6 +19,7 @@ from typing import Any
 
 from webhook.engine.cel import (
     MATCH_CONDITIONS_BUDGET,
+    POLICY_BUDGET,
     Budget,
     EvaluationError,
     Expression,
@@ -260,10 +261,25 @@ class CelPolicy:
                 selects_only(e.bound or e.text, name, _OBJECT_BULK) for e in expressions)))
         lean = {*self.objects_without_spec, *(() if self.reads_pod_containers else ("podSpec",))}
         object.__setattr__(self, "reader",
-                           Reader(self.key, self.params, self.reads, frozenset(lean)))
+                           Reader(self.key, self.params, self.reads, frozenset(lean),
+                                  self._ahead()))
         object.__setattr__(self, "told", tuple(
             index for index, v in enumerate(self.validations)
             if v.message_expression is not None and v.each is None))
+
+    def _ahead(self) -> tuple[tuple[Expression, int, bool], ...]:
+        """What check() and unmatched() evaluate first, with the budget each starts from:
+        the matchConditions, and the validations (together when they are batched); a
+        mutation changes the object, so a mutate policy's are left to it."""
+        if self.mutations:
+            return ()
+        each = self.scope == "container"
+        conditions = tuple((c.expression, MATCH_CONDITIONS_BUDGET, False)
+                           for c in self.match_conditions)
+        validations = (((self.together, POLICY_BUDGET, each),) if self.together is not None
+                       else tuple((v.expression, POLICY_BUDGET, each)
+                                  for v in self.validations))
+        return conditions + validations
 
     def _validate(self, bound: Any, at: int | None, pod_spec_path: Path,
                   container: Container | None, shown: Callable[[], Any],
