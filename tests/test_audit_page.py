@@ -15,6 +15,7 @@ from test_cli_html import Page
 
 from webhook.audit import metrics, reports, scan
 from webhook.audit import page as audit_page
+from webhook.audit.health import Health
 from webhook.audit.state import Results
 from webhook.cli.formats import render_all
 from webhook.engine.review import Review
@@ -93,20 +94,21 @@ def call(app: Callable[..., Any], path: str, method: str = "GET") -> tuple[str, 
     return said[0], dict(said[1]), body
 
 
-@pytest.mark.parametrize("path", ["/metrics", "/healthz"])
+@pytest.mark.parametrize("path", ["/metrics", "/", "/anything"])
 def test_the_metrics_port_still_answers_metrics(path: str) -> None:
-    status, _, body = call(metrics.app(lambda: "<!doctype html>"), path)
+    status, _, body = call(metrics.app(Health(), lambda: "<!doctype html>"), path)
     assert status == "200 OK" and b"quickq_guard_audit_leader" in body
 
 
 def test_report_is_served_only_when_asked_and_read_only() -> None:
-    status, _, body = call(metrics.app(None), "/report")
+    status, _, body = call(metrics.app(Health(), None), "/report")
     assert status == "200 OK" and b"quickq_guard_audit" in body  # not served: the metrics
-    status, headers, body = call(metrics.app(lambda: "<!doctype html><p>é</p>"), "/report")
+    status, headers, body = call(metrics.app(Health(), lambda: "<!doctype html><p>é</p>"),
+                                 "/report")
     assert status == "200 OK" and body == "<!doctype html><p>é</p>".encode()
     assert headers["Content-Type"] == "text/html; charset=utf-8"
     assert headers["Cache-Control"] == "no-store"
-    status, headers, _ = call(metrics.app(lambda: "x"), "/report", "POST")
+    status, headers, _ = call(metrics.app(Health(), lambda: "x"), "/report", "POST")
     assert status.startswith("405") and headers["Allow"] == "GET"
-    status, _, body = call(metrics.app(lambda: None), "/report")
+    status, _, body = call(metrics.app(Health(), lambda: None), "/report")
     assert status.startswith("503") and b"no full scan" in body

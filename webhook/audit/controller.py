@@ -30,6 +30,7 @@ from lightkube.core.exceptions import ApiError
 from webhook.audit import cluster, metrics, reports, scan, sweep
 from webhook.audit import page as audit_page
 from webhook.audit.cluster import Kind, Namespaces
+from webhook.audit.health import Health
 from webhook.audit.lease import Lease, pod_namespace
 from webhook.audit.state import Held, Results
 from webhook.cli.exits import CliError
@@ -46,13 +47,15 @@ RELOAD_INTERVAL = 2.0  # how often the policy and config files are hashed
 RETRY_SECONDS = 5.0  # after a scan that failed
 WRITES_PER_SECOND = 20.0
 WATCH_SECONDS = 300  # a watch request's server-side timeout; lightkube opens the next one
+HEARTBEAT_SECONDS = 5.0
 
 
 def run(args: argparse.Namespace, api: AsyncClient) -> int:
     logging.config.dictConfig(log_config())
     audit = Controller(args, api)
     try:
-        metrics.serve(args.metrics_port, audit.page if args.serve_report else None)
+        metrics.serve(args.metrics_port, audit.health,
+                      audit.page if args.serve_report else None)
     except OSError as problem:
         raise CliError(f"cannot serve metrics on port {args.metrics_port}: "
                        f"{problem.strerror or problem}; pass another --metrics-port, or 0 "
@@ -84,6 +87,8 @@ class Controller:
         self.written: dict[str, tuple[str, bytes]] | None = None
         self._said = ""  # the last write error logged, so a lasting one is logged once
         self.loop: asyncio.AbstractEventLoop | None = None  # where the results live
+        self.health = Health()
+        self.watching: list[asyncio.Task[None]] = []  # the watches of the current scan
 
     async def main(self) -> int:
         loop = self.loop = asyncio.get_running_loop()
@@ -104,6 +109,7 @@ class Controller:
             "event": "started", "reports": self.api_kind.api_version,
             "leaderElect": self.args.leader_elect}})
         tasks = [asyncio.create_task(job()) for job in jobs]
+        tasks.append(asyncio.create_task(self.heartbeats(list(tasks))))
         try:
             await asyncio.gather(*tasks)
         except asyncio.CancelledError:
@@ -126,11 +132,27 @@ class Controller:
         metrics.LEADER.set(1 if leading else 0)
         self.written = None  # read again what the cluster holds before writing
 
+    # --- health -------------------------------------------------------------------------
+
+    async def heartbeats(self, jobs: list[asyncio.Task[None]]) -> None:
+        """Beat every HEARTBEAT_SECONDS, saying what has died: a job of the controller, or a
+        watch of the current scan with no re-scan coming to replace it."""
+        while True:
+            dead = [task for task in jobs if task.done()]
+            stale = [task for task in self.watching if task.done()]
+            self.health.problem = (
+                "a task of the controller ended" if dead
+                else "a watch ended and no re-scan replaces it"
+                if stale and not self.rescan.is_set() else "")
+            self.health.beat = time.monotonic()
+            await asyncio.sleep(HEARTBEAT_SECONDS)
+
     # --- scanning -----------------------------------------------------------------------
 
     async def scans(self) -> None:
         while True:
             self.rescan.clear()
+            self.health.progress = time.monotonic()
             try:
                 watches = await self.full_scan()
             except asyncio.CancelledError:
@@ -138,13 +160,16 @@ class Controller:
             except Exception as error:
                 log.error("scan failed; retrying", extra={"fields": {
                     "event": "scan-failed", "problem": _problem(error)}})
+                self.health.progress = None
                 await asyncio.sleep(RETRY_SECONDS)
                 continue
-            tasks = [asyncio.create_task(watch) for watch in watches]
+            self.health.progress = None
+            tasks = self.watching = [asyncio.create_task(watch) for watch in watches]
             try:
                 with contextlib.suppress(TimeoutError):
                     await asyncio.wait_for(self.rescan.wait(), self.until_next_scan())
             finally:
+                self.watching = []
                 for task in tasks:
                     task.cancel()
                 await asyncio.gather(*tasks, return_exceptions=True)
@@ -172,9 +197,10 @@ class Controller:
                                              self.namespaces.skipped, found):
             subject = self._keep(item)
             seen.add(subject.uid)
+            self.health.progress = time.monotonic()
         self.results.keep_only(seen)
         self.claim_objects, self.claims = found.claim_objects, found.claims
-        self.scanned = True
+        self.scanned = self.health.ready = True
         self.written = None  # read the reports again: one edited or deleted by hand is mended
         metrics.JUDGED.labels("scan").inc(found.judged)
         metrics.SCAN_SECONDS.observe(time.monotonic() - started)
