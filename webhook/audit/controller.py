@@ -73,6 +73,7 @@ class Controller:
         self.fingerprint = loaded.fingerprint
         self.api_kind = reports.APIS[args.report_api]
         self.results = Results()
+        metrics.count_results(self.results.counts)
         self.rescan = asyncio.Event()
         self.scanned = False  # a full scan ended: until then no report is written or deleted
         self.namespaces = Namespaces()
@@ -205,7 +206,6 @@ class Controller:
         metrics.JUDGED.labels("scan").inc(found.judged)
         metrics.SCAN_SECONDS.observe(time.monotonic() - started)
         metrics.scanned()
-        metrics.set_results(self.results.counts)
         log.info("full scan", extra={"fields": {
             "event": "scanned", "objects": found.judged, "kinds": len(found.versions),
             "withResults": len(self.results.objects),
@@ -253,7 +253,6 @@ class Controller:
                     judged = scan.judged(obj, of.plural, self.policies, moment)
                     self.results.put(subject, scan.entries(judged.decision), int(time.time()))
                     metrics.JUDGED.labels("watch").inc()
-                metrics.set_results(self.results.counts)
         except asyncio.CancelledError:
             raise
         except Exception as error:
@@ -282,7 +281,6 @@ class Controller:
                     self.results.drop_namespace(gone)
                 if event == "DELETED":
                     self.results.drop_namespace(str((item.get("metadata") or {}).get("name")))
-                metrics.set_results(self.results.counts)
                 if self.namespaces.ignored != before.ignored:
                     self.rescan.set()
                     return

@@ -12,7 +12,7 @@ from __future__ import annotations
 import threading
 import time
 from collections import Counter as Counts
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from socketserver import ThreadingMixIn
 from typing import Any
 from wsgiref.simple_server import WSGIRequestHandler, WSGIServer, make_server
@@ -25,6 +25,8 @@ from prometheus_client import (
     disable_created_metrics,
     make_wsgi_app,
 )
+from prometheus_client.core import GaugeMetricFamily, Metric
+from prometheus_client.registry import Collector
 
 from webhook.audit.health import Health
 
@@ -38,10 +40,6 @@ SCAN_SECONDS = Histogram(
 JUDGED = Counter(
     "quickq_guard_audit_objects_judged", "Objects judged, by full scans and by watch events.",
     ["by"], registry=REGISTRY)
-RESULTS = Gauge(
-    "quickq_guard_audit_results", "Results the reports hold now (before any cap), by policy "
-    "and result (fail, warn, error, skip for excepted, pass for a patch a mutate policy "
-    "would make).", ["policy", "result"], registry=REGISTRY)
 WRITES = Counter(
     "quickq_guard_audit_report_writes", "Reports written, by operation (create, replace, "
     "delete).", ["operation"], registry=REGISTRY)
@@ -71,10 +69,28 @@ def _age() -> float:
 LAST_SCAN_AGE.set_function(_age)
 
 
-def set_results(counts: Counts[tuple[str, str]]) -> None:
-    """Make the results gauge say `counts` (a series that fell to 0 stays at 0)."""
-    for (policy, result), value in counts.items():
-        RESULTS.labels(policy, result).set(max(value, 0))
+_results: list[Counts[tuple[str, str]]] = []
+
+
+def count_results(counts: Counts[tuple[str, str]]) -> None:
+    """The results gauge says `counts` at each scrape (a series that fell to 0 stays at 0):
+    read when asked, never recounted per change."""
+    _results[:] = [counts]
+
+
+class _Results(Collector):
+    def collect(self) -> Iterator[Metric]:
+        family = GaugeMetricFamily(
+            "quickq_guard_audit_results", "Results the reports hold now (before any cap), "
+            "by policy and result (fail, warn, error, skip for excepted, pass for a patch a "
+            "mutate policy would make).", labels=["policy", "result"])
+        # list() copies the items in one step under the GIL while the loop changes them.
+        for (policy, result), value in sorted(list(_results[0].items()) if _results else ()):
+            family.add_metric([policy, result], max(value, 0))
+        yield family
+
+
+REGISTRY.register(_Results())
 
 
 def serve(port: int, health: Health, page: Callable[[], str | None] | None = None) -> None:
