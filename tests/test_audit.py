@@ -146,6 +146,11 @@ def test_the_fingerprint_ignores_timestamps_only():
     for result in later["results"]:
         result["timestamp"]["seconds"] += 60
     assert reports.fingerprint(first) == reports.fingerprint(later)
+    # what a write computes in one pass is what a report read back from the cluster gets
+    made, fingerprint = reports.fingerprinted(reports.OPENREPORTS, "team", rows(2).held("team"))
+    assert made == first and fingerprint == reports.fingerprint(later)
+    capped = reports.fingerprinted(reports.OPENREPORTS, "team", rows(3).held("team"), 1)
+    assert capped[1] == reports.fingerprint(json.loads(json.dumps(capped[0])))
     later["results"][0]["message"] = "other"
     assert reports.fingerprint(first) != reports.fingerprint(later)
 

@@ -415,8 +415,8 @@ class Controller:
                 metrics.WRITES.labels("delete").inc()
                 self.written.pop(namespace, None)
                 return True
-            body = reports.report(self.api_kind, namespace, held, self.args.max_results)
-            fingerprint = reports.fingerprint(body)
+            body, fingerprint = reports.fingerprinted(self.api_kind, namespace, held,
+                                                      self.args.max_results)
             if known is not None and known[1] == fingerprint:
                 return False
             version = await self._put(of, body, known[0] if known else None)
