@@ -27,7 +27,7 @@ from typing import Any
 from lightkube import ALL_NS, AsyncClient
 from lightkube.core.exceptions import ApiError
 
-from webhook.audit import cluster, metrics, reports, scan, sweep
+from webhook.audit import cluster, metrics, reports, scan, sweep, wire
 from webhook.audit import page as audit_page
 from webhook.audit.cluster import Kind, Namespaces
 from webhook.audit.health import Health
@@ -436,8 +436,8 @@ class Controller:
         it once more. The new resourceVersion."""
         if version is None:
             try:
-                made = await self.api.create(of.resource.from_dict(body))
-                return str(made["metadata"]["resourceVersion"])
+                made = await self.api.create(wire.sent(body, of.resource))
+                return wire.version(made)
             except ApiError as error:
                 if error.status.code != 409:
                     raise
@@ -448,13 +448,13 @@ class Controller:
                 version = str(current["metadata"]["resourceVersion"])
             body["metadata"]["resourceVersion"] = version
             try:
-                made = await self.api.replace(of.resource.from_dict(body))
-                return str(made["metadata"]["resourceVersion"])
+                made = await self.api.replace(wire.sent(body, of.resource))
+                return wire.version(made)
             except ApiError as error:
                 if error.status.code == 404:
                     body["metadata"].pop("resourceVersion", None)
-                    made = await self.api.create(of.resource.from_dict(body))
-                    return str(made["metadata"]["resourceVersion"])
+                    made = await self.api.create(wire.sent(body, of.resource))
+                    return wire.version(made)
                 if error.status.code != 409 or attempt == 2:
                     raise
         raise AssertionError("unreachable")
