@@ -10,10 +10,11 @@ import subprocess
 import sys
 from typing import Any
 
+import msgspec
 import pytest
 from lightkube.core.exceptions import ApiError
 
-from webhook.audit import lease, reports, scan
+from webhook.audit import cluster, lease, reports, scan, wire
 from webhook.audit.state import Results
 from webhook.engine.policy import Config
 from webhook.engine.review import Review
@@ -146,8 +147,28 @@ def test_the_fingerprint_ignores_timestamps_only():
     for result in later["results"]:
         result["timestamp"]["seconds"] += 60
     assert reports.fingerprint(first) == reports.fingerprint(later)
+    # what a write computes in one pass is what a report read back from the cluster gets
+    made, fingerprint = reports.fingerprinted(reports.OPENREPORTS, "team", rows(2).held("team"))
+    assert made == first and fingerprint == reports.fingerprint(later)
+    capped = reports.fingerprinted(reports.OPENREPORTS, "team", rows(3).held("team"), 1)
+    assert capped[1] == reports.fingerprint(json.loads(json.dumps(capped[0])))
     later["results"][0]["message"] = "other"
     assert reports.fingerprint(first) != reports.fingerprint(later)
+
+
+@pytest.mark.parametrize("api", [reports.OPENREPORTS, reports.WGPOLICYK8S])
+@pytest.mark.parametrize("namespace", ["team", ""])
+def test_a_write_sends_the_report_field_for_field_and_reads_back_only_its_version(
+        api: reports.ReportApi, namespace: str) -> None:
+    made = reports.report(api, namespace, rows(3, namespace).held(namespace))
+    made["metadata"]["resourceVersion"] = "41"
+    of = cluster.kind(api.group, api.version, api.kind if namespace else api.cluster_kind,
+                      api.plural if namespace else api.cluster_plural, bool(namespace))
+    sent = wire.sent(made, of.resource)
+    assert json.loads(msgspec.json.encode(sent)) == json.loads(json.dumps(made))
+    answer = dict(made, status={"x": 1}, metadata=dict(
+        made["metadata"], resourceVersion="42", uid="u", managedFields=[{"manager": "m"}]))
+    assert wire.version(msgspec.json.decode(json.dumps(answer), type=type(sent))) == "42"
 
 
 def test_results_follow_objects_and_mark_what_changed():

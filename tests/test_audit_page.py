@@ -6,6 +6,7 @@ is served read-only beside the metrics."""
 from __future__ import annotations
 
 import io
+from collections import Counter
 from collections.abc import Callable
 from typing import Any
 from wsgiref.util import setup_testing_defaults
@@ -15,6 +16,7 @@ from test_cli_html import Page
 
 from webhook.audit import metrics, reports, scan
 from webhook.audit import page as audit_page
+from webhook.audit.health import Health
 from webhook.audit.state import Results
 from webhook.cli.formats import render_all
 from webhook.engine.review import Review
@@ -93,20 +95,34 @@ def call(app: Callable[..., Any], path: str, method: str = "GET") -> tuple[str, 
     return said[0], dict(said[1]), body
 
 
-@pytest.mark.parametrize("path", ["/metrics", "/healthz"])
+@pytest.mark.parametrize("path", ["/metrics", "/", "/anything"])
 def test_the_metrics_port_still_answers_metrics(path: str) -> None:
-    status, _, body = call(metrics.app(lambda: "<!doctype html>"), path)
+    status, _, body = call(metrics.app(Health(), lambda: "<!doctype html>"), path)
     assert status == "200 OK" and b"quickq_guard_audit_leader" in body
 
 
+def test_the_results_gauge_says_the_counts_held_when_scraped() -> None:
+    """Read at each scrape from the counts the controller keeps: a change costs no metrics
+    work, and a series that fell to 0 says 0."""
+    counts: Counter[tuple[str, str]] = Counter({("disallow-latest-tag", "fail"): 3})
+    metrics.count_results(counts)
+    counts[("require-labels", "warn")] += 2
+    counts.subtract([("disallow-latest-tag", "fail")] * 3)
+    _, _, body = call(metrics.app(Health(), None), "/metrics")
+    lines = set(body.decode().splitlines())
+    assert 'quickq_guard_audit_results{policy="disallow-latest-tag",result="fail"} 0.0' in lines
+    assert 'quickq_guard_audit_results{policy="require-labels",result="warn"} 2.0' in lines
+
+
 def test_report_is_served_only_when_asked_and_read_only() -> None:
-    status, _, body = call(metrics.app(None), "/report")
+    status, _, body = call(metrics.app(Health(), None), "/report")
     assert status == "200 OK" and b"quickq_guard_audit" in body  # not served: the metrics
-    status, headers, body = call(metrics.app(lambda: "<!doctype html><p>é</p>"), "/report")
+    status, headers, body = call(metrics.app(Health(), lambda: "<!doctype html><p>é</p>"),
+                                 "/report")
     assert status == "200 OK" and body == "<!doctype html><p>é</p>".encode()
     assert headers["Content-Type"] == "text/html; charset=utf-8"
     assert headers["Cache-Control"] == "no-store"
-    status, headers, _ = call(metrics.app(lambda: "x"), "/report", "POST")
+    status, headers, _ = call(metrics.app(Health(), lambda: "x"), "/report", "POST")
     assert status.startswith("405") and headers["Allow"] == "GET"
-    status, _, body = call(metrics.app(lambda: None), "/report")
+    status, _, body = call(metrics.app(Health(), lambda: None), "/report")
     assert status.startswith("503") and b"no full scan" in body

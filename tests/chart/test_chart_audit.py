@@ -110,8 +110,11 @@ def test_non_root_read_only_with_a_memory_limit_and_probes(docs: list[dict[str, 
     assert context["capabilities"] == {"drop": ["ALL"]}
     assert container["resources"]["limits"]["memory"] == "256Mi"
     assert container["ports"] == [{"name": "metrics", "containerPort": 9090, "protocol": "TCP"}]
-    for probe in ("startupProbe", "readinessProbe", "livenessProbe"):
-        assert container[probe]["httpGet"] == {"path": "/healthz", "port": "metrics"}
+    for probe, path in (("startupProbe", "/healthz"), ("livenessProbe", "/healthz"),
+                        ("readinessProbe", "/readyz")):
+        assert container[probe]["httpGet"] == {"path": path, "port": "metrics"}
+    ready = container["readinessProbe"]  # ready within seconds of the first scan's end
+    assert ready["periodSeconds"] * ready["failureThreshold"] <= 10
     live = container["livenessProbe"]
     assert live["failureThreshold"] * live["periodSeconds"] >= 60
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import re
+import signal
 import subprocess
 import sys
 import time
@@ -338,6 +339,46 @@ def test_the_page_at_report_shows_what_audit_once_and_report_show(world: Any) ->
     assert shown[("disallow-latest-tag", "ClusterTrainer", "", "big-run")][0] == "deny"
     assert f"{A}/Deployment/web" in {row[7] for row in Page(page).rows}
     assert SECRET not in page
+
+
+def probed(port: int, path: str) -> tuple[int, str] | None:
+    """What a probe of the metrics port hears: status and body; None while nothing listens."""
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}{path}", timeout=5) as answer:
+            return int(answer.status), str(answer.read().decode())
+    except urllib.error.HTTPError as error:
+        return int(error.code), str(error.read().decode())
+    except urllib.error.URLError:
+        return None
+
+
+def test_readyz_answers_503_until_the_first_full_scan_ended_then_200(world: Any) -> None:
+    """The chart's readiness probe: 503 with its reason while the first full scan runs (held
+    here by pausing the API server), 200 once it ended; /healthz is 200 all along."""
+    plane, workdir = world
+    (apiserver,) = [process for process in plane.processes
+                    if "kube-apiserver" in str(process.args[0])]
+    port = free_port()
+    apiserver.send_signal(signal.SIGSTOP)
+    try:
+        audit = start(plane, workdir, "--metrics-port", str(port), name="ready")
+        wait_until(lambda: probed(port, "/readyz") is not None, timeout=30, interval=0.2,
+                   what=f"the metrics port to answer\n{audit.output()}")
+        time.sleep(1)  # the scan has begun and waits for the API server
+        assert probed(port, "/readyz") == (503, "no full scan has ended yet\n")
+        assert probed(port, "/healthz") == (200, "ok\n")
+        assert not audit.events("scanned")
+    finally:
+        apiserver.send_signal(signal.SIGCONT)
+    try:
+        wait_until(lambda: probed(port, "/readyz") == (200, "ok\n"), timeout=30,
+                   interval=0.5, what=f"/readyz to answer 200\n{audit.output()}")
+        assert audit.events("scanned")
+        assert probed(port, "/healthz") == (200, "ok\n")
+        metrics = probed(port, "/metrics")
+        assert metrics is not None and "quickq_guard_audit_leader" in metrics[1]
+    finally:
+        audit.stop()
 
 
 def failures_of(plane: ControlPlane, namespace: str, name: str) -> set[str]:

@@ -27,9 +27,10 @@ from typing import Any
 from lightkube import ALL_NS, AsyncClient
 from lightkube.core.exceptions import ApiError
 
-from webhook.audit import cluster, metrics, reports, scan, sweep
+from webhook.audit import cluster, metrics, reports, scan, sweep, wire
 from webhook.audit import page as audit_page
 from webhook.audit.cluster import Kind, Namespaces
+from webhook.audit.health import Health
 from webhook.audit.lease import Lease, pod_namespace
 from webhook.audit.state import Held, Results
 from webhook.cli.exits import CliError
@@ -46,13 +47,15 @@ RELOAD_INTERVAL = 2.0  # how often the policy and config files are hashed
 RETRY_SECONDS = 5.0  # after a scan that failed
 WRITES_PER_SECOND = 20.0
 WATCH_SECONDS = 300  # a watch request's server-side timeout; lightkube opens the next one
+HEARTBEAT_SECONDS = 5.0
 
 
 def run(args: argparse.Namespace, api: AsyncClient) -> int:
     logging.config.dictConfig(log_config())
     audit = Controller(args, api)
     try:
-        metrics.serve(args.metrics_port, audit.page if args.serve_report else None)
+        metrics.serve(args.metrics_port, audit.health,
+                      audit.page if args.serve_report else None)
     except OSError as problem:
         raise CliError(f"cannot serve metrics on port {args.metrics_port}: "
                        f"{problem.strerror or problem}; pass another --metrics-port, or 0 "
@@ -70,6 +73,7 @@ class Controller:
         self.fingerprint = loaded.fingerprint
         self.api_kind = reports.APIS[args.report_api]
         self.results = Results()
+        metrics.count_results(self.results.counts)
         self.rescan = asyncio.Event()
         self.scanned = False  # a full scan ended: until then no report is written or deleted
         self.namespaces = Namespaces()
@@ -84,6 +88,8 @@ class Controller:
         self.written: dict[str, tuple[str, bytes]] | None = None
         self._said = ""  # the last write error logged, so a lasting one is logged once
         self.loop: asyncio.AbstractEventLoop | None = None  # where the results live
+        self.health = Health()
+        self.watching: list[asyncio.Task[None]] = []  # the watches of the current scan
 
     async def main(self) -> int:
         loop = self.loop = asyncio.get_running_loop()
@@ -104,6 +110,7 @@ class Controller:
             "event": "started", "reports": self.api_kind.api_version,
             "leaderElect": self.args.leader_elect}})
         tasks = [asyncio.create_task(job()) for job in jobs]
+        tasks.append(asyncio.create_task(self.heartbeats(list(tasks))))
         try:
             await asyncio.gather(*tasks)
         except asyncio.CancelledError:
@@ -126,11 +133,27 @@ class Controller:
         metrics.LEADER.set(1 if leading else 0)
         self.written = None  # read again what the cluster holds before writing
 
+    # --- health -------------------------------------------------------------------------
+
+    async def heartbeats(self, jobs: list[asyncio.Task[None]]) -> None:
+        """Beat every HEARTBEAT_SECONDS, saying what has died: a job of the controller, or a
+        watch of the current scan with no re-scan coming to replace it."""
+        while True:
+            dead = [task for task in jobs if task.done()]
+            stale = [task for task in self.watching if task.done()]
+            self.health.problem = (
+                "a task of the controller ended" if dead
+                else "a watch ended and no re-scan replaces it"
+                if stale and not self.rescan.is_set() else "")
+            self.health.beat = time.monotonic()
+            await asyncio.sleep(HEARTBEAT_SECONDS)
+
     # --- scanning -----------------------------------------------------------------------
 
     async def scans(self) -> None:
         while True:
             self.rescan.clear()
+            self.health.progress = time.monotonic()
             try:
                 watches = await self.full_scan()
             except asyncio.CancelledError:
@@ -138,13 +161,16 @@ class Controller:
             except Exception as error:
                 log.error("scan failed; retrying", extra={"fields": {
                     "event": "scan-failed", "problem": _problem(error)}})
+                self.health.progress = None
                 await asyncio.sleep(RETRY_SECONDS)
                 continue
-            tasks = [asyncio.create_task(watch) for watch in watches]
+            self.health.progress = None
+            tasks = self.watching = [asyncio.create_task(watch) for watch in watches]
             try:
                 with contextlib.suppress(TimeoutError):
                     await asyncio.wait_for(self.rescan.wait(), self.until_next_scan())
             finally:
+                self.watching = []
                 for task in tasks:
                     task.cancel()
                 await asyncio.gather(*tasks, return_exceptions=True)
@@ -172,14 +198,14 @@ class Controller:
                                              self.namespaces.skipped, found):
             subject = self._keep(item)
             seen.add(subject.uid)
+            self.health.progress = time.monotonic()
         self.results.keep_only(seen)
         self.claim_objects, self.claims = found.claim_objects, found.claims
-        self.scanned = True
+        self.scanned = self.health.ready = True
         self.written = None  # read the reports again: one edited or deleted by hand is mended
         metrics.JUDGED.labels("scan").inc(found.judged)
         metrics.SCAN_SECONDS.observe(time.monotonic() - started)
         metrics.scanned()
-        metrics.set_results(self.results.counts)
         log.info("full scan", extra={"fields": {
             "event": "scanned", "objects": found.judged, "kinds": len(found.versions),
             "withResults": len(self.results.objects),
@@ -227,7 +253,6 @@ class Controller:
                     judged = scan.judged(obj, of.plural, self.policies, moment)
                     self.results.put(subject, scan.entries(judged.decision), int(time.time()))
                     metrics.JUDGED.labels("watch").inc()
-                metrics.set_results(self.results.counts)
         except asyncio.CancelledError:
             raise
         except Exception as error:
@@ -256,7 +281,6 @@ class Controller:
                     self.results.drop_namespace(gone)
                 if event == "DELETED":
                     self.results.drop_namespace(str((item.get("metadata") or {}).get("name")))
-                metrics.set_results(self.results.counts)
                 if self.namespaces.ignored != before.ignored:
                     self.rescan.set()
                     return
@@ -391,8 +415,8 @@ class Controller:
                 metrics.WRITES.labels("delete").inc()
                 self.written.pop(namespace, None)
                 return True
-            body = reports.report(self.api_kind, namespace, held, self.args.max_results)
-            fingerprint = reports.fingerprint(body)
+            body, fingerprint = reports.fingerprinted(self.api_kind, namespace, held,
+                                                      self.args.max_results)
             if known is not None and known[1] == fingerprint:
                 return False
             version = await self._put(of, body, known[0] if known else None)
@@ -412,8 +436,8 @@ class Controller:
         it once more. The new resourceVersion."""
         if version is None:
             try:
-                made = await self.api.create(of.resource.from_dict(body))
-                return str(made["metadata"]["resourceVersion"])
+                made = await self.api.create(wire.sent(body, of.resource))
+                return wire.version(made)
             except ApiError as error:
                 if error.status.code != 409:
                     raise
@@ -424,13 +448,13 @@ class Controller:
                 version = str(current["metadata"]["resourceVersion"])
             body["metadata"]["resourceVersion"] = version
             try:
-                made = await self.api.replace(of.resource.from_dict(body))
-                return str(made["metadata"]["resourceVersion"])
+                made = await self.api.replace(wire.sent(body, of.resource))
+                return wire.version(made)
             except ApiError as error:
                 if error.status.code == 404:
                     body["metadata"].pop("resourceVersion", None)
-                    made = await self.api.create(of.resource.from_dict(body))
-                    return str(made["metadata"]["resourceVersion"])
+                    made = await self.api.create(wire.sent(body, of.resource))
+                    return wire.version(made)
                 if error.status.code != 409 or attempt == 2:
                     raise
         raise AssertionError("unreachable")

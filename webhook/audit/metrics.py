@@ -1,6 +1,7 @@
 """Prometheus metrics of the audit, in a registry of their own (as the webhook's are, in
 webhook/server/metrics.py), served on --metrics-port by prometheus-client's WSGI app; with
---serve-report the same port serves the HTML page of the current results at /report.
+--serve-report the same port serves the HTML page of the current results at /report. /healthz
+and /readyz answer the chart's probes (webhook.audit.health).
 
 Every label value comes from a fixed set: policy ids of the loaded policies, the five
 report results, the few write operations.
@@ -11,7 +12,7 @@ from __future__ import annotations
 import threading
 import time
 from collections import Counter as Counts
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from socketserver import ThreadingMixIn
 from typing import Any
 from wsgiref.simple_server import WSGIRequestHandler, WSGIServer, make_server
@@ -24,6 +25,10 @@ from prometheus_client import (
     disable_created_metrics,
     make_wsgi_app,
 )
+from prometheus_client.core import GaugeMetricFamily, Metric
+from prometheus_client.registry import Collector
+
+from webhook.audit.health import Health
 
 disable_created_metrics()  # type: ignore[no-untyped-call] # the *_created series only add noise
 REGISTRY = CollectorRegistry(auto_describe=True)
@@ -35,10 +40,6 @@ SCAN_SECONDS = Histogram(
 JUDGED = Counter(
     "quickq_guard_audit_objects_judged", "Objects judged, by full scans and by watch events.",
     ["by"], registry=REGISTRY)
-RESULTS = Gauge(
-    "quickq_guard_audit_results", "Results the reports hold now (before any cap), by policy "
-    "and result (fail, warn, error, skip for excepted, pass for a patch a mutate policy "
-    "would make).", ["policy", "result"], registry=REGISTRY)
 WRITES = Counter(
     "quickq_guard_audit_report_writes", "Reports written, by operation (create, replace, "
     "delete).", ["operation"], registry=REGISTRY)
@@ -68,19 +69,37 @@ def _age() -> float:
 LAST_SCAN_AGE.set_function(_age)
 
 
-def set_results(counts: Counts[tuple[str, str]]) -> None:
-    """Make the results gauge say `counts` (a series that fell to 0 stays at 0)."""
-    for (policy, result), value in counts.items():
-        RESULTS.labels(policy, result).set(max(value, 0))
+_results: list[Counts[tuple[str, str]]] = []
 
 
-def serve(port: int, page: Callable[[], str | None] | None = None) -> None:
-    """Serve /metrics on `port` in a thread (0: not at all), and `page()` at /report when
-    given. Every other path answers the metrics, as prometheus-client's own server does (the
-    chart's probes ask /healthz)."""
+def count_results(counts: Counts[tuple[str, str]]) -> None:
+    """The results gauge says `counts` at each scrape (a series that fell to 0 stays at 0):
+    read when asked, never recounted per change."""
+    _results[:] = [counts]
+
+
+class _Results(Collector):
+    def collect(self) -> Iterator[Metric]:
+        family = GaugeMetricFamily(
+            "quickq_guard_audit_results", "Results the reports hold now (before any cap), "
+            "by policy and result (fail, warn, error, skip for excepted, pass for a patch a "
+            "mutate policy would make).", labels=["policy", "result"])
+        # list() copies the items in one step under the GIL while the loop changes them.
+        for (policy, result), value in sorted(list(_results[0].items()) if _results else ()):
+            family.add_metric([policy, result], max(value, 0))
+        yield family
+
+
+REGISTRY.register(_Results())
+
+
+def serve(port: int, health: Health, page: Callable[[], str | None] | None = None) -> None:
+    """Serve /metrics on `port` in a thread (0: not at all), /healthz and /readyz from
+    `health`, and `page()` at /report when given. Every other path answers the metrics, as
+    prometheus-client's own server does."""
     if not port:
         return
-    server = make_server("0.0.0.0", port, app(page), _Server,
+    server = make_server("0.0.0.0", port, app(health, page), _Server,
                          handler_class=_Quiet)
     threading.Thread(target=server.serve_forever, name="metrics", daemon=True).start()
 
@@ -88,15 +107,22 @@ def serve(port: int, page: Callable[[], str | None] | None = None) -> None:
 Respond = Callable[..., Any]
 
 
-def app(page: Callable[[], str | None] | None) -> Callable[[dict[str, Any], Respond],
-                                                           Iterable[bytes]]:
+def app(health: Health, page: Callable[[], str | None] | None
+        ) -> Callable[[dict[str, Any], Respond], Iterable[bytes]]:
     """The WSGI app of the metrics port. /report renders one page at a time (a request
     that comes meanwhile waits): what a page costs grows with the results, not the
     requests."""
     metrics = make_wsgi_app(REGISTRY)
     rendering = threading.Lock()
+    probes = {"/healthz": health.liveness, "/readyz": health.readiness}
 
     def serve_one(environ: dict[str, Any], respond: Respond) -> Iterable[bytes]:
+        probe = probes.get(environ.get("PATH_INFO", ""))
+        if probe is not None:
+            problem = probe()
+            respond("503 Service Unavailable" if problem else "200 OK",
+                    [("Content-Type", "text/plain"), ("Cache-Control", "no-store")])
+            return [f"{problem or 'ok'}\n".encode()]
         if page is None or environ.get("PATH_INFO") != "/report":
             return metrics(environ, respond)  # type: ignore[no-any-return]
         if environ.get("REQUEST_METHOD") != "GET":
