@@ -66,8 +66,6 @@ def test_the_reports_of_10000_objects_say_what_check_says_of_a_dump(
             found = reports(own)
         finally:
             audit.stop()
-        assert not audit.events("scan-failed") and not audit.events("write-failed"), \
-            audit.output()[-3000:]
         dumped = dump(own, workdir)
     checking = time.monotonic()
     checked = check(workdir, "-o", "policyreport", str(dumped))
