@@ -33,7 +33,14 @@ from cluster_helpers import (
     started,
     wait_until,
 )
-from support.audit import Auditor, install_report_crds, reports
+from support.audit import (
+    Auditor,
+    check,
+    check_rows,
+    install_report_crds,
+    report_rows,
+    reports,
+)
 from test_audit_page import by_object
 from test_cli_html import Page
 
@@ -146,47 +153,6 @@ def dump(plane: ControlPlane, workdir: Path, namespaces: tuple[str, ...]) -> Pat
     out = workdir / "dump.json"
     out.write_text(json.dumps({"apiVersion": "v1", "kind": "List", "items": items}))
     return out
-
-
-def check(workdir: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "webhook.cli", "check", "--config",
-                           str(workdir / "config.yaml"), *args], cwd=REPO,
-                          capture_output=True, text=True, check=False)
-
-
-Row = tuple[str, str, str, str, str, str]
-
-
-def report_rows(found: dict[str, dict[str, Any]]) -> set[Row]:
-    """(namespace, kind, name, policy, result, message) of every result of the reports."""
-    rows = set()
-    for namespace, report in found.items():
-        for result in report.get("results") or ():
-            for resource in result.get("resources") or ():
-                rows.add((namespace, resource["kind"], resource["name"], result["policy"],
-                          result["result"], result["message"]))
-    return rows
-
-
-def check_rows(policyreports: str) -> set[Row]:
-    """The same of `check -o policyreport`, for the results a report keeps: failures,
-    warnings, errors, excepted violations (skip) and patches (pass). A manifest cannot say
-    that another project's kind is cluster-scoped, so check reports it in `default`, as
-    `kubectl apply` without -n would place a namespaced one; the cluster knows better."""
-    rows = set()
-    for report in yaml.safe_load_all(policyreports):
-        namespace = report["metadata"].get("namespace", "")
-        for result in report["results"]:
-            kept = result["result"] in ("fail", "warn", "error") or (
-                result["result"] == "skip" and result["message"].startswith("excepted by")) \
-                or (result["result"] == "pass" and result["message"].startswith("would patch"))
-            if kept and result["resources"][0]["kind"] != "PolicyException":
-                resource = result["resources"][0]
-                if resource["kind"] == "ClusterTrainer":
-                    namespace = ""
-                rows.add((namespace, resource["kind"], resource["name"], result["policy"],
-                          result["result"], result["message"]))
-    return rows
 
 
 def test_the_reports_say_what_check_says_of_a_dump(world: Any) -> None:

@@ -1,6 +1,7 @@
 """`quickq-guard audit` against a control plane, as the cluster tests and benchmarks run it:
-`python -m webhook.cli audit` in a subprocess, its JSON log in a file; and the reports it
-writes, read back with kubectl.
+`python -m webhook.cli audit` in a subprocess, its JSON log in a file; the reports it
+writes, read back with kubectl; and what a report and `check -o policyreport` of a dump say,
+as rows to compare result for result.
 """
 
 from __future__ import annotations
@@ -11,6 +12,9 @@ import subprocess
 import sys
 from pathlib import Path
 from typing import Any
+
+import orjson
+import yaml
 
 from support.controlplane import ControlPlane
 from webhook.testing import REPO, stop_process
@@ -72,3 +76,58 @@ def reports(plane: ControlPlane, api: str = "openreports") -> dict[str, dict[str
         for item in json.loads(done.stdout)["items"]:
             found[item["metadata"].get("namespace", "")] = item
     return found
+
+
+def check(workdir: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    """`quickq-guard check` with the config.yaml of `workdir`, as the audit there runs."""
+    return subprocess.run([sys.executable, "-m", "webhook.cli", "check", "--config",
+                           str(workdir / "config.yaml"), *args], cwd=REPO,
+                          capture_output=True, text=True, check=False)
+
+
+Row = tuple[str, str, str, str, str, str]
+
+
+def report_rows(found: dict[str, dict[str, Any]]) -> set[Row]:
+    """(namespace, kind, name, policy, result, message) of every result of the reports."""
+    rows = set()
+    for namespace, report in found.items():
+        for result in report.get("results") or ():
+            for resource in result.get("resources") or ():
+                rows.add((namespace, resource["kind"], resource["name"], result["policy"],
+                          result["result"], result["message"]))
+    return rows
+
+
+def kept(result: dict[str, Any]) -> bool:
+    """Whether a report keeps this result of `check -o policyreport`: failures, warnings,
+    errors, excepted violations (skip) and patches (pass)."""
+    return result["result"] in ("fail", "warn", "error") or (
+        result["result"] == "skip" and result["message"].startswith("excepted by")) \
+        or (result["result"] == "pass" and result["message"].startswith("would patch"))
+
+
+def without_unkept(policyreports: str) -> str:
+    """The stream less the results no report keeps. check writes each result as one line of
+    JSON, which YAML reads as the same mapping: 10,000 objects' passes take minutes to read
+    as YAML, a fraction of a second as JSON."""
+    return "\n".join(line for line in policyreports.splitlines()
+                     if not line.startswith("- {") or kept(orjson.loads(line[2:])))
+
+
+def check_rows(policyreports: str) -> set[Row]:
+    """The same of `check -o policyreport`, for the results a report keeps. A manifest
+    cannot say that another project's kind is cluster-scoped, so check reports it in
+    `default`, as `kubectl apply` without -n would place a namespaced one; the cluster knows
+    better."""
+    rows = set()
+    loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)  # libyaml's: 10 times faster
+    for report in yaml.load_all(without_unkept(policyreports), Loader=loader):
+        namespace = report["metadata"].get("namespace", "")
+        for result in report["results"] or ():
+            resource = result["resources"][0]
+            if kept(result) and resource["kind"] != "PolicyException":
+                where = "" if resource["kind"] == "ClusterTrainer" else namespace
+                rows.add((where, resource["kind"], resource["name"], result["policy"],
+                          result["result"], result["message"]))
+    return rows
