@@ -41,7 +41,6 @@ import (
 	"k8s.io/apimachinery/pkg/util/version"
 	plugincel "k8s.io/apiserver/pkg/admission/plugin/cel"
 	celconfig "k8s.io/apiserver/pkg/apis/cel"
-	apiservercel "k8s.io/apiserver/pkg/cel"
 	"k8s.io/apiserver/pkg/cel/environment"
 	"k8s.io/apiserver/pkg/cel/mutation"
 )
@@ -744,8 +743,6 @@ func qq_info() *C.char {
 		"runtimeCELCostBudgetMatchConditions": matchConditionsBudget,
 	})
 }
-
-var _ = apiservercel.ErrOutOfBudget
 
 // A policy's evaluation allocates little that lives, so the heap stays small and the default
 // GOGC=100 collects every few reviews: 400 took a third off an evaluation (one review's
