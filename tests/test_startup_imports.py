@@ -1,6 +1,6 @@
 """`check` of one small file with the default policies loads only what those policies need:
-no CEL runtime (none of them is a CEL policy) and no server stack (issue 38's pre-commit
-case; benchmarks/small_file.py times it)."""
+no CEL runtime (none of them is a CEL policy), no server stack and no event loop (issue 38's
+pre-commit case; benchmarks/small_file.py times it)."""
 
 from __future__ import annotations
 
@@ -14,7 +14,8 @@ ROOT = Path(__file__).resolve().parent.parent
 # What `check` of a Deployment under the default policies must not import.
 UNNEEDED = ("webhook.engine.cel", "ctypes",
             "webhook.engine.rules.cel", "uvicorn", "starlette", "lightkube", "cryptography",
-            "prometheus_client", "webhook.server", "jinja2", "ruamel", "multiprocessing")
+            "prometheus_client", "webhook.server", "jinja2", "ruamel", "multiprocessing",
+            "asyncio")
 
 PROGRAM = """
 import json, sys

@@ -12,7 +12,6 @@ objects that passed every policy are not in it, so they are not counted here.
 from __future__ import annotations
 
 import argparse
-import asyncio
 import contextlib
 import io
 import json
@@ -86,6 +85,8 @@ def run(args: argparse.Namespace) -> int:
             raise CliError(f"report writes {', '.join(FORMATS)}, not {name}: a report "
                            "result has no file or line for the others to point at")
     policies = load_policies(args.policies, load_config(args.config))
+    import asyncio  # the report's own: `check` does not pay for importing it
+
     found = asyncio.run(_read(args.kubeconfig, args.report_api, args.namespace))
     judged = list(verdicts(found))
     counts = counted(judged)
@@ -105,6 +106,8 @@ def run(args: argparse.Namespace) -> int:
 
 async def _read(kubeconfig: str | None, api_name: str,
                 namespaces: Sequence[str]) -> list[dict[str, Any]]:
+    import asyncio
+
     import yaml
     from lightkube.core.exceptions import ConfigError
 

@@ -98,9 +98,9 @@ def evaluate(obj: Decoded | Any, policies: PolicySet, review: Review | None = No
                          for path, problem in error.problems)
         return error_decision(resource, str(error), f"{resource}: the Kubernetes API server "
                               f"would refuse it: {error}", in_dry_run_mode, findings)
-    except InvalidObject as invalid:  # its own name: mypyc types `error` by the first clause
-        return error_decision(resource, str(invalid),
-                              f"{resource}: cannot be judged: {invalid}", in_dry_run_mode)
+    except InvalidObject as error:
+        return error_decision(resource, str(error),
+                              f"{resource}: cannot be judged: {error}", in_dry_run_mode)
     if workload is None:
         return skipped_decision(resource, policies, not_judged(obj, config.workload_kinds))
     excluded = _exclusion(workload, resource.namespace, username, groups, policies)

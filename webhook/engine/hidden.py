@@ -14,7 +14,7 @@ from collections import deque
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
-from webhook.engine.rules.secrets_params import PlaintextSecretParams
+from webhook.engine.rules.secrets import PlaintextSecretParams
 
 HIDDEN = "(hidden)"
 _NAMES = PlaintextSecretParams()  # the default words: DB_PASSWORD, api-key, tls.key...

@@ -20,7 +20,6 @@ from webhook.engine.rules import (
     probes,
     resources,
     secrets,
-    secrets_params,
     security,
 )
 from webhook.engine.rules._base import NoParams, Params
@@ -55,7 +54,7 @@ RULES: dict[str, Rule] = {
         Rule("gpu-priority-class", "validate", gpu.gpu_priority_class, gpu.GpuParams,
              node_templates=False),
         Rule("no-plaintext-secrets", "validate", secrets.no_plaintext_secrets,
-             secrets_params.PlaintextSecretParams, config_maps=True),
+             secrets.PlaintextSecretParams, config_maps=True),
         Rule("liveness-probe-tolerance", "validate", probes.liveness_probe_tolerance,
              probes.LivenessToleranceParams),
         Rule("require-labels", "validate", labels.require_labels,
