@@ -7,7 +7,6 @@ object. Items of a list carry no apiVersion or kind of their own; each gets its 
 
 from __future__ import annotations
 
-import functools
 import logging
 from collections.abc import AsyncIterator, Collection, Mapping
 from dataclasses import dataclass, field
@@ -22,6 +21,7 @@ from webhook.engine.globs import matches_any
 from webhook.engine.namespaces import IGNORE_LABEL
 from webhook.engine.policy import Config, PolicySet
 from webhook.engine.workload import BUILT_IN, WORKLOAD_KINDS, api_group
+from webhook.server.cluster_view import Kind as ServedKind
 
 log = logging.getLogger("quickq_guard.audit")
 
@@ -34,13 +34,10 @@ NAMESPACES = resource("", "v1", "Namespace", "namespaces", namespaced=False)
 
 
 @dataclass(frozen=True, slots=True)
-class Kind:
-    """A kind the audit lists and watches, at the version the cluster serves."""
+class Kind(ServedKind):
+    """A kind the audit lists and watches, at the version the cluster serves: the webhook's
+    record of a served kind, with its scope, its page size and its lightkube class."""
 
-    group: str
-    version: str
-    kind: str
-    plural: str
     namespaced: bool = True
     page: int = PAGE
     resource: Any = field(default=None, compare=False, hash=False, repr=False)
@@ -50,10 +47,8 @@ class Kind:
         return f"{self.group}/{self.version}" if self.group else self.version
 
 
-@functools.cache
 def kind(group: str, version: str, name: str, plural: str, namespaced: bool = True) -> Kind:
-    """A kind to list and watch (lightkube registers a resource class once per kind, so each
-    is made once and kept)."""
+    """A kind to list and watch (webhook.api_resources makes its lightkube class once)."""
     page = SMALL_PAGE if (group, name) == ("", "ConfigMap") else PAGE
     return Kind(group, version, name, plural, namespaced, page,
                 resource(group, version, name, plural, namespaced))
