@@ -39,9 +39,7 @@ import base64
 import datetime
 import json
 import os
-import shutil
 import statistics
-import subprocess
 import sys
 import tempfile
 import threading
@@ -62,7 +60,7 @@ from support.controlplane import (  # noqa: E402
     ControlPlane,
     Webhook,
     assets_dir,
-    interfaces,
+    in_loopback_namespace,
     missing_assets,
     pod,
     release_values,
@@ -70,22 +68,6 @@ from support.controlplane import (  # noqa: E402
     wait_until,
     webhook_certs,
 )
-
-ENV_MARK = "QUICKQ_LOOPBACK_ONLY"
-
-
-def in_loopback_namespace(argv: list[str]) -> int | None:
-    """Re-run under `unshare --net` when this process can see more than loopback."""
-    if interfaces() == ["lo"]:
-        return None
-    if os.geteuid() != 0 or os.environ.get(ENV_MARK) or not shutil.which("unshare"):
-        print("apiserver_latency: run as root (it makes a loopback-only network namespace) "
-              f"or inside one; this process sees {', '.join(interfaces())}", file=sys.stderr)
-        return 2
-    command = ["unshare", "--net", "--", "env", f"{ENV_MARK}=1", "sh", "-c",
-               'ip link set lo up && exec "$@"', "sh", sys.executable, __file__, *argv]
-    return subprocess.run(command, check=False).returncode
-
 
 PLAIN = "bench-plain"  # left out by the webhooks' namespaceSelector: no webhook call
 GUARDED = "bench-guarded"  # judged by both webhooks
@@ -369,7 +351,7 @@ def main(argv: list[str] | None = None) -> int:
                              "on the other CPU(s)")
     parser.add_argument("--json", action="store_true", help="print the figures as JSON")
     args = parser.parse_args(argv)
-    rerun = in_loopback_namespace(list(argv if argv is not None else sys.argv[1:]))
+    rerun = in_loopback_namespace(__file__, list(argv if argv is not None else sys.argv[1:]))
     if rerun is not None:
         return rerun
     missing = missing_assets(assets_dir())

@@ -38,7 +38,6 @@ import argparse
 import json
 import os
 import re
-import shutil
 import subprocess
 import sys
 import tempfile
@@ -66,30 +65,16 @@ from support.controlplane import (  # noqa: E402
     HOW_TO_GET,
     ControlPlane,
     assets_dir,
-    interfaces,
+    in_loopback_namespace,
     missing_assets,
 )
 
 from webhook.testing import free_port, stop_process  # noqa: E402
 
-ENV_MARK = "QUICKQ_LOOPBACK_ONLY"
 TARGETS = {"seconds_to_reports": 120.0, "peak_rss_mib": 256.0, "largest_report_bytes": 1 << 20,
            "steady_cores": 0.05}
 _SAMPLE = re.compile(r'^apiserver_request_total\{(?P<labels>[^}]*)\} (?P<value>\S+)$')
 _LABEL = re.compile(r'(\w+)="([^"]*)"')
-
-
-def in_loopback_namespace(argv: list[str]) -> int | None:
-    """Re-run under `unshare --net` when this process can see more than loopback."""
-    if interfaces() == ["lo"]:
-        return None
-    if os.geteuid() != 0 or os.environ.get(ENV_MARK) or not shutil.which("unshare"):
-        print("audit_scale: run as root (it makes a loopback-only network namespace) or "
-              f"inside one; this process sees {', '.join(interfaces())}", file=sys.stderr)
-        return 2
-    command = ["unshare", "--net", "--", "env", f"{ENV_MARK}=1", "sh", "-c",
-               'ip link set lo up && exec "$@"', "sh", sys.executable, __file__, *argv]
-    return subprocess.run(command, check=False).returncode
 
 
 # --- what the API server and the controller say ----------------------------------------------
@@ -329,7 +314,7 @@ def main(argv: list[str] | None = None) -> int:
                         help="run in DIR (new) and keep it: the audit's log, etcd's data")
     parser.add_argument("--json", action="store_true", help="print the figures as JSON")
     args = parser.parse_args(argv)
-    rerun = in_loopback_namespace(list(argv if argv is not None else sys.argv[1:]))
+    rerun = in_loopback_namespace(__file__, list(argv if argv is not None else sys.argv[1:]))
     if rerun is not None:
         return rerun
     missing = missing_assets(assets_dir())

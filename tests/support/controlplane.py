@@ -15,6 +15,7 @@ import http.client
 import ipaddress
 import json
 import os
+import shutil
 import signal
 import socket
 import ssl
@@ -66,6 +67,25 @@ def helm_binary() -> Path:
 def interfaces() -> list[str]:
     """Names of the network interfaces this process can see."""
     return sorted(name for _, name in socket.if_nameindex())
+
+
+LOOPBACK_MARK = "QUICKQ_LOOPBACK_ONLY"  # set inside the namespace scripts/test makes
+
+
+def in_loopback_namespace(script: str, argv: list[str]) -> int | None:
+    """For a benchmark that starts a control plane: None when this process sees loopback
+    alone; else the exit code of `script` run again with `argv` under `unshare --net` (as
+    root), or 2 with a message where it cannot be."""
+    if interfaces() == ["lo"]:
+        return None
+    name = Path(script).stem
+    if os.geteuid() != 0 or os.environ.get(LOOPBACK_MARK) or not shutil.which("unshare"):
+        print(f"{name}: run as root (it makes a loopback-only network namespace) or inside "
+              f"one; this process sees {', '.join(interfaces())}", file=sys.stderr)
+        return 2
+    command = ["unshare", "--net", "--", "env", f"{LOOPBACK_MARK}=1", "sh", "-c",
+               'ip link set lo up && exec "$@"', "sh", sys.executable, script, *argv]
+    return subprocess.run(command, check=False).returncode
 
 
 # --- certificates -------------------------------------------------------------------------
