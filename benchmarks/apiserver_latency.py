@@ -55,18 +55,16 @@ sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(REPO / "tests"))  # support.controlplane: the tests' own runner
 
 from support.controlplane import (  # noqa: E402
-    HOW_TO_GET,
     ApiClient,
     ControlPlane,
     Webhook,
     assets_dir,
-    in_loopback_namespace,
-    missing_assets,
     pod,
     release_values,
     rendered,
     wait_until,
     webhook_certs,
+    where_a_control_plane_starts,
 )
 
 PLAIN = "bench-plain"  # left out by the webhooks' namespaceSelector: no webhook call
@@ -351,14 +349,10 @@ def main(argv: list[str] | None = None) -> int:
                              "on the other CPU(s)")
     parser.add_argument("--json", action="store_true", help="print the figures as JSON")
     args = parser.parse_args(argv)
-    rerun = in_loopback_namespace(__file__, list(argv if argv is not None else sys.argv[1:]))
-    if rerun is not None:
-        return rerun
-    missing = missing_assets(assets_dir())
-    if missing:
-        print(f"apiserver_latency: no {', '.join(missing)} in {assets_dir()}: {HOW_TO_GET}",
-              file=sys.stderr)
-        return 2
+    ended = where_a_control_plane_starts(__file__,
+                                         list(argv if argv is not None else sys.argv[1:]))
+    if ended is not None:
+        return ended
     webhook_cpus = set(os.sched_getaffinity(0))
     if args.pin:
         # Before any thread or process of ours starts: etcd, kube-apiserver, kubectl and the

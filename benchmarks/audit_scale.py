@@ -62,11 +62,9 @@ from support.bulk import (  # noqa: E402
     reports_present,
 )
 from support.controlplane import (  # noqa: E402
-    HOW_TO_GET,
     ControlPlane,
     assets_dir,
-    in_loopback_namespace,
-    missing_assets,
+    where_a_control_plane_starts,
 )
 
 from webhook.testing import free_port, stop_process  # noqa: E402
@@ -314,14 +312,10 @@ def main(argv: list[str] | None = None) -> int:
                         help="run in DIR (new) and keep it: the audit's log, etcd's data")
     parser.add_argument("--json", action="store_true", help="print the figures as JSON")
     args = parser.parse_args(argv)
-    rerun = in_loopback_namespace(__file__, list(argv if argv is not None else sys.argv[1:]))
-    if rerun is not None:
-        return rerun
-    missing = missing_assets(assets_dir())
-    if missing:
-        print(f"audit_scale: no {', '.join(missing)} in {assets_dir()}: {HOW_TO_GET}",
-              file=sys.stderr)
-        return 2
+    ended = where_a_control_plane_starts(__file__,
+                                         list(argv if argv is not None else sys.argv[1:]))
+    if ended is not None:
+        return ended
     if args.objects < args.namespaces:
         print("audit_scale: --objects must be at least --namespaces", file=sys.stderr)
         return 2

@@ -88,6 +88,22 @@ def in_loopback_namespace(script: str, argv: list[str]) -> int | None:
     return subprocess.run(command, check=False).returncode
 
 
+def where_a_control_plane_starts(script: str, argv: list[str]) -> int | None:
+    """For a benchmark that starts a control plane: None to go on in this process (loopback
+    alone, the assets there); else the exit code to end with, of its run again in a
+    loopback-only namespace (in_loopback_namespace) or 2 with a message saying what is
+    missing."""
+    rerun = in_loopback_namespace(script, argv)
+    if rerun is not None:
+        return rerun
+    missing = missing_assets(assets_dir())
+    if missing:
+        print(f"{Path(script).stem}: no {', '.join(missing)} in {assets_dir()}: {HOW_TO_GET}",
+              file=sys.stderr)
+        return 2
+    return None
+
+
 # --- certificates -------------------------------------------------------------------------
 
 @dataclass(frozen=True)
