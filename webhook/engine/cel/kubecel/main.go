@@ -599,16 +599,29 @@ func failed(err any) *C.char {
 	return reply(map[string]string{"error": fmt.Sprint(err)})
 }
 
+// answerPanic, deferred by each exported function, turns a panic while it was `what` into
+// the error answer its caller reads, instead of a crashed process.
+func answerPanic(out **C.char, what string) {
+	if r := recover(); r != nil {
+		*out = failed(fmt.Sprintf("panic while %s: %v", what, r))
+	}
+}
+
+// evaluateEach evaluates requests of p on one activation, a result each.
+func (p *policy) evaluateEach(r *review, requests []evalRequest) []evalResult {
+	results := make([]evalResult, len(requests))
+	for i, request := range requests {
+		results[i] = p.evaluate(r, request)
+	}
+	return results
+}
+
 // qq_compile compiles a policy (compileSpec) and returns {handle, errors, variableErrors,
 // types} or {error}.
 //
 //export qq_compile
 func qq_compile(data *C.char, size C.int) (out *C.char) {
-	defer func() {
-		if r := recover(); r != nil {
-			out = failed(fmt.Sprintf("panic while compiling: %v", r))
-		}
-	}()
+	defer answerPanic(&out, "compiling")
 	var spec compileSpec
 	if err := gojson.Unmarshal(C.GoBytes(unsafe.Pointer(data), size), &spec); err != nil {
 		return failed(err)
@@ -624,11 +637,7 @@ func qq_compile(data *C.char, size C.int) (out *C.char) {
 //
 //export qq_activation
 func qq_activation(data *C.char, size C.int) (out *C.char) {
-	defer func() {
-		if r := recover(); r != nil {
-			out = failed(fmt.Sprintf("panic while reading the activation: %v", r))
-		}
-	}()
+	defer answerPanic(&out, "reading the activation")
 	r, err := parseReview(C.GoBytes(unsafe.Pointer(data), size))
 	if err != nil {
 		return failed(err)
@@ -641,11 +650,7 @@ func qq_activation(data *C.char, size C.int) (out *C.char) {
 //
 //export qq_eval
 func qq_eval(policyHandle, reviewHandle C.longlong, data *C.char, size C.int) (out *C.char) {
-	defer func() {
-		if r := recover(); r != nil {
-			out = failed(fmt.Sprintf("panic while evaluating: %v", r))
-		}
-	}()
+	defer answerPanic(&out, "evaluating")
 	p, ok := lookup(int64(policyHandle)).(*policy)
 	if !ok {
 		return failed("no such policy handle")
@@ -658,11 +663,7 @@ func qq_eval(policyHandle, reviewHandle C.longlong, data *C.char, size C.int) (o
 	if err := gojson.Unmarshal(C.GoBytes(unsafe.Pointer(data), size), &requests); err != nil {
 		return failed(err)
 	}
-	results := make([]evalResult, len(requests))
-	for i, request := range requests {
-		results[i] = p.evaluate(r, request)
-	}
-	return reply(results)
+	return reply(p.evaluateEach(r, requests))
 }
 
 // qq_eval_all evaluates, on one activation, the expressions of several compiled policies:
@@ -671,45 +672,27 @@ func qq_eval(policyHandle, reviewHandle C.longlong, data *C.char, size C.int) (o
 //
 //export qq_eval_all
 func qq_eval_all(reviewHandle C.longlong, data *C.char, size C.int) (out *C.char) {
-	defer func() {
-		if r := recover(); r != nil {
-			out = failed(fmt.Sprintf("panic while evaluating: %v", r))
-		}
-	}()
+	defer answerPanic(&out, "evaluating")
 	r, ok := lookup(int64(reviewHandle)).(*review)
 	if !ok {
 		return failed("no such activation handle")
 	}
-	var calls []struct {
-		Policy   int64
-		Requests []evalRequest
-	}
-	var raw [][2]gojson.RawMessage
-	if err := gojson.Unmarshal(C.GoBytes(unsafe.Pointer(data), size), &raw); err != nil {
+	var calls [][2]gojson.RawMessage // [policy handle, [evalRequest...]]
+	if err := gojson.Unmarshal(C.GoBytes(unsafe.Pointer(data), size), &calls); err != nil {
 		return failed(err)
-	}
-	for _, pair := range raw {
-		var call struct {
-			Policy   int64
-			Requests []evalRequest
-		}
-		if err := gojson.Unmarshal(pair[0], &call.Policy); err != nil {
-			return failed(err)
-		}
-		if err := gojson.Unmarshal(pair[1], &call.Requests); err != nil {
-			return failed(err)
-		}
-		calls = append(calls, call)
 	}
 	answers := make([][]evalResult, len(calls))
 	for i, call := range calls {
-		p, ok := lookup(call.Policy).(*policy)
-		if !ok {
-			continue
+		var handle int64
+		var requests []evalRequest
+		if err := gojson.Unmarshal(call[0], &handle); err != nil {
+			return failed(err)
 		}
-		answers[i] = make([]evalResult, len(call.Requests))
-		for j, request := range call.Requests {
-			answers[i][j] = p.evaluate(r, request)
+		if err := gojson.Unmarshal(call[1], &requests); err != nil {
+			return failed(err)
+		}
+		if p, ok := lookup(handle).(*policy); ok {
+			answers[i] = p.evaluateEach(r, requests)
 		}
 	}
 	return reply(answers)
