@@ -50,3 +50,31 @@ def test_only_one_report_on_stdout(capsys, tmp_path):
     assert code == 2 and "more than one report would go to stdout" in err
     code, _, err = run(capsys, "check", "-o", f"json={tmp_path / 'missing' / 'r.json'}", BAD)
     assert code == 2 and "cannot write" in err and "No such file or directory" in err
+
+
+KUBEAI = "tests/ml_workloads/kubeai-model.yaml"  # its resource profile is not judged here
+NOT_JUDGED = "come from KubeAI's configuration, not this object: not judged here"
+
+
+def test_what_is_not_judged_is_in_every_report_that_lists_results(capsys):
+    """A part of an object quickq-guard does not judge is a `skip` result of no policy in
+    the reports that list every result, counted in their summaries; the reports of things
+    to fix (SARIF, GitHub, GitLab) leave it out, as they leave out objects not judged."""
+    code, out, _ = run(capsys, "check", "-o", "json", KUBEAI)
+    assert code == 1  # its `latest` image and its token in env
+    report = json.loads(out)
+    notes = [row for row in report["results"] if row["policy"] is None]
+    assert [(row["result"], NOT_JUDGED in row["message"]) for row in notes] == [("skip", True)]
+    assert report["summary"]["skip"] == sum(row["result"] == "skip"
+                                            for row in report["results"])
+    junit = run(capsys, "check", "-o", "junit", KUBEAI)[1]
+    assert re.search(r'name="not judged"[^>]*>\s*<skipped message="[^"]*' + NOT_JUDGED, junit)
+    assert f'skipped="{report["summary"]["skip"]}"' in junit
+    policyreport = run(capsys, "check", "-o", "policyreport", KUBEAI)[1]
+    assert re.search(r'"policy":"judged","rule":"judged","result":"skip","message":"[^"]*'
+                     + NOT_JUDGED, policyreport)
+    assert f'"skip":{report["summary"]["skip"]}' in policyreport
+    table = run(capsys, "check", KUBEAI)[1]
+    assert f'{report["summary"]["skip"]} skip' in table and NOT_JUDGED in table
+    for problems_only in ("sarif", "github", "gitlab"):
+        assert NOT_JUDGED not in run(capsys, "check", "-o", problems_only, KUBEAI)[1]

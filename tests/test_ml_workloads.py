@@ -634,10 +634,11 @@ def test_check_judges_the_ml_kinds_as_the_engine_does(capsys):
         rows = [row for row in report["results"] if row["resource"]["source"].startswith(
             str(ML / name))]
         decision = evaluate(decode(load(name)), policies, review)
-        # An object not judged at all (a TrainJob) is one skip row, of no policy.
-        results = ((None, "skip", ""),) if decision.skipped else tuple(
+        # An object not judged at all (a TrainJob) is one skip row, of no policy; so is each
+        # part of a judged object that is not judged (an Argo Workflow's podSpecPatch).
+        results = ((None, "skip", ""),) if decision.skipped else (*(
             (r.policy, r.status, r.findings[0].path if r.findings else "")
-            for r in decision.results)
+            for r in decision.results), *((None, "skip", "") for _ in decision.unjudged))
         assert [(row["policy"], row["result"], row["path"]) for row in rows] == list(
             results), name
         patch = [op for row in rows if row["result"] == "patch" for op in row["patch"]]

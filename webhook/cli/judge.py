@@ -222,6 +222,7 @@ def count(decision: Decision, counts: Counter[str]) -> None:
     # no run, not even under --fail-on warn.
     if any(warning.startswith("[") for warning in decision.warnings):
         counts["level:warn"] += 1
+    counts["skip"] += len(decision.unjudged)  # as the reports write them (reported_results)
     if decision.audit_annotations:
         counts["level:audit"] += 1
     for result in decision.results:

@@ -156,6 +156,13 @@ class Decision:
         the webhook's answer, its metrics and logs, and every CLI format render."""
         return verdict_of(result, finding, self.dry_run)
 
+    @property
+    def unjudged(self) -> tuple[str, ...]:
+        """The warnings of no policy: what quickq-guard does not judge of an object it judges
+        (a KubeAI Model's resource profile, a podSpecPatch); a policy's warnings start with
+        `[policy-id]`."""
+        return tuple(warning for warning in self.warnings if not warning.startswith("["))
+
     def verdicts(self, result: Result) -> tuple[Verdict, ...]:
         """The verdict of each finding of a result that failed, patched or errored; one
         without findings (a policy that could not judge) has one, its own: what metrics,

@@ -71,12 +71,17 @@ def fails(verdict: str, fail_on: str) -> bool:
 
 
 def reported_results(decision: Decision) -> tuple[Result, ...]:
-    """A decision's results as the JSON and JUnit reports list them: an object not judged at
-    all (a kind quickq-guard does not judge, an excluded namespace) is one `skip` result of
-    no policy, saying why, rather than the same skip once per policy."""
+    """A decision's results as the JSON, JUnit and PolicyReport reports list them: an object
+    not judged at all (a kind quickq-guard does not judge, an excluded namespace) is one
+    `skip` result of no policy, saying why, rather than the same skip once per policy; a part
+    of a judged object that is not judged (a KubeAI Model's resource profile, a
+    podSpecPatch: a warning of no policy) is one more, after the policies' results."""
     if decision.skipped:
         return (Result(None, "validate", "", "skip", (), decision.skipped),)
-    return decision.results
+    if not decision.unjudged:
+        return decision.results
+    return (*decision.results, *(Result(None, "validate", "", "skip", (), note)
+                                 for note in decision.unjudged))
 
 
 def failing(decision: Decision, result: Result, fail_on: str) -> bool:

@@ -104,12 +104,10 @@ class Html(Format):
                     if quiet and not fails(verdict, fail_on):
                         continue
                     rows.append(_row(item, result, verdict, finding.message, finding))
-            for warning in decision.warnings:
-                # a warning of no policy: what quickq-guard does not judge (podSpecPatch, a
-                # KubeAI Model's resource profile), which fails no run: not with --quiet
-                if not warning.startswith("[") and not quiet:
-                    rows.append(Row("warn", "", resource.kind, resource.namespace,
-                                    resource.name, location(item), warning, "", (), "", ""))
+            if not quiet:  # what quickq-guard does not judge fails no run
+                rows += (Row("warn", "", resource.kind, resource.namespace, resource.name,
+                             location(item), note, "", (), "", "")
+                         for note in decision.unjudged)
         return rows, skipped
 
     def write(self, rendered: tuple[list[Row], list[Skipped]]) -> None:

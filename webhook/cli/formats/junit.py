@@ -41,7 +41,7 @@ class JUnit(Format):
                 where += f' line="{item.document.line}"'
             for result in reported_results(decision):
                 name = attr(result.policy
-                            or ("not judged" if decision.skipped else "readable"))
+                            or ("readable" if result.status == "error" else "not judged"))
                 status = result.status
                 if quiet and not failing(decision, result, fail_on):
                     continue

@@ -46,11 +46,8 @@ class Table(Format):
                         message += f" ({result.reason})"
                     lines.append(self.line(verdict, result.policy or "-", item, message,
                                            finding))
-            for warning in decision.warnings:
-                # a warning of no policy: what quickq-guard does not judge (podSpecPatch, a
-                # KubeAI Model's resource profile), which fails no run: not with --quiet
-                if not warning.startswith("[") and not quiet:
-                    lines.append(self.line("warn", "-", item, warning))
+            if not quiet:  # what quickq-guard does not judge fails no run
+                lines += (self.line("warn", "-", item, note) for note in decision.unjudged)
         return "".join(lines)
 
     def line(self, verdict: str, policy: str, item: Judged, message: str,
