@@ -386,3 +386,27 @@ def test_serve_reports_a_port_in_use_before_starting(tmp_path):
     assert f"cannot listen on 127.0.0.1:{port}: the port is already in use" in done.stderr
     assert "startup" not in done.stderr.lower()
     assert not (tmp_path / "certs").exists()  # nothing was made before the check
+
+
+@pytest.mark.parametrize(("args", "problem"), [
+    (["serve", "--port", "99999"], "argument --port: a port is 1 to 65535, not 99999"),
+    (["serve", "--port", "-1"], "argument --port: a port is 1 to 65535, not -1"),
+    (["serve", "--probe-port", "http"],
+     "argument --probe-port: expected a port number, got 'http'"),
+    (["audit", "--once", "--metrics-port", "70000"],
+     "argument --metrics-port: a port is 0 to 65535, not 70000"),
+])
+def test_a_port_out_of_range_is_a_usage_error(capsys, args, problem):
+    with pytest.raises(SystemExit) as stopped:
+        main(args)
+    assert stopped.value.code == 2 and problem in capsys.readouterr().err
+
+
+def test_serve_on_an_address_not_of_this_machine_says_to_pass_another_host(tmp_path):
+    done = subprocess.run(
+        [sys.executable, "-m", "webhook.cli", "serve", "--host", "192.0.2.1", "--port", "18443",
+         "--cert", str(tmp_path / "tls.crt"), "--key", str(tmp_path / "k")],
+        capture_output=True, text=True, check=False, timeout=60, cwd=tmp_path)
+    assert done.returncode == 3
+    assert "cannot listen on 192.0.2.1:18443: Cannot assign requested address; pass the " \
+           "--host of one of this machine's addresses" in done.stderr

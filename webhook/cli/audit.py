@@ -15,7 +15,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from webhook.cli import check
-from webhook.cli.check import OutputAction, count_of
+from webhook.cli.check import OutputAction, count_of, port_number
 from webhook.cli.exits import CliError, error, note
 from webhook.cli.formats import Format
 from webhook.cli.summary import FAIL_ON, exit_code
@@ -66,7 +66,7 @@ def add_parser(commands: Any) -> None:
                         metavar="N",
                         help="results per report at most (default: %(default)s); one more "
                              "says how many were left out")
-    parser.add_argument("--metrics-port", type=int, default=9090, metavar="PORT",
+    parser.add_argument("--metrics-port", type=port_number(0), default=9090, metavar="PORT",
                         help="serve Prometheus metrics on this port (default: %(default)s; "
                              "0: none)")
     parser.add_argument("--serve-report", action="store_true",

@@ -164,6 +164,19 @@ def count_of(too_few: str) -> Callable[[str], int]:
     return count
 
 
+def port_number(lowest: int) -> Callable[[str], int]:
+    """An argparse type: a TCP port, `lowest` (0 where it means none) to 65535."""
+    def port(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected a port number, got {text!r}") from None
+        if not lowest <= value <= 65535:
+            raise argparse.ArgumentTypeError(f"a port is {lowest} to 65535, not {value}")
+        return value
+    return port
+
+
 def moment(text: str) -> datetime:
     """An argparse type: a time with its offset (a time without one means no one instant)."""
     try:

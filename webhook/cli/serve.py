@@ -7,7 +7,7 @@ import errno
 import socket
 from typing import Any
 
-from webhook.cli.check import count_of, policy_options
+from webhook.cli.check import count_of, policy_options, port_number
 from webhook.cli.exits import EXIT_CANNOT_START, error
 
 
@@ -24,9 +24,9 @@ def add_parser(commands: Any) -> None:
                         help="serving key, PEM (default: %(default)s)")
     parser.add_argument("--host", default="0.0.0.0",
                         help="address to listen on (default: %(default)s)")
-    parser.add_argument("--port", type=int, default=8443,
+    parser.add_argument("--port", type=port_number(1), default=8443,
                         help="port to listen on (default: %(default)s)")
-    parser.add_argument("--probe-port", type=int, metavar="PORT",
+    parser.add_argument("--probe-port", type=port_number(1), metavar="PORT",
                         help="also serve /healthz, /readyz and /metrics (never /validate or "
                              "/mutate) on this port, over TLS with no client certificate "
                              "asked: for the kubelet and Prometheus with --client-ca "
@@ -77,8 +77,9 @@ def run(args: argparse.Namespace) -> int:
     for option, port in (("--port", args.port), ("--probe-port", args.probe_port)):
         problem = "" if port is None else port_problem(args.host, port)
         if problem:
-            error(f"cannot listen on {args.host}:{port}: {problem}; stop what uses it or "
-                  f"pass {option}")
+            advice = (f"stop what uses it or pass {option}" if problem == IN_USE
+                      else "pass the --host of one of this machine's addresses")
+            error(f"cannot listen on {args.host}:{port}: {problem}; {advice}")
             return EXIT_CANNOT_START
     if args.probe_port is not None and args.probe_port == args.port:
         error("--probe-port must differ from --port")
@@ -86,6 +87,9 @@ def run(args: argparse.Namespace) -> int:
     from webhook.server import serve as server
 
     return int(server.run(args))
+
+
+IN_USE = "the port is already in use"
 
 
 def port_problem(host: str, port: int) -> str:
@@ -97,7 +101,7 @@ def port_problem(host: str, port: int) -> str:
             probe.bind((host, port))
         except OSError as problem:
             if problem.errno == errno.EADDRINUSE:
-                return "the port is already in use"
+                return IN_USE
             return problem.strerror or str(problem)
     return ""
 
