@@ -107,3 +107,23 @@ def test_config_file_is_not_looked_for_above_the_repository(capsys, tmp_path, mo
     (repo / ".git").mkdir(parents=True)
     monkeypatch.chdir(repo)
     assert run(capsys, "check", "--policy", "disallow-latest-tag", BAD)[0] == 1
+
+
+def test_policies_may_name_one_policy_file(capsys, tmp_path):
+    one = policy(tmp_path / "one", "team-label", "team") / "team-label.yaml"
+    code, results, _ = judged(capsys, "--no-default-policies", "--policies", str(one))
+    assert code == 1 and results == {"team-label": "fail"}
+    code, _, err = run(capsys, "check", "--policies", str(tmp_path / "missing.yaml"), BAD)
+    assert code == 2
+    assert f"{tmp_path / 'missing.yaml'}: no such policy file or directory" in err
+
+
+def test_a_watched_policy_file_is_reloaded_when_it_changes(tmp_path):
+    from webhook.server.reload import PolicySource
+
+    one = policy(tmp_path, "team-label", "team") / "team-label.yaml"
+    source = PolicySource(str(one), None)
+    before = source.fingerprint()
+    assert source.load().full.policies[0].id == "team-label"
+    one.write_text(one.read_text().replace("team", "owner"))
+    assert source.fingerprint() != before

@@ -155,7 +155,7 @@ def test_duplicate_policy_ids_fail(tmp_path):
 def test_an_empty_policy_directory_fails(tmp_path):
     with pytest.raises(PolicyError, match="no policies found"):
         load_policies(tmp_path)
-    with pytest.raises(PolicyError, match="not a directory"):
+    with pytest.raises(PolicyError, match="no such policy file or directory"):
         load_policies(tmp_path / "missing")
 
 

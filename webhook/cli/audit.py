@@ -41,9 +41,9 @@ def add_parser(commands: Any) -> None:
     parser.add_argument("--config", metavar="FILE",
                         help="global config, as serve --config takes it (the chart's "
                              "ConfigMap); a change re-scans")
-    parser.add_argument("--policies", metavar="DIR",
-                        help="directory of policy files (default: the shipped policies); a "
-                             "change re-scans")
+    parser.add_argument("--policies", metavar="PATH",
+                        help="directory of policy files, or one policy file (default: the "
+                             "shipped policies); a change re-scans")
     parser.add_argument("--once", action="store_true",
                         help="list and judge everything once, print the verdicts, write no "
                              "report: what switching a policy to enforce would deny")

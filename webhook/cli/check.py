@@ -29,9 +29,10 @@ def add_parser(commands: Any) -> None:
                     "vendor/ and node_modules/ are left out unless named, and files with no "
                     "Kubernetes object are skipped (--verbose lists them).")
     parser.add_argument("paths", nargs="+", metavar="PATH", help="file, directory or -")
-    parser.add_argument("--policies", action="append", default=[], metavar="DIR",
-                        help="a directory of your policy files, run beside the shipped ones "
-                             "(repeatable; a policy with a shipped policy's id replaces it)")
+    parser.add_argument("--policies", action="append", default=[], metavar="PATH",
+                        help="a directory of your policy files, or one policy file, run "
+                             "beside the shipped ones (repeatable; a policy with a shipped "
+                             "policy's id replaces it)")
     parser.add_argument("--no-default-policies", action="store_true",
                         help="run only the policies of --policies, not the shipped ones")
     parser.add_argument("--policy", action="append", default=[], metavar="ID",
@@ -127,8 +128,9 @@ def skipped_note(files: int, kustomizations: int) -> str:
 
 
 def policy_options(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--policies", metavar="DIR",
-                        help="directory of policy files (default: the shipped policies)")
+    parser.add_argument("--policies", metavar="PATH",
+                        help="directory of policy files, or one policy file (default: the "
+                             "shipped policies)")
     parser.add_argument("--config", metavar="FILE",
                         help="global config: mode, exclusions, per-policy overrides "
                              "(default: none)")

@@ -70,7 +70,7 @@ def add_parser(commands: Any) -> None:
                         help="write the report to FILE, not stdout")
     parser.add_argument("--fail-on", choices=FAIL_ON, default="deny",
                         help="what makes the exit code 1, as for check")
-    parser.add_argument("--policies", metavar="DIR",
+    parser.add_argument("--policies", metavar="PATH",
                         help="the policies the audit runs, for the page's policy table "
                              "(default: the shipped policies)")
     parser.add_argument("--config", metavar="FILE",
