@@ -75,6 +75,13 @@ def test_cel_runtimes_compares_the_installed_runtime():
     assert "error for 'container.image.startsWith(1)': compile: " in out
 
 
+def test_small_file_times_check_beside_its_floors():
+    out = run("small_file.py", "--runs", "1", "--floor")
+    for name in ("this", "floor: python", "floor: + libraries", "floor: + libraries + pydantic"):
+        assert f"\n{name}: median " in f"\n{out}", out
+    assert "runs of `check examples/good/deployment.yaml`" in out
+
+
 def test_engine_ab_times_two_checkouts(tmp_path):
     root = BENCHMARKS.parent
     shutil.copytree(root / "webhook", tmp_path / "webhook")
