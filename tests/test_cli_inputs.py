@@ -410,3 +410,15 @@ def test_serve_on_an_address_not_of_this_machine_says_to_pass_another_host(tmp_p
     assert done.returncode == 3
     assert "cannot listen on 192.0.2.1:18443: Cannot assign requested address; pass the " \
            "--host of one of this machine's addresses" in done.stderr
+
+
+def test_a_low_port_without_the_right_to_bind_it_says_what_to_do(monkeypatch):
+    from webhook.cli import serve
+
+    def refused(self: socket.socket, address: object) -> None:
+        raise PermissionError(13, "Permission denied")
+
+    monkeypatch.setattr(socket.socket, "bind", refused)
+    assert serve.port_problem("0.0.0.0", 443, "--port") == (
+        "Permission denied; pass a --port of 1024 or more, or give the process the capability "
+        "to bind low ports (CAP_NET_BIND_SERVICE)")

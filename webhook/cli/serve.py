@@ -75,11 +75,9 @@ def add_parser(commands: Any) -> None:
 
 def run(args: argparse.Namespace) -> int:
     for option, port in (("--port", args.port), ("--probe-port", args.probe_port)):
-        problem = "" if port is None else port_problem(args.host, port)
+        problem = "" if port is None else port_problem(args.host, port, option)
         if problem:
-            advice = (f"stop what uses it or pass {option}" if problem == IN_USE
-                      else "pass the --host of one of this machine's addresses")
-            error(f"cannot listen on {args.host}:{port}: {problem}; {advice}")
+            error(f"cannot listen on {args.host}:{port}: {problem}")
             return EXIT_CANNOT_START
     if args.probe_port is not None and args.probe_port == args.port:
         error("--probe-port must differ from --port")
@@ -89,11 +87,9 @@ def run(args: argparse.Namespace) -> int:
     return int(server.run(args))
 
 
-IN_USE = "the port is already in use"
-
-
-def port_problem(host: str, port: int) -> str:
-    """Why the server could not listen on host:port, found before anything starts."""
+def port_problem(host: str, port: int, option: str) -> str:
+    """Why the server could not listen on host:port, and what to do, found before anything
+    starts; `option` is the flag that set the port."""
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
     with socket.socket(family, socket.SOCK_STREAM) as probe:
         probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
@@ -101,8 +97,12 @@ def port_problem(host: str, port: int) -> str:
             probe.bind((host, port))
         except OSError as problem:
             if problem.errno == errno.EADDRINUSE:
-                return IN_USE
-            return problem.strerror or str(problem)
+                return f"the port is already in use; stop what uses it or pass {option}"
+            if problem.errno == errno.EACCES:
+                return (f"{problem.strerror}; pass a {option} of 1024 or more, or give the "
+                        "process the capability to bind low ports (CAP_NET_BIND_SERVICE)")
+            return (f"{problem.strerror or problem}; pass the --host of one of this "
+                    "machine's addresses")
     return ""
 
 
