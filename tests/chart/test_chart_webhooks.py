@@ -200,6 +200,15 @@ def test_a_probe_namespace_that_is_excluded_is_refused() -> None:
     assert "probeNamespace kube-system is excluded" in proc.stderr
 
 
+def test_an_install_into_default_says_to_give_it_a_namespace_of_its_own() -> None:
+    """`helm install quickq-guard charts/quickq-guard` with no -n: the release namespace is
+    `default`, which the webhook never judges, and the probe's namespace too."""
+    proc = helm_template_raw(namespace="default")
+    assert proc.returncode != 0
+    assert "the release namespace default is excluded" in proc.stderr
+    assert "helm install -n quickq-guard --create-namespace" in proc.stderr
+
+
 def condition(hook: dict[str, Any], name: str) -> Any:
     [expression] = [c["expression"] for c in hook["matchConditions"] if c["name"] == name]
     return compile_expression(expression, "object", "bool")
