@@ -338,6 +338,20 @@ def test_policies_lists_every_policy_with_type_and_action(capsys):
     assert len(rows) == 14
 
 
+def test_policies_as_json_give_each_policy_with_its_params_after_the_config(capsys, tmp_path):
+    config = write(tmp_path, "c.yaml", "mode: dry-run\npolicies:\n  require-labels:\n"
+                   "    action: enforce\n    params: {labels: [team]}\n")
+    code, out, _ = run(capsys, "policies", "-o", "json", "--config", str(config))
+    assert code == 0
+    listed = json.loads(out)
+    assert listed["mode"] == "dry-run" and len(listed["policies"]) == 14
+    labels = next(p for p in listed["policies"] if p["id"] == "require-labels")
+    assert labels["action"] == "enforce" and labels["params"]["labels"] == [["team"]]
+    assert labels["type"] == "validate" and labels["description"]
+    assert labels["source"].endswith("require-labels.yaml")
+    assert labels["match"]["operations"] == ["CREATE", "UPDATE"]
+
+
 def test_policies_reports_a_config_typo_and_exits_2(capsys, tmp_path):
     config = write(tmp_path, "c.yaml", "policies: {require-label: {action: warn}}\n")
     code, _, err = run(capsys, "policies", "--config", str(config))
