@@ -50,3 +50,12 @@ def test_a_directory_for_a_cert_is_exit_2(tmp_path: Path, certs_dir: Path) -> No
     done = _serve(tmp_path, "--cert", str(tmp_path), "--key", str(certs_dir / "tls.key"))
     assert done.returncode == 2
     assert f"--cert {tmp_path}: not a file" in done.stderr
+
+
+def test_a_config_that_does_not_load_stops_self_signed_before_it_makes_a_pair(
+        tmp_path: Path) -> None:
+    (tmp_path / "config.yaml").write_text("mode: [\n")
+    done = _serve(tmp_path, "--self-signed", "--config", "config.yaml")
+    assert done.returncode == 2
+    assert "config.yaml: invalid YAML" in done.stderr
+    assert not (tmp_path / "certs").exists()  # nothing made for a server that cannot start

@@ -239,6 +239,11 @@ def run(args: argparse.Namespace) -> int:
     if settings.workers < 1:
         print("quickq-guard serve: --workers must be at least 1", file=sys.stderr)
         return 2
+    try:  # before anything is made: a config or policy that does not load changes nothing
+        settings.source.load()
+    except PolicyError as error:
+        print(f"quickq-guard serve: {error}", file=sys.stderr)
+        return 2
     if getattr(args, "self_signed", False):
         out = Path(settings.cert).parent
         try:
@@ -258,11 +263,7 @@ def run(args: argparse.Namespace) -> int:
             print(f"quickq-guard serve: {problem}", file=sys.stderr)
             return 2
     try:
-        settings.source.load()
         certs.server_context(settings.cert, settings.key, settings.client_ca)
-    except PolicyError as error:
-        print(f"quickq-guard serve: {error}", file=sys.stderr)
-        return 2
     except (OSError, ValueError) as error:
         print(f"quickq-guard serve: TLS: {error}", file=sys.stderr)
         return 2
