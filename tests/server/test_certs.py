@@ -44,6 +44,20 @@ def test_certs_writes_ca_and_serving_pair(tmp_path: Path,
     renewed.verify_directly_issued_by(ca)
 
 
+@pytest.mark.parametrize(("args", "problem"), [
+    (["--days", "99999999"], "--days is 1 to 3650 (the CA's own validity, which no serving "
+                             "certificate outlives), not 99999999"),
+    (["--service", "web_hook"], "--service 'web_hook' is not a name Kubernetes gives"),
+    (["--namespace", "ML"], "--namespace 'ML' is not a name Kubernetes gives"),
+])
+def test_certs_refuses_what_no_certificate_could_serve(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str], args: list[str],
+        problem: str) -> None:
+    assert main(["certs", "--out", str(tmp_path / "out"), *args]) == 1
+    assert problem in capsys.readouterr().err
+    assert not (tmp_path / "out").exists()
+
+
 def test_an_expired_or_broken_ca_is_replaced(tmp_path: Path,
                                              capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["certs", "--out", str(tmp_path)]) == 0

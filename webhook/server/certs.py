@@ -13,6 +13,7 @@ import base64
 import datetime
 import ipaddress
 import os
+import re
 import ssl
 import sys
 import tempfile
@@ -25,6 +26,7 @@ from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
 CA_DAYS = 3650
+_DNS_LABEL = re.compile(r"[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?")  # a Service's, a namespace's name
 RENEW_CA_BEFORE = datetime.timedelta(days=30)
 
 
@@ -67,10 +69,13 @@ def ca_bundle(ca_cert: Path) -> str:
 
 def ensure_certs(out: Path, service: str, namespace: str, days: int = 365) -> CertFiles:
     """Reuse a valid CA in `out` (or create one) and issue a fresh serving certificate."""
-    if days < 1:
-        raise ValueError(f"--days must be at least 1, got {days}")
-    if not service or not namespace:
-        raise ValueError("--service and --namespace may not be empty")
+    if not 1 <= days <= CA_DAYS:
+        raise ValueError(f"--days is 1 to {CA_DAYS} (the CA's own validity, which no serving "
+                         f"certificate outlives), not {days}")
+    for option, name in (("--service", service), ("--namespace", namespace)):
+        if not _DNS_LABEL.fullmatch(name):
+            raise ValueError(f"{option} {name!r} is not a name Kubernetes gives a Service or "
+                             "namespace: lowercase letters, digits and '-', at most 63")
     out.mkdir(parents=True, exist_ok=True)
     files = CertFiles(out / "ca.crt", out / "ca.key", out / "tls.crt", out / "tls.key", False)
     loaded = load_ca(files.ca_cert, files.ca_key)
