@@ -39,41 +39,40 @@ def pod_security_dir() -> Path:
 
 def load_policies(directory: str | Path | None = None,
                   config: str | Path | Config | None = None) -> PolicySet:
-    """Every policy in the directory's *.yaml / *.yml files (default: the shipped ones), or in
-    one policy file, with
-    the global config (a file, a Config, or the defaults) applied. Raises PolicyError."""
+    """Every policy in the directory's *.yaml / *.yml files (default: the shipped ones), or
+    in one policy file, with the global config (a file, a Config, or the defaults) applied.
+    Raises PolicyError."""
     directory = Path(directory) if directory is not None else default_policies_dir()
     if not isinstance(config, Config):
         config = load_config(config)
-    return policy_set(_folder_policies(directory, config) + _pod_security(config), config)
+    return policy_set(_policies_at(directory, config) + _pod_security(config), config)
 
 
-def _folder_policies(folder: Path, config: Config) -> list[Policy]:
-    """Every policy in one folder's policy files, or in one policy file. Raises PolicyError
+def _policies_at(place: Path, config: Config) -> list[Policy]:
+    """Every policy in a directory's policy files, or in one policy file. Raises PolicyError
     when there is none."""
-    if not folder.exists():
-        raise PolicyError(f"{folder}: no such policy file or directory")
+    if not place.exists():
+        raise PolicyError(f"{place}: no such policy file or directory")
     found = [build(document, where, config)
-             for path in policy_files(folder) for where, document in _documents(path)]
+             for path in policy_files(place) for where, document in _documents(path)]
     if not found:
-        raise PolicyError(f"{folder}: no policies found (expected one YAML file per policy)")
+        raise PolicyError(f"{place}: no policies found (expected one YAML file per policy)")
     return found
 
 
 def load_policy_dirs(directories: list[str | Path], config: Config, defaults: bool = True,
                      only: tuple[str, ...] = (), skip: tuple[str, ...] = ()) -> PolicySet:
-    """The policies of several directories (or files) as one set (`check --policies A
-    --policies B`):
-    the shipped ones first unless `defaults` is false, then each directory's; a policy whose
-    id an earlier directory has already defined replaces it (a team's own version of a
-    shipped policy). `only`: run just these ids; `skip`: leave these out. Raises PolicyError,
-    naming an id that no directory defines."""
+    """The policies of several directories or files as one set (`check --policies A
+    --policies B`): the shipped ones first unless `defaults` is false, then each one's; a
+    policy whose id an earlier one has already defined replaces it (a team's own version of
+    a shipped policy). `only`: run just these ids; `skip`: leave these out. Raises
+    PolicyError, naming an id that none defines."""
     folders = ([default_policies_dir()] if defaults else []) + [Path(d) for d in directories]
     if not folders:
         raise PolicyError("no policies: --no-default-policies needs a --policies PATH")
     by_id: dict[str, Policy] = {}
     for folder in folders:
-        found = _folder_policies(folder, config)
+        found = _policies_at(folder, config)
         here: set[str] = set()
         for policy in found:
             if policy.id in here:
@@ -120,13 +119,13 @@ def find_config(start: Path | None = None) -> Path | None:
 CONFIG_FILE = ".quickq-guard.yaml"
 
 
-def policy_files(directory: Path) -> list[Path]:
+def policy_files(place: Path) -> list[Path]:
     """The policy files a load reads, in order: a directory's top-level .yaml and .yml
     files, hidden ones left out (a ConfigMap mount's ..data links among them), or the one
     file given."""
-    if not directory.is_dir():
-        return [directory]
-    return sorted(p for p in directory.iterdir()
+    if not place.is_dir():
+        return [place]
+    return sorted(p for p in place.iterdir()
                   if p.suffix in (".yaml", ".yml") and p.is_file() and not p.name.startswith("."))
 
 

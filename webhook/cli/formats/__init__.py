@@ -78,10 +78,11 @@ def reported_results(decision: Decision) -> tuple[Result, ...]:
     podSpecPatch: a warning of no policy) is one more, after the policies' results."""
     if decision.skipped:
         return (Result(None, "validate", "", "skip", (), decision.skipped),)
-    if not decision.unjudged:
+    notes = decision.unjudged
+    if not notes:
         return decision.results
     return (*decision.results, *(Result(None, "validate", "", "skip", (), note)
-                                 for note in decision.unjudged))
+                                 for note in notes))
 
 
 def failing(decision: Decision, result: Result, fail_on: str) -> bool:
